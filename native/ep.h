@@ -1,0 +1,28 @@
+/*
+ * ep.h - epabi's OrtEp: one per session that uses the EP.
+ *
+ * Ownership: created by OrtEpFactory::CreateEp, destroyed by OrtEpFactory::ReleaseEp. Thread-safety: the
+ * host may call the const members (GetName, IsGraphCaptured, ...) from any thread; they read immutable state.
+ */
+#ifndef EPABI_EP_H
+#define EPABI_EP_H
+
+#include "ep_factory.h"
+#include "options.h"
+
+struct epabi_ep {
+    OrtEp base;                        /* first member: the host's OrtEp* is a struct epabi_ep* */
+    struct epabi_factory* factory;     /* outlives every EP it creates */
+    const OrtLogger* logger;           /* the session logger */
+    struct epabi_options options;
+    struct epabi_device_record device;
+};
+
+/* Validates options and the device, then fills the OrtEp table gated by the negotiated API version.
+ * Errors: ORT_INVALID_ARGUMENT for a malformed option or a virtual device in a runnable session. */
+OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_record* device,
+                           const OrtSessionOptions* session_options, const OrtLogger* logger, OrtEp** out);
+
+void epabi_ep_destroy(OrtEp* ep);
+
+#endif

@@ -1,0 +1,176 @@
+/*
+ * ep_devices.c - which hardware devices become EP devices.
+ *
+ *  - GPU: every GPU-typed hardware device with NVIDIA's vendor id, with default and read-only memory infos.
+ *  - Software adapter: only with EPABI_ALLOW_SOFTWARE_ADAPTER=1 and no GPU listed; one EP device on the
+ *    CPU hardware device, with a warning that it is a software device.
+ *  - Virtual: when the host's environment config has allow_virtual_devices=1 (ORT sets it for a
+ *    registration name ending in ".virtual"), a GPU hardware device we create ourselves, metadata
+ *    is_virtual=1, no memory infos; usable only by compile-only sessions (see ep.c).
+ * Mirrors the conduct of ONNX Runtime's WebGPU plugin EP (software adapter, virtual device).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ep_factory.h"
+
+static bool is_virtual_hw(const struct epabi_api* api, const OrtHardwareDevice* hw) {
+    const char* v = epabi_kv_get(api, api->ort->HardwareDevice_Metadata(hw), "is_virtual");
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
+static bool software_adapter_allowed(void) {
+    const char* v = getenv("EPABI_ALLOW_SOFTWARE_ADAPTER");
+    return v != NULL && strcmp(v, "1") == 0;
+}
+
+static OrtStatus* virtual_devices_allowed(const struct epabi_api* api, bool* allowed) {
+    *allowed = false;
+    if (!epabi_has(api, EPABI_SINCE_ENV_CONFIG)) return NULL;
+    OrtKeyValuePairs* env = NULL;
+    EPABI_RETURN_IF_ERROR(api->ep->GetEnvConfigEntries(&env));
+    const char* v = epabi_kv_get(api, env, "allow_virtual_devices");
+    *allowed = v != NULL && strcmp(v, "1") == 0;
+    if (env != NULL) api->ort->ReleaseKeyValuePairs(env);
+    return NULL;
+}
+
+/* Caller holds f->lock. Keeps the memory info alive until the factory is destroyed, because the host
+ * may keep referring to it through the EP device. */
+static OrtStatus* attach_memory_info(struct epabi_factory* f, OrtEpDevice* dev, const char* name, int ordinal,
+                                     OrtAllocatorType type) {
+    const struct epabi_api* api = &f->api;
+    if (f->num_memory_infos >= sizeof f->memory_infos / sizeof f->memory_infos[0])
+        return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": too many memory infos");
+    OrtMemoryInfo* info = NULL;
+    EPABI_RETURN_IF_ERROR(api->ort->CreateMemoryInfo_V2(name, OrtMemoryInfoDeviceType_GPU, EPABI_NVIDIA_VENDOR_ID,
+                                                        ordinal, OrtDeviceMemoryType_DEFAULT, 0, type, &info));
+    f->memory_infos[f->num_memory_infos++] = info;
+    return api->ep->EpDevice_AddAllocatorInfo(dev, info);
+}
+
+/* Caller holds f->lock. Creates one EP device and records it. */
+static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* hw, enum epabi_device_kind kind,
+                             int ordinal, OrtEpDevice** out) {
+    const struct epabi_api* api = &f->api;
+    static const char* const kKindNames[] = {"gpu", "software", "virtual"};
+    *out = NULL;
+    OrtKeyValuePairs* meta = NULL;
+    api->ort->CreateKeyValuePairs(&meta);
+    api->ort->AddKeyValuePair(meta, "device_kind", kKindNames[kind]);
+    OrtEpDevice* dev = NULL;
+    OrtStatus* st = api->ep->CreateEpDevice(&f->base, hw, meta, NULL, &dev);
+    api->ort->ReleaseKeyValuePairs(meta);
+    if (st != NULL) return st;
+    if (kind == EPABI_DEVICE_GPU) {
+        st = attach_memory_info(f, dev, "EpAbi_GPU", ordinal, OrtDeviceAllocator);
+        if (st == NULL) st = attach_memory_info(f, dev, "EpAbi_GPU_readonly", ordinal, OrtReadOnlyAllocator);
+        if (st != NULL) {
+            api->ep->ReleaseEpDevice(dev);
+            return st;
+        }
+    }
+    f->devices[f->num_devices++] = (struct epabi_device_record){hw, kind, ordinal};
+    *out = dev;
+    return NULL;
+}
+
+static OrtStatus* make_virtual_hw(struct epabi_factory* f) {
+    const struct epabi_api* api = &f->api;
+    if (f->virtual_hw != NULL) return NULL;
+    OrtKeyValuePairs* meta = NULL;
+    api->ort->CreateKeyValuePairs(&meta);
+    api->ort->AddKeyValuePair(meta, "is_virtual", "1");
+    api->ort->AddKeyValuePair(meta, "DiscoveredBy", EPABI_EP_NAME);
+    OrtStatus* st = api->ep->CreateHardwareDevice(OrtHardwareDeviceType_GPU, 0, 0, EPABI_VENDOR, meta, &f->virtual_hw);
+    api->ort->ReleaseKeyValuePairs(meta);
+    return st;
+}
+
+OrtStatus* epabi_factory_list_devices(struct epabi_factory* f, const OrtHardwareDevice* const* devices,
+                                      size_t num_devices, OrtEpDevice** ep_devices, size_t max_ep_devices,
+                                      size_t* num_ep_devices) {
+    const struct epabi_api* api = &f->api;
+    if (num_ep_devices == NULL || ep_devices == NULL || (devices == NULL && num_devices > 0))
+        return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": GetSupportedDevices got a NULL pointer");
+    *num_ep_devices = 0;
+    size_t limit = max_ep_devices < EPABI_MAX_DEVICES ? max_ep_devices : EPABI_MAX_DEVICES;
+    bool allow_virtual = false;
+    EPABI_RETURN_IF_ERROR(virtual_devices_allowed(api, &allow_virtual));
+
+    pthread_mutex_lock(&f->lock);
+    f->num_devices = 0;   /* a new enumeration replaces the previous one */
+    OrtStatus* st = NULL;
+    size_t n = 0;
+    int gpus = 0;
+    const OrtHardwareDevice* cpu = NULL;
+    for (size_t i = 0; i < num_devices && st == NULL; ++i) {
+        const OrtHardwareDevice* hw = devices[i];
+        OrtHardwareDeviceType type = api->ort->HardwareDevice_Type(hw);
+        if (type == OrtHardwareDeviceType_CPU && cpu == NULL) cpu = hw;
+        if (type != OrtHardwareDeviceType_GPU || api->ort->HardwareDevice_VendorId(hw) != EPABI_NVIDIA_VENDOR_ID ||
+            is_virtual_hw(api, hw))
+            continue;
+        if (n >= limit) {
+            EPABI_LOG(api, f->logger, ORT_LOGGING_LEVEL_WARNING,
+                      EPABI_EP_NAME ": more GPUs than the host accepts EP devices (%zu); the rest are not listed", limit);
+            break;
+        }
+        st = add_device(f, hw, EPABI_DEVICE_GPU, gpus, &ep_devices[n]);
+        if (st == NULL) {
+            ++n;
+            ++gpus;
+        }
+    }
+    if (st == NULL && gpus == 0 && cpu != NULL && software_adapter_allowed() && n < limit) {
+        EPABI_LOG(api, f->logger, ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": no NVIDIA GPU found; offering the CPU software adapter "
+                  "(EPABI_ALLOW_SOFTWARE_ADAPTER=1). It is a software device: expect CPU speed.");
+        st = add_device(f, cpu, EPABI_DEVICE_SOFTWARE, 0, &ep_devices[n]);
+        if (st == NULL) ++n;
+    }
+    if (st == NULL && allow_virtual && n < limit) {
+        st = make_virtual_hw(f);
+        if (st == NULL) st = add_device(f, f->virtual_hw, EPABI_DEVICE_VIRTUAL, 0, &ep_devices[n]);
+        if (st == NULL) ++n;
+    }
+    if (st != NULL) {
+        /* Nothing half-listed reaches the host: the EP devices made so far are ours to release. */
+        for (size_t i = 0; i < n; ++i) api->ep->ReleaseEpDevice(ep_devices[i]);
+        f->num_devices = 0;
+        n = 0;
+    }
+    pthread_mutex_unlock(&f->lock);
+    *num_ep_devices = n;
+    return st;
+}
+
+/* Same device as a record: the very pointer we listed, or (for hosts that hand out copies) the same type,
+ * vendor, device id and virtual flag. */
+static bool same_device(const struct epabi_api* api, const OrtHardwareDevice* a, const OrtHardwareDevice* b) {
+    if (a == b) return true;
+    return api->ort->HardwareDevice_Type(a) == api->ort->HardwareDevice_Type(b) &&
+           api->ort->HardwareDevice_VendorId(a) == api->ort->HardwareDevice_VendorId(b) &&
+           api->ort->HardwareDevice_DeviceId(a) == api->ort->HardwareDevice_DeviceId(b) &&
+           is_virtual_hw(api, a) == is_virtual_hw(api, b);
+}
+
+bool epabi_factory_find_device(struct epabi_factory* f, const OrtHardwareDevice* hw, struct epabi_device_record* out) {
+    if (hw == NULL) return false;
+    bool found = false;
+    pthread_mutex_lock(&f->lock);
+    for (size_t i = 0; i < f->num_devices && !found; ++i) {
+        if (f->devices[i].hw == hw) {
+            *out = f->devices[i];
+            found = true;
+        }
+    }
+    for (size_t i = 0; i < f->num_devices && !found; ++i) {
+        if (same_device(&f->api, f->devices[i].hw, hw)) {
+            *out = f->devices[i];
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&f->lock);
+    return found;
+}

@@ -1,0 +1,56 @@
+/*
+ * ep_factory.h - epabi's OrtEpFactory: identity, device enumeration, CreateEp/ReleaseEp.
+ *
+ * Ownership: created by CreateEpFactories, destroyed by ReleaseEpFactory (entry.c). The factory owns the
+ * memory infos it attached to EP devices and the virtual hardware device it created; the host owns the
+ * OrtEpDevices. Thread-safety: `lock` guards the device table; the API block is read-only after creation.
+ */
+#ifndef EPABI_EP_FACTORY_H
+#define EPABI_EP_FACTORY_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "api.h"
+
+#define EPABI_EP_NAME "EpAbiExecutionProvider"
+#define EPABI_VENDOR "epabi"
+#define EPABI_MAX_DEVICES 16
+
+enum epabi_device_kind { EPABI_DEVICE_GPU = 0, EPABI_DEVICE_SOFTWARE = 1, EPABI_DEVICE_VIRTUAL = 2 };
+
+struct epabi_device_record {
+    const OrtHardwareDevice* hw;
+    enum epabi_device_kind kind;
+    int ordinal;                       /* index among the GPUs we listed; 0 otherwise */
+};
+
+struct epabi_factory {
+    OrtEpFactory base;                 /* first member: the host's OrtEpFactory* is a struct epabi_factory* */
+    struct epabi_api api;
+    const OrtLogger* logger;           /* the host's default logger; valid for the library's lifetime */
+
+    pthread_mutex_t lock;
+    struct epabi_device_record devices[EPABI_MAX_DEVICES];
+    size_t num_devices;
+    OrtMemoryInfo* memory_infos[2 * EPABI_MAX_DEVICES];
+    size_t num_memory_infos;
+    OrtHardwareDevice* virtual_hw;     /* made with OrtEpApi::CreateHardwareDevice when allowed */
+};
+
+/* Returns NULL on allocation failure. */
+struct epabi_factory* epabi_factory_create(const struct epabi_api* api, const OrtLogger* logger);
+
+/* Releases, in this order: memory infos, the virtual hardware device, the lock, the factory. */
+void epabi_factory_destroy(struct epabi_factory* f);
+
+/* Device enumeration (ep_devices.c): fills ep_devices[0..max) and records what it listed. */
+OrtStatus* epabi_factory_list_devices(struct epabi_factory* f, const OrtHardwareDevice* const* devices,
+                                      size_t num_devices, OrtEpDevice** ep_devices, size_t max_ep_devices,
+                                      size_t* num_ep_devices);
+
+/* Finds the record of a hardware device we listed; false when it is not ours. */
+bool epabi_factory_find_device(struct epabi_factory* f, const OrtHardwareDevice* hw,
+                               struct epabi_device_record* out);
+
+#endif

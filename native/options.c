@@ -1,0 +1,77 @@
+#include "options.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static const char* const kPrefixes[] = {"ep.epabiexecutionprovider.", "ep.cuda.", ""};
+
+/* Finds key under the first prefix that has it; *full_key receives the spelling that matched. */
+static const char* lookup(const struct epabi_api* api, const OrtKeyValuePairs* cfg, const char* key,
+                          char* full_key, size_t full_key_len) {
+    for (size_t i = 0; i < sizeof kPrefixes / sizeof kPrefixes[0]; ++i) {
+        snprintf(full_key, full_key_len, "%s%s", kPrefixes[i], key);
+        const char* v = epabi_kv_get(api, cfg, full_key);
+        if (v != NULL) return v;
+    }
+    return NULL;
+}
+
+static OrtStatus* read_bool(const struct epabi_api* api, const OrtKeyValuePairs* cfg, const char* key,
+                            bool* out) {
+    char full[160];
+    const char* v = lookup(api, cfg, key, full, sizeof full);
+    if (v == NULL) return NULL;
+    if (strcmp(v, "1") == 0 || strcasecmp(v, "true") == 0) {
+        *out = true;
+    } else if (strcmp(v, "0") == 0 || strcasecmp(v, "false") == 0) {
+        *out = false;
+    } else {
+        return epabi_error(api, ORT_INVALID_ARGUMENT,
+                           "EpAbiExecutionProvider: option '%s' has value '%s'; expected 0, 1, true or false",
+                           full, v);
+    }
+    return NULL;
+}
+
+static OrtStatus* read_nonneg_int(const struct epabi_api* api, const OrtKeyValuePairs* cfg, const char* key,
+                                  int* out, bool* given) {
+    char full[160];
+    const char* v = lookup(api, cfg, key, full, sizeof full);
+    if (v == NULL) return NULL;
+    char* end = NULL;
+    errno = 0;
+    long long n = strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || errno == ERANGE || n < 0 || n > INT_MAX) {
+        return epabi_error(api, ORT_INVALID_ARGUMENT,
+                           "EpAbiExecutionProvider: option '%s' has value '%s'; expected an integer from 0 to %d",
+                           full, v, INT_MAX);
+    }
+    *out = (int)n;
+    if (given != NULL) *given = true;
+    return NULL;
+}
+
+OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptions* session_options,
+                              struct epabi_options* out) {
+    memset(out, 0, sizeof *out);
+    out->min_num_runs_before_cuda_graph_capture = 2;
+    if (session_options == NULL) return NULL;
+
+    OrtKeyValuePairs* cfg = NULL;
+    EPABI_RETURN_IF_ERROR(api->ort->GetSessionOptionsConfigEntries(session_options, &cfg));
+    OrtStatus* st = read_bool(api, cfg, "enable_cuda_graph", &out->enable_cuda_graph);
+    if (st == NULL)
+        st = read_nonneg_int(api, cfg, "min_num_runs_before_cuda_graph_capture",
+                             &out->min_num_runs_before_cuda_graph_capture, NULL);
+    if (st == NULL) st = read_nonneg_int(api, cfg, "device_id", &out->device_id, &out->device_id_given);
+    if (st == NULL) {
+        const char* co = epabi_kv_get(api, cfg, "session.compile_only");
+        out->compile_only = co != NULL && strcmp(co, "1") == 0;
+    }
+    api->ort->ReleaseKeyValuePairs(cfg);
+    return st;
+}

@@ -1,0 +1,72 @@
+"""The cffi view of ``native/include/epabi/ort_abi.h`` - the same file the C plugin compiles against.
+
+There is no second copy of any layout: this module strips the header's preprocessor lines and hands the
+rest to ``cffi.FFI.cdef``. It also reads each member's ``since 1.N`` mark, which the host uses to decide
+which table members a host of a given API version may touch (``member_since``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+import cffi
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+_CANDIDATES = (
+    _PACKAGE_DIR / "include" / "epabi" / "ort_abi.h",  # installed wheel
+    _PACKAGE_DIR.parent.parent / "native" / "include" / "epabi" / "ort_abi.h",  # source checkout
+)
+
+
+def header_path() -> Path:
+    """Path of the ABI header this package was built with.
+
+    Raises:
+        FileNotFoundError: neither the installed copy nor a source checkout's copy exists.
+    """
+    for candidate in _CANDIDATES:
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(f"ort_abi.h not found; looked in: {', '.join(map(str, _CANDIDATES))}")
+
+
+def _cdef_source(text: str) -> str:
+    # cffi understands declarations but no preprocessor; the header keeps all of those on '#' lines.
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+HEADER_TEXT = header_path().read_text()
+ffi = cffi.FFI()
+ffi.cdef(_cdef_source(HEADER_TEXT))
+
+#: The newest API whose plugin-side layouts the header declares (``EPABI_ORT_API_VERSION``).
+NEWEST_API: int = int(re.search(r"EPABI_ORT_API_VERSION\s*=\s*(\d+)", HEADER_TEXT).group(1))
+
+_SINCE = re.compile(r"since (?:1\.(\d+)|v(\d+))")
+_MEMBER = re.compile(r"\(\*(\w+)\)|\b(\w+)\s*(?:\[\d+\])?;")
+
+
+@functools.cache
+def member_since(struct: str) -> dict[str, int]:
+    """``{member: API version it appeared in}`` for one struct of the header, from its ``since`` marks.
+
+    Raises:
+        KeyError: the header has no ``struct <struct> {`` block.
+    """
+    match = re.search(r"^struct " + re.escape(struct) + r" \{\n(.*?)^\};", HEADER_TEXT, re.S | re.M)
+    if match is None:
+        raise KeyError(struct)
+    out: dict[str, int] = {}
+    for line in match.group(1).splitlines():
+        since = _SINCE.search(line)
+        name = _MEMBER.search(line)
+        if since and name:
+            out[name.group(1) or name.group(2)] = int(since.group(1) or since.group(2))
+    return out
+
+
+def slot_fields(struct: str) -> list[tuple[str, int, object]]:
+    """``(member, slot index, cffi type)`` for every member of a function table, padding included."""
+    return [(name, field.offset // ffi.sizeof("void*"), field.type) for name, field in ffi.typeof(struct).fields]

@@ -1,0 +1,493 @@
+"""The ``OrtApiBase``/``OrtApi``/``OrtEpApi`` tables an emulated host of one API version hands a plugin.
+
+Every slot is filled: a served function where this host implements the member and the emulated version
+has it; otherwise a trap that records what the plugin asked for (a member newer than the emulated host is
+plugin misconduct; an older member this host does not implement is a host limitation) and answers with an
+error ``OrtStatus`` or a zero value, so the plugin never jumps to garbage. Served functions catch every
+exception: nothing raises into C. Tables follow ONNX Runtime 1.22-1.30 semantics (see each function).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ._ffi import ffi, member_since, slot_fields
+from .errors import OrtErrorCode
+from .handles import address
+from .objects import (
+    EpDevice,
+    HardwareDevice,
+    KeyValuePairs,
+    MemoryInfo,
+    OrtAllocatorType,
+    OrtDeviceMemoryType,
+    OrtHardwareDeviceType,
+    OrtMemoryInfoDeviceType,
+    Status,
+    pystr,
+)
+from .versions import RELEASES
+
+if TYPE_CHECKING:
+    from .host import Host
+
+_log = logging.getLogger("epabi.host")
+
+_ORT_TO_PY_LEVEL = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR, 4: logging.CRITICAL}
+
+
+class Misuse(Exception):
+    """Raised inside a served function when the plugin passed something invalid; becomes a violation."""
+
+
+class Logger:
+    """``OrtLogger``: forwards plugin messages to a Python ``logging`` logger."""
+
+    def __init__(self, name: str) -> None:
+        self.logger = logging.getLogger(name)
+        self.ptr: Any = ffi.NULL
+
+
+class ServedApi:
+    """Builds and owns the tables for one host; keeps every cffi callback alive as long as itself."""
+
+    def __init__(self, host: Host, api_version: int) -> None:
+        self.host = host
+        self.version = api_version
+        self.release = RELEASES[api_version]
+        self._c_release = ffi.new("char[]", self.release.encode())
+        self._keep: list[Any] = []
+        self.api = ffi.new("OrtApi*")
+        self.ep_api = ffi.new("OrtEpApi*")
+        self.base = ffi.new("OrtApiBase*")
+        self._fill("OrtApi", self.api, _OrtApiImpl(self))
+        self._fill("OrtEpApi", self.ep_api, _OrtEpApiImpl(self))
+        self._fill("OrtApiBase", self.base, _OrtApiBaseImpl(self))
+
+    # -- building ------------------------------------------------------------------------------------
+
+    def _fill(self, struct: str, table: Any, impl: object) -> None:
+        since = member_since(struct)
+        for name, slot, ctype in slot_fields(struct):
+            if ctype.kind == "array":  # reserved padding: one untyped trap per slot
+                for i in range(ctype.length):
+                    trap = ffi.callback("void*(*)(void)", self._padding_trap(struct, slot + i))
+                    self._keep.append(trap)
+                    getattr(table, name)[i] = ffi.cast("void*", trap)
+                continue
+            fn = getattr(impl, name, None)
+            if since[name] > self.version:
+                fn = self._newer_trap(struct, name, since[name])
+            elif fn is None:
+                fn = self._unserved_trap(struct, name)
+            cb = ffi.callback(ctype, self._guard(struct, name, ctype, fn))
+            self._keep.append(cb)
+            setattr(table, name, cb)
+
+    def _guard(self, struct: str, name: str, ctype: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
+        returns_status = ctype.result.kind == "pointer" and ctype.result.item.cname == "OrtStatus"
+        conduct = self.host.conduct
+
+        def call(*args: Any) -> Any:
+            try:
+                return fn(*args)
+            except _Unserved:
+                return self.error(OrtErrorCode.NOT_IMPLEMENTED, f"{name} is not implemented by the epabi host") \
+                    if returns_status else 0
+            except Misuse as exc:
+                conduct.violation(f"{struct}::{name}: {exc}")
+                return self.error(OrtErrorCode.INVALID_ARGUMENT, f"{name}: {exc}") if returns_status else 0
+            except Exception as exc:  # noqa: BLE001 - nothing may raise into C
+                _log.exception("epabi host failed serving %s::%s", struct, name)
+                conduct.internal_error(f"{struct}::{name}: {type(exc).__name__}: {exc}")
+                return self.error(OrtErrorCode.RUNTIME_EXCEPTION, f"{name}: {exc}") if returns_status else 0
+
+        return call
+
+    def _newer_trap(self, struct: str, name: str, since: int) -> Callable[..., Any]:
+        def trap(*args: Any) -> Any:
+            raise Misuse(f"called, but it appeared in API {since} and this host is ONNX Runtime "
+                         f"{self.release} (API {self.version})")
+
+        return trap
+
+    def _unserved_trap(self, struct: str, name: str) -> Callable[..., Any]:
+        conduct = self.host.conduct
+
+        def trap(*args: Any) -> Any:
+            conduct.limitation(f"{struct}::{name} is not implemented by the epabi host")
+            raise _Unserved(name)
+
+        return trap
+
+    def _padding_trap(self, struct: str, slot: int) -> Callable[[], Any]:
+        conduct = self.host.conduct
+
+        def trap() -> Any:
+            conduct.limitation(f"{struct} slot {slot} is not implemented by the epabi host")
+            return ffi.NULL
+
+        return trap
+
+    # -- helpers for served functions ----------------------------------------------------------------
+
+    def error(self, code: int, message: str) -> Any:
+        """A host-created error ``OrtStatus*``; the plugin must release it."""
+        status = Status(int(code), message, origin=f"host->plugin:{self.host.calling_library()}")
+        status.ptr = self.host.handles.issue(status, "OrtStatus*")
+        return status.ptr
+
+    def get(self, ptr: Any, kind: type, what: str, allow_null: bool = False) -> Any:
+        obj = self.host.handles.lookup(ptr, kind)
+        if obj is None and not (allow_null and address(ptr) == 0):
+            raise Misuse(f"{what} {_fmt(ptr)} is not a live {kind.__name__} this host issued")
+        return obj
+
+    def issue_kvp(self, kvp: KeyValuePairs) -> Any:
+        kvp.ptr = self.host.handles.issue(kvp, "OrtKeyValuePairs*")
+        return kvp.ptr
+
+
+class _Unserved(Exception):
+    pass
+
+
+def _fmt(ptr: Any) -> str:
+    return "NULL" if address(ptr) == 0 else hex(address(ptr))
+
+
+def _out(ptr: Any, what: str) -> Any:
+    if address(ptr) == 0:
+        raise Misuse(f"NULL output pointer for {what}")
+    return ptr
+
+
+class _OrtApiBaseImpl:
+    def __init__(self, served: ServedApi) -> None:
+        self.s = served
+
+    def GetApi(self, version: int) -> Any:  # noqa: N802 - ORT's member names
+        s = self.s
+        s.host.api_requests.append(int(version))
+        if 1 <= version <= s.version:
+            return s.api
+        _log.error("The requested API version [%d] is not available, only API versions [1, %d] are supported "
+                   "in this build. Current ORT Version is: %s", version, s.version, s.release)
+        return ffi.NULL
+
+    def GetVersionString(self) -> Any:  # noqa: N802
+        return self.s._c_release
+
+
+class _OrtApiImpl:
+    """Served ``OrtApi`` members, named as in ONNX Runtime."""
+
+    def __init__(self, served: ServedApi) -> None:
+        self.s = served
+        self.h = served.host.handles
+
+    # statuses
+    def CreateStatus(self, code: int, msg: Any) -> Any:  # noqa: N802
+        host = self.s.host
+        status = Status(int(code), pystr(msg) or "", origin=f"plugin:{host.calling_library()}")
+        status.ptr = self.h.issue(status, "OrtStatus*")
+        return status.ptr
+
+    def GetErrorCode(self, status: Any) -> int:  # noqa: N802
+        return self.s.get(status, Status, "status").code
+
+    def GetErrorMessage(self, status: Any) -> Any:  # noqa: N802
+        return self.s.get(status, Status, "status").c_message
+
+    def ReleaseStatus(self, status: Any) -> None:  # noqa: N802
+        if address(status) == 0:
+            return
+        self.s.get(status, Status, "status")
+        self.h.drop(status)
+
+    # memory infos
+    def _new_memory_info(self, info: MemoryInfo, out: Any) -> None:
+        info.ptr = self.h.issue(info, "OrtMemoryInfo*")
+        info.device_ptr = self.h.issue(info.device, "OrtMemoryDevice*")
+        _out(out, "memory info")[0] = info.ptr
+
+    def CreateMemoryInfo(self, name: Any, allocator_type: int, device_id: int, mem_type: int, out: Any) -> Any:  # noqa: N802
+        text = pystr(name) or ""
+        on_cpu = text in ("Cpu", "CudaPinned") or mem_type != 0
+        info = MemoryInfo(text, OrtMemoryInfoDeviceType.CPU if on_cpu else OrtMemoryInfoDeviceType.GPU,
+                          0, device_id, OrtDeviceMemoryType.DEFAULT, 0, OrtAllocatorType(allocator_type), mem_type)
+        self._new_memory_info(info, out)
+        return ffi.NULL
+
+    def CreateCpuMemoryInfo(self, allocator_type: int, mem_type: int, out: Any) -> Any:  # noqa: N802
+        return self.CreateMemoryInfo(ffi.new("char[]", b"Cpu"), allocator_type, 0, mem_type, out)
+
+    def CreateMemoryInfo_V2(self, name: Any, device_type: int, vendor_id: int, device_id: int, mem_type: int,  # noqa: N802
+                            alignment: int, allocator_type: int, out: Any) -> Any:
+        text = pystr(name)
+        if not text:
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT, "CreateMemoryInfo_V2: name is NULL or empty")
+        try:
+            info = MemoryInfo(text, OrtMemoryInfoDeviceType(device_type), int(vendor_id), int(device_id),
+                              OrtDeviceMemoryType(mem_type), int(alignment), OrtAllocatorType(allocator_type))
+        except ValueError as exc:
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"CreateMemoryInfo_V2: {exc}")
+        self._new_memory_info(info, out)
+        return ffi.NULL
+
+    def ReleaseMemoryInfo(self, info: Any) -> None:  # noqa: N802
+        if address(info) == 0:
+            return
+        obj = self.s.get(info, MemoryInfo, "memory info")
+        self.h.drop(info)
+        self.h.drop(obj.device_ptr)
+
+    def CompareMemoryInfo(self, a: Any, b: Any, out: Any) -> Any:  # noqa: N802
+        x, y = self.s.get(a, MemoryInfo, "memory info"), self.s.get(b, MemoryInfo, "memory info")
+        _out(out, "comparison")[0] = 0 if x.same_as(y) else -1
+        return ffi.NULL
+
+    def MemoryInfoGetName(self, info: Any, out: Any) -> Any:  # noqa: N802
+        _out(out, "name")[0] = self.s.get(info, MemoryInfo, "memory info").c_name
+        return ffi.NULL
+
+    def MemoryInfoGetId(self, info: Any, out: Any) -> Any:  # noqa: N802
+        _out(out, "id")[0] = self.s.get(info, MemoryInfo, "memory info").device_id
+        return ffi.NULL
+
+    def MemoryInfoGetMemType(self, info: Any, out: Any) -> Any:  # noqa: N802
+        _out(out, "mem type")[0] = self.s.get(info, MemoryInfo, "memory info").ort_mem_type
+        return ffi.NULL
+
+    def MemoryInfoGetType(self, info: Any, out: Any) -> Any:  # noqa: N802
+        _out(out, "allocator type")[0] = int(self.s.get(info, MemoryInfo, "memory info").allocator_type)
+        return ffi.NULL
+
+    def MemoryInfoGetDeviceType(self, info: Any, out: Any) -> None:  # noqa: N802
+        _out(out, "device type")[0] = int(self.s.get(info, MemoryInfo, "memory info").device_type)
+
+    def MemoryInfoGetDeviceMemType(self, info: Any) -> int:  # noqa: N802
+        return int(self.s.get(info, MemoryInfo, "memory info").mem_type)
+
+    def MemoryInfoGetVendorId(self, info: Any) -> int:  # noqa: N802
+        return self.s.get(info, MemoryInfo, "memory info").vendor_id
+
+    # session options
+    def _session_options(self, ptr: Any) -> Any:
+        from .session_options import SessionOptions
+
+        return self.s.get(ptr, SessionOptions, "session options")
+
+    def HasSessionConfigEntry(self, options: Any, key: Any, out: Any) -> Any:  # noqa: N802
+        _out(out, "flag")[0] = int(pystr(key) in self._session_options(options).config)
+        return ffi.NULL
+
+    def GetSessionConfigEntry(self, options: Any, key: Any, value: Any, size: Any) -> Any:  # noqa: N802
+        # ORT semantics: a missing key is an error; *size is in/out and includes the terminating NUL.
+        name = pystr(key) or ""
+        config = self._session_options(options).config
+        if name not in config:
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"Session config entry '{name}' was not found")
+        data = config[name].encode() + b"\0"
+        capacity = _out(size, "size")[0]
+        size[0] = len(data)
+        if address(value) == 0:
+            return ffi.NULL
+        if capacity < len(data):
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT,
+                                f"Session config entry '{name}': buffer of {capacity} bytes is too small, "
+                                f"need {len(data)}")
+        ffi.memmove(value, data, len(data))
+        return ffi.NULL
+
+    def GetSessionOptionsConfigEntries(self, options: Any, out: Any) -> Any:  # noqa: N802
+        kvp = KeyValuePairs(self._session_options(options).config)
+        _out(out, "config entries")[0] = self.s.issue_kvp(kvp)
+        return ffi.NULL
+
+    # logging
+    def Logger_LogMessage(self, logger: Any, level: int, message: Any, file_path: Any, line: int,  # noqa: N802
+                          func: Any) -> Any:
+        obj = self.s.get(logger, Logger, "logger")
+        pylevel = _ORT_TO_PY_LEVEL.get(int(level), logging.ERROR)
+        obj.logger.log(pylevel, "%s", pystr(message) or "",
+                       extra={"ort_file": pystr(file_path), "ort_line": line, "ort_func": pystr(func)})
+        return ffi.NULL
+
+    def Logger_GetLoggingSeverityLevel(self, logger: Any, out: Any) -> Any:  # noqa: N802
+        effective = self.s.get(logger, Logger, "logger").logger.getEffectiveLevel()
+        level = 0 if effective <= logging.DEBUG else 1 if effective <= logging.INFO else \
+            2 if effective <= logging.WARNING else 3 if effective <= logging.ERROR else 4
+        _out(out, "level")[0] = level
+        return ffi.NULL
+
+    # key-value pairs
+    def CreateKeyValuePairs(self, out: Any) -> None:  # noqa: N802
+        _out(out, "key-value pairs")[0] = self.s.issue_kvp(KeyValuePairs())
+
+    def AddKeyValuePair(self, kvp: Any, key: Any, value: Any) -> None:  # noqa: N802
+        obj = self.s.get(kvp, KeyValuePairs, "key-value pairs")
+        k, v = pystr(key), pystr(value)
+        if not k or v is None:
+            raise Misuse(f"AddKeyValuePair with key {k!r} and value {v!r} (NULL or empty key, or NULL value)")
+        obj.add(k, v)
+
+    def GetKeyValue(self, kvp: Any, key: Any) -> Any:  # noqa: N802
+        return self.s.get(kvp, KeyValuePairs, "key-value pairs").c_value(pystr(key) or "")
+
+    def GetKeyValuePairs(self, kvp: Any, keys: Any, values: Any, num: Any) -> None:  # noqa: N802
+        k, v, n = self.s.get(kvp, KeyValuePairs, "key-value pairs").c_arrays()
+        _out(keys, "keys")[0] = k
+        _out(values, "values")[0] = v
+        _out(num, "count")[0] = n
+
+    def RemoveKeyValuePair(self, kvp: Any, key: Any) -> None:  # noqa: N802
+        self.s.get(kvp, KeyValuePairs, "key-value pairs").remove(pystr(key) or "")
+
+    def ReleaseKeyValuePairs(self, kvp: Any) -> None:  # noqa: N802
+        if address(kvp) == 0:
+            return
+        obj = self.s.get(kvp, KeyValuePairs, "key-value pairs")
+        if self.s.host.is_borrowed(obj):
+            raise Misuse("ReleaseKeyValuePairs on pairs owned by the host (device metadata or EP options)")
+        self.h.drop(kvp)
+
+    # hardware devices
+    def _hw(self, ptr: Any) -> HardwareDevice:
+        return self.s.get(ptr, HardwareDevice, "hardware device")
+
+    def HardwareDevice_Type(self, device: Any) -> int:  # noqa: N802
+        return int(self._hw(device).type)
+
+    def HardwareDevice_VendorId(self, device: Any) -> int:  # noqa: N802
+        return self._hw(device).vendor_id
+
+    def HardwareDevice_Vendor(self, device: Any) -> Any:  # noqa: N802
+        return self._hw(device).c_vendor
+
+    def HardwareDevice_DeviceId(self, device: Any) -> int:  # noqa: N802
+        return self._hw(device).device_id
+
+    def HardwareDevice_Metadata(self, device: Any) -> Any:  # noqa: N802
+        return self._hw(device).c_metadata.ptr
+
+    # EP devices
+    def _ep_device(self, ptr: Any) -> EpDevice:
+        return self.s.get(ptr, EpDevice, "EP device")
+
+    def EpDevice_EpName(self, device: Any) -> Any:  # noqa: N802
+        return self._ep_device(device).c_ep_name
+
+    def EpDevice_EpVendor(self, device: Any) -> Any:  # noqa: N802
+        return self._ep_device(device).c_ep_vendor
+
+    def EpDevice_EpMetadata(self, device: Any) -> Any:  # noqa: N802
+        return self._ep_device(device).c_metadata.ptr
+
+    def EpDevice_EpOptions(self, device: Any) -> Any:  # noqa: N802
+        return self._ep_device(device).c_options.ptr
+
+    def EpDevice_Device(self, device: Any) -> Any:  # noqa: N802
+        return self._ep_device(device).device.ptr
+
+    def EpDevice_MemoryInfo(self, device: Any, mem_type: int) -> Any:  # noqa: N802
+        info = self._ep_device(device).memory_info(OrtDeviceMemoryType(mem_type))
+        return ffi.NULL if info is None else info.ptr
+
+    def GetEpApi(self) -> Any:  # noqa: N802
+        return self.s.ep_api
+
+
+class _OrtEpApiImpl:
+    """Served ``OrtEpApi`` members."""
+
+    def __init__(self, served: ServedApi) -> None:
+        self.s = served
+        self.h = served.host.handles
+
+    def CreateEpDevice(self, factory: Any, hardware: Any, metadata: Any, options: Any, out: Any) -> Any:  # noqa: N802
+        s = self.s
+        owner = s.host.factory_for(factory)
+        if owner is None:
+            raise Misuse(f"CreateEpDevice with factory {_fmt(factory)}, which is not a factory being registered")
+        hw = s.get(hardware, HardwareDevice, "hardware device")
+        meta = s.get(metadata, KeyValuePairs, "EP metadata", allow_null=True)
+        opts = s.get(options, KeyValuePairs, "EP options", allow_null=True)
+        device = EpDevice(owner, hw, meta.as_dict() if meta else {}, opts.as_dict() if opts else {})
+        device.ptr = self.h.issue(device, "OrtEpDevice*")
+        s.host.adopt_borrowed(device.c_metadata, device.c_options)
+        _out(out, "EP device")[0] = device.ptr
+        return ffi.NULL
+
+    def ReleaseEpDevice(self, device: Any) -> None:  # noqa: N802
+        if address(device) == 0:
+            return
+        obj = self.s.get(device, EpDevice, "EP device")
+        self.s.host.forget_ep_device(obj)
+
+    def EpDevice_AddAllocatorInfo(self, device: Any, info: Any) -> Any:  # noqa: N802
+        dev = self.s.get(device, EpDevice, "EP device")
+        mem = self.s.get(info, MemoryInfo, "memory info")
+        if mem.allocator_type not in (OrtAllocatorType.DEVICE, OrtAllocatorType.READ_ONLY):
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT,
+                                f"EpDevice_AddAllocatorInfo: memory info '{mem.name}' has allocator type "
+                                f"{mem.allocator_type.name}; only DEVICE and READ_ONLY are accepted")
+        for existing in dev.memory_infos:
+            if existing.mem_type == mem.mem_type and existing.allocator_type == mem.allocator_type:
+                return self.s.error(OrtErrorCode.INVALID_ARGUMENT,
+                                    f"EpDevice_AddAllocatorInfo: the EP device already has a "
+                                    f"{mem.allocator_type.name} allocator for memory type {mem.mem_type.name}")
+        dev.memory_infos.append(mem)
+        return ffi.NULL
+
+    def MemoryInfo_GetMemoryDevice(self, info: Any) -> Any:  # noqa: N802
+        return self.s.get(info, MemoryInfo, "memory info").device_ptr
+
+    def _memory_device(self, ptr: Any) -> Any:
+        from .objects import MemoryDevice
+
+        return self.s.get(ptr, MemoryDevice, "memory device")
+
+    def MemoryDevice_AreEqual(self, a: Any, b: Any) -> bool:  # noqa: N802
+        return self._memory_device(a) == self._memory_device(b)
+
+    def MemoryDevice_GetDeviceType(self, device: Any) -> int:  # noqa: N802
+        return int(self._memory_device(device).device_type)
+
+    def MemoryDevice_GetMemoryType(self, device: Any) -> int:  # noqa: N802
+        return int(self._memory_device(device).mem_type)
+
+    def MemoryDevice_GetVendorId(self, device: Any) -> int:  # noqa: N802
+        return self._memory_device(device).vendor_id
+
+    def MemoryDevice_GetDeviceId(self, device: Any) -> int:  # noqa: N802
+        return self._memory_device(device).device_id
+
+    def CreateHardwareDevice(self, device_type: int, vendor_id: int, device_id: int, vendor_name: Any,  # noqa: N802
+                             metadata: Any, out: Any) -> Any:
+        s = self.s
+        meta = s.get(metadata, KeyValuePairs, "hardware device metadata", allow_null=True)
+        try:
+            kind = OrtHardwareDeviceType(device_type)
+        except ValueError:
+            return s.error(OrtErrorCode.INVALID_ARGUMENT, f"CreateHardwareDevice: unknown device type {device_type}")
+        hw = HardwareDevice(kind, int(vendor_id), pystr(vendor_name) or "", int(device_id),
+                            meta.as_dict() if meta else {}, created_by=f"plugin:{s.host.calling_library()}")
+        s.host.issue_hardware(hw)
+        _out(out, "hardware device")[0] = hw.ptr
+        return ffi.NULL
+
+    def ReleaseHardwareDevice(self, device: Any) -> None:  # noqa: N802
+        if address(device) == 0:
+            return
+        hw = self.s.get(device, HardwareDevice, "hardware device")
+        if hw.created_by == "host":
+            raise Misuse("ReleaseHardwareDevice on a hardware device the host discovered (only devices made "
+                         "with CreateHardwareDevice may be released)")
+        self.s.host.release_hardware(hw)
+
+    def GetEnvConfigEntries(self, out: Any) -> Any:  # noqa: N802
+        _out(out, "config entries")[0] = self.s.issue_kvp(KeyValuePairs(self.s.host.env_config_view()))
+        return ffi.NULL

@@ -1,0 +1,61 @@
+"""Exceptions raised by the epabi host.
+
+- :class:`OrtStatusError` - a plugin (or the host on its behalf) returned a non-NULL ``OrtStatus``.
+- :class:`ConductError` - the plugin broke the plugin-EP contract (NULL required member, version 0,
+  unknown or leaked handle, a call to an API above the emulated host's version, ...).
+- :class:`PluginLoadError` - the library could not be loaded or lacks a required export.
+- :class:`HostLimitationError` - the plugin called an ``OrtApi`` function this host does not emulate.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class OrtErrorCode(IntEnum):
+    """``OrtErrorCode`` values (onnxruntime_error_code.h)."""
+
+    OK = 0
+    FAIL = 1
+    INVALID_ARGUMENT = 2
+    NO_SUCHFILE = 3
+    NO_MODEL = 4
+    ENGINE_ERROR = 5
+    RUNTIME_EXCEPTION = 6
+    INVALID_PROTOBUF = 7
+    MODEL_LOADED = 8
+    NOT_IMPLEMENTED = 9
+    INVALID_GRAPH = 10
+    EP_FAIL = 11
+    MODEL_LOAD_CANCELED = 12
+    MODEL_REQUIRES_COMPILATION = 13
+    NOT_FOUND = 14
+    DEVICE_RESET = 15
+
+
+class OrtStatusError(RuntimeError):
+    """A failed ``OrtStatus``: ``.code`` (:class:`OrtErrorCode`), ``.message`` (str), ``.where`` (the call)."""
+
+    def __init__(self, code: int, message: str, where: str = "") -> None:
+        try:
+            self.code: OrtErrorCode | int = OrtErrorCode(code)
+            name = self.code.name
+        except ValueError:
+            self.code = code
+            name = str(code)
+        self.message = message
+        self.where = where
+        prefix = f"{where}: " if where else ""
+        super().__init__(f"{prefix}[{name}] {message}")
+
+
+class ConductError(RuntimeError):
+    """The plugin violated the plugin-EP contract; the message says what and where."""
+
+
+class PluginLoadError(OSError):
+    """The plugin library could not be loaded, or lacks ``CreateEpFactories``/``ReleaseEpFactory``."""
+
+
+class HostLimitationError(NotImplementedError):
+    """The plugin needs an ``OrtApi``/``OrtEpApi`` function this emulated host does not provide."""

@@ -1,0 +1,183 @@
+"""A loaded plugin EP library and its factories, driven in ONNX Runtime's registration order.
+
+Registration (``PluginLibrary.load``): dlopen; resolve ``CreateEpFactories`` and ``ReleaseEpFactory`` (both
+required); ``CreateEpFactories(name, api_base, logger, factories, max=4, &n)``; per factory: check the table,
+``GetSupportedDevices(..., max_ep_devices=8)``, then ``CreateDataTransfer``. Unregistration (``close``):
+release EP devices and data transfers, ``ReleaseEpFactory`` per factory, check for leaked statuses, dlclose.
+Not thread-safe: the host serialises registration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._ffi import ffi
+from .errors import ConductError, PluginLoadError
+from .gating import readable_members
+from .objects import EpDevice, Status, pystr
+
+if TYPE_CHECKING:
+    from .host import Host
+
+MAX_FACTORIES = 4
+MAX_EP_DEVICES = 8
+_REQUIRED_FACTORY_MEMBERS = ("GetName", "GetVendor", "GetSupportedDevices", "CreateEp", "ReleaseEp")
+# NULL in these crashes real hosts 1.24.4-1.32.0 (facts sheet, section 2), so the host treats them as required.
+_REQUIRED_SINCE_1_23 = ("GetVersion", "CreateDataTransfer")
+
+
+class Factory:
+    """One ``OrtEpFactory`` of a plugin: identity, members the host may read, EP devices it offered."""
+
+    def __init__(self, library: PluginLibrary, ptr: Any) -> None:
+        self.library = library
+        self.ptr = ptr
+        self.version = int(ptr.ort_version_supported)
+        where = f"factory of library '{library.name}'"
+        if self.version == 0:
+            raise ConductError(f"{where}: ort_version_supported is 0; a plugin must declare the API it was built for")
+        self.members = readable_members("OrtEpFactory", ptr, library.host.api_version)
+        missing = [m for m in _REQUIRED_FACTORY_MEMBERS if m not in self.members]
+        if library.host.api_version >= 23:
+            missing += [m for m in _REQUIRED_SINCE_1_23 if m not in self.members]
+        if missing:
+            raise ConductError(f"{where}: required OrtEpFactory members are NULL: {', '.join(missing)}")
+        self.name = self._text("GetName")
+        self.vendor = self._text("GetVendor")
+        self.plugin_version = self._text("GetVersion") if "GetVersion" in self.members else None
+        self.vendor_id = int(self.call("GetVendorId")) if "GetVendorId" in self.members else None
+        self.ep_devices: list[EpDevice] = []
+        self.data_transfer: Any = ffi.NULL
+
+    def _text(self, member: str) -> str:
+        value = pystr(self.call(member))
+        if value is None:
+            raise ConductError(f"factory of library '{self.library.name}': OrtEpFactory::{member} returned NULL")
+        return value
+
+    def call(self, member: str, *args: Any) -> Any:
+        """Calls a member the host may read, recording it in the trace and raising recorded misconduct."""
+        with self.library.host.calling(self.library, f"OrtEpFactory::{member}"):
+            return self.members[member](self.ptr, *args)
+
+    def call_status(self, member: str, *args: Any) -> None:
+        """Calls an ``OrtStatus*``-returning member and raises :class:`OrtStatusError` on failure."""
+        host = self.library.host
+        with host.calling(self.library, f"OrtEpFactory::{member}"):
+            status = self.members[member](self.ptr, *args)
+            host.raise_status(status, f"{self.name}: OrtEpFactory::{member}")
+
+
+class PluginLibrary:
+    """A registered plugin library: the dlopen handle, its factories, their EP devices."""
+
+    def __init__(self, host: Host, name: str, path: str | Path) -> None:
+        self.host = host
+        self.name = name
+        self.path = str(Path(path).resolve()) if Path(path).exists() else str(path)
+        self.factories: list[Factory] = []
+        self._lib: Any = None
+        self._c_name = ffi.new("char[]", name.encode())
+
+    def load(self) -> None:
+        """Runs ONNX Runtime's registration sequence. Raises PluginLoadError, OrtStatusError, ConductError."""
+        try:
+            self._lib = ffi.dlopen(self.path)
+        except OSError as exc:
+            raise PluginLoadError(f"Failed to load library {self.path}: {exc}") from exc
+        try:
+            self._resolve()
+            self._create_factories()
+            for factory in self.factories:
+                self._list_devices(factory)
+                self._register_data_transfer(factory)
+        except BaseException:
+            self.close(check_leaks=False)
+            raise
+
+    def _resolve(self) -> None:
+        for symbol in ("CreateEpFactories", "ReleaseEpFactory"):
+            try:
+                getattr(self._lib, symbol)
+            except AttributeError as exc:
+                raise PluginLoadError(f"Failed to get symbol {symbol} from {self.path}") from exc
+
+    def _create_factories(self) -> None:
+        host = self.host
+        out = ffi.new("OrtEpFactory*[]", MAX_FACTORIES)
+        num = ffi.new("size_t*", 0)
+        with host.calling(self, "CreateEpFactories"):
+            status = self._lib.CreateEpFactories(self._c_name, host.served.base, host.default_logger.ptr, out,
+                                                 MAX_FACTORIES, num)
+            host.raise_status(status, f"CreateEpFactories of '{self.name}'")
+        if num[0] > MAX_FACTORIES:
+            raise ConductError(f"CreateEpFactories of '{self.name}' reported {num[0]} factories; at most "
+                               f"{MAX_FACTORIES} were allowed")
+        if num[0] == 0:
+            raise ConductError(f"CreateEpFactories of '{self.name}' succeeded but returned no factory")
+        for i in range(num[0]):
+            if out[i] == ffi.NULL:
+                raise ConductError(f"CreateEpFactories of '{self.name}' returned a NULL factory at index {i}")
+            self.factories.append(Factory(self, out[i]))
+
+    def _list_devices(self, factory: Factory) -> None:
+        host = self.host
+        hw = host.hardware
+        hw_ptrs = ffi.new("OrtHardwareDevice*[]", [d.ptr for d in hw] or [ffi.NULL])
+        out = ffi.new("OrtEpDevice*[]", MAX_EP_DEVICES)
+        num = ffi.new("size_t*", 0)
+        with host.enumerating(factory):
+            factory.call_status("GetSupportedDevices", hw_ptrs, len(hw), out, MAX_EP_DEVICES, num)
+        if num[0] > MAX_EP_DEVICES:
+            raise ConductError(f"{factory.name}: GetSupportedDevices reported {num[0]} EP devices; at most "
+                               f"{MAX_EP_DEVICES} fit")
+        for i in range(num[0]):
+            device = host.handles.lookup(out[i], EpDevice)
+            if device is None or device.factory is not factory:
+                raise ConductError(f"{factory.name}: GetSupportedDevices returned entry {i} that is not an "
+                                   f"OrtEpDevice made by CreateEpDevice for this factory")
+            # ONNX Runtime stores these two in every plugin EP device's metadata.
+            if factory.plugin_version is not None:
+                device.c_metadata.add("version", factory.plugin_version)
+            device.c_metadata.add("library_path", self.path)
+            factory.ep_devices.append(device)
+
+    def _register_data_transfer(self, factory: Factory) -> None:
+        out = ffi.new("OrtDataTransferImpl**")
+        factory.call_status("CreateDataTransfer", out)
+        impl = out[0]
+        if impl != ffi.NULL:
+            if int(impl.ort_version_supported) == 0:
+                raise ConductError(f"{factory.name}: OrtDataTransferImpl has ort_version_supported 0")
+            for member in ("Release", "CanCopy", "CopyTensors"):
+                if getattr(impl, member) == ffi.NULL:
+                    raise ConductError(f"{factory.name}: OrtDataTransferImpl::{member} is NULL")
+        factory.data_transfer = impl
+
+    def close(self, check_leaks: bool = True) -> None:
+        """Releases everything in ONNX Runtime's order; raises ConductError for leaked statuses afterwards."""
+        host = self.host
+        for factory in self.factories:
+            for device in factory.ep_devices:
+                host.forget_ep_device(device)
+            factory.ep_devices = []
+            if factory.data_transfer != ffi.NULL:
+                with host.calling(self, "OrtDataTransferImpl::Release"):
+                    factory.data_transfer.Release(factory.data_transfer)
+                factory.data_transfer = ffi.NULL
+        factories, self.factories = self.factories, []
+        if self._lib is not None:
+            for factory in factories:
+                with host.calling(self, "ReleaseEpFactory"):
+                    host.raise_status(self._lib.ReleaseEpFactory(factory.ptr), f"ReleaseEpFactory of '{self.name}'")
+        leaked = [s for s in host.handles.live(Status) if s.origin.endswith(f"plugin:{self.name}")]
+        for status in leaked:
+            host.handles.drop(status.ptr)
+        if self._lib is not None:
+            ffi.dlclose(self._lib)
+            self._lib = None
+        if check_leaks and leaked:
+            first = leaked[0]
+            raise ConductError(f"library '{self.name}' leaked {len(leaked)} OrtStatus object(s) it never returned "
+                               f"or released (first: code {first.code}, {first.message!r})")

@@ -1,0 +1,56 @@
+"""``SessionOptions`` as in onnxruntime: config entries plus the EP devices chosen for the session.
+
+Provider options given to :meth:`SessionOptions.add_provider_for_devices` reach the plugin's ``CreateEp`` the
+way ONNX Runtime forwards them: as session config entries ``ep.<lower-cased EP name>.<key>``, after the
+EP device's own ``ep_options``. Not thread-safe; build one per session.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .objects import EpDevice
+
+
+class SessionOptions:
+    """Session configuration (``add_session_config_entry``) and EP selection (``add_provider_for_devices``)."""
+
+    def __init__(self) -> None:
+        self.config: dict[str, str] = {}
+        self.provider_devices: list[EpDevice] = []
+        self.provider_options: dict[str, str] = {}
+
+    def add_session_config_entry(self, key: str, value: str) -> None:
+        """Sets one config entry (``session.compile_only``, ``ep.epabiexecutionprovider.enable_cuda_graph``, ...).
+
+        Raises:
+            TypeError: key or value is not a str.
+        """
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"session config entry {key!r}={value!r}: key and value must be str")
+        self.config[key] = value
+
+    def get_session_config_entry(self, key: str) -> str:
+        """The value of one config entry. Raises KeyError when absent."""
+        return self.config[key]
+
+    def add_provider_for_devices(self, devices: list[EpDevice], options: dict[str, Any] | None = None) -> None:
+        """Selects EP devices of one EP for this session, with provider options (values converted with str).
+
+        Raises:
+            ValueError: no devices, or devices of different EPs.
+        """
+        devices = list(devices)
+        if not devices:
+            raise ValueError("add_provider_for_devices: no EP devices given")
+        names = {d.ep_name for d in devices}
+        if len(names) != 1:
+            raise ValueError(f"add_provider_for_devices: devices belong to several EPs {sorted(names)}; pick one")
+        prefix = f"ep.{devices[0].ep_name.lower()}."
+        for device in devices:
+            for key, value in device.ep_options.items():
+                self.config.setdefault(prefix + key, value)
+        for key, value in (options or {}).items():
+            self.config[prefix + key] = str(value)
+            self.provider_options[key] = str(value)
+        self.provider_devices = devices
