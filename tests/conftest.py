@@ -1,0 +1,38 @@
+"""Shared fixtures: the installed plugin library, hosts, the software-adapter switch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import epabi
+
+
+@pytest.fixture(scope="session")
+def library_path() -> str:
+    return epabi.get_library_path()
+
+
+@pytest.fixture
+def software_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lets the plugin offer its CPU software adapter (EPABI_ALLOW_SOFTWARE_ADAPTER=1)."""
+    monkeypatch.setenv("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
+
+
+@pytest.fixture
+def no_software_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
+
+
+@pytest.fixture
+def cpu_only() -> list[epabi.HardwareDevice]:
+    return [epabi.cpu_device()]
+
+
+@pytest.fixture
+def host(software_adapter: None, library_path: str) -> Iterator[epabi.Host]:
+    """Newest emulated host, CPU-only hardware, our library registered as 'epabi'."""
+    with epabi.Host(hardware=[epabi.cpu_device()]) as h:
+        h.register_execution_provider_library("epabi", library_path)
+        yield h
