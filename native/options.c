@@ -1,5 +1,6 @@
 #include "options.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -45,7 +46,8 @@ static OrtStatus* read_nonneg_int(const struct epabi_api* api, const OrtKeyValue
     char* end = NULL;
     errno = 0;
     long long n = strtoll(v, &end, 10);
-    if (end == v || *end != '\0' || errno == ERANGE || n < 0 || n > INT_MAX) {
+    /* strict: digits only (strtoll alone would accept leading blanks and a sign) */
+    if (!isdigit((unsigned char)v[0]) || *end != '\0' || errno == ERANGE || n < 0 || n > INT_MAX) {
         return epabi_error(api, ORT_INVALID_ARGUMENT,
                            "EpAbiExecutionProvider: option '%s' has value '%s'; expected an integer from 0 to %d",
                            full, v, INT_MAX);

@@ -1,0 +1,132 @@
+/*
+ * misbehaving_plugin.c - a minimal plugin EP that breaks one rule of the plugin-EP contract per build flag,
+ * so the tests can check that the epabi host notices. Built by tests/plugin_builder.py with one -D flag:
+ *
+ *   (none)                 well behaved: one factory, one EP device on the CPU, an EP that claims nothing
+ *   NO_RELEASE_EXPORT      does not export ReleaseEpFactory
+ *   FACTORY_VERSION_ZERO   OrtEpFactory::ort_version_supported = 0
+ *   NULL_GET_VERSION       OrtEpFactory::GetVersion = NULL
+ *   NULL_DATA_TRANSFER     OrtEpFactory::CreateDataTransfer = NULL
+ *   EP_VERSION_ZERO        OrtEp::ort_version_supported = 0
+ *   EP_NULL_CAPABILITY     OrtEp::GetCapability = NULL
+ *   LEAK_STATUS            creates an OrtStatus in GetSupportedDevices and never releases it
+ *   FORGED_STATUS          GetSupportedDevices returns a pointer that CreateStatus never made
+ *   CALL_NEWER_API         GetSupportedDevices calls OrtEpApi::GetOpSchema (API 25) on any host
+ *   TOO_MANY_FACTORIES     reports more factories than max_factories
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "epabi/ort_abi.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+static const OrtApi* g_api;   /* test plugin only: one host per process is enough here */
+static const OrtEpApi* g_ep_api;
+
+struct test_factory {
+    OrtEpFactory base;
+};
+
+static const char* FactoryName(const OrtEpFactory* f) { (void)f; return "MisbehavingEp"; }
+static const char* FactoryVendor(const OrtEpFactory* f) { (void)f; return "tests"; }
+static const char* FactoryVersion(const OrtEpFactory* f) { (void)f; return "0.0.1"; }
+
+static OrtStatus* GetSupportedDevices(OrtEpFactory* f, const OrtHardwareDevice* const* devices, size_t n,
+                                      OrtEpDevice** out, size_t max, size_t* num) {
+    *num = 0;
+#ifdef LEAK_STATUS
+    (void)g_api->CreateStatus(ORT_FAIL, "this status is never released");
+#endif
+#ifdef FORGED_STATUS
+    static char not_a_status[16];
+    return (OrtStatus*)(void*)not_a_status;
+#endif
+#ifdef CALL_NEWER_API
+    OrtOpSchema* schema = NULL;
+    OrtStatus* st = g_ep_api->GetOpSchema("Add", 14, "", &schema);
+    if (st != NULL) g_api->ReleaseStatus(st);
+#endif
+    for (size_t i = 0; i < n && *num < max; ++i) {
+        if (g_api->HardwareDevice_Type(devices[i]) != OrtHardwareDeviceType_CPU) continue;
+        OrtStatus* s = g_ep_api->CreateEpDevice(f, devices[i], NULL, NULL, &out[*num]);
+        if (s != NULL) return s;
+        ++*num;
+    }
+    return NULL;
+}
+
+struct test_ep {
+    OrtEp base;
+};
+
+static const char* EpName(const OrtEp* ep) { (void)ep; return "MisbehavingEp"; }
+static OrtStatus* EpGetCapability(OrtEp* ep, const OrtGraph* g, OrtEpGraphSupportInfo* info) {
+    (void)ep; (void)g; (void)info;
+    return NULL;
+}
+
+static OrtStatus* CreateEp(OrtEpFactory* f, const OrtHardwareDevice* const* d, const OrtKeyValuePairs* const* m,
+                           size_t n, const OrtSessionOptions* so, const OrtLogger* l, OrtEp** out) {
+    (void)f; (void)d; (void)m; (void)n; (void)so; (void)l;
+    struct test_ep* ep = calloc(1, sizeof *ep);
+    ep->base.ort_version_supported = 24;
+    ep->base.GetName = EpName;
+    ep->base.GetCapability = EpGetCapability;
+#ifdef EP_VERSION_ZERO
+    ep->base.ort_version_supported = 0;
+#endif
+#ifdef EP_NULL_CAPABILITY
+    ep->base.GetCapability = NULL;
+#endif
+    *out = &ep->base;
+    return NULL;
+}
+
+static void ReleaseEp(OrtEpFactory* f, OrtEp* ep) { (void)f; free(ep); }
+
+static OrtStatus* CreateDataTransfer(OrtEpFactory* f, OrtDataTransferImpl** out) {
+    (void)f;
+    *out = NULL;
+    return NULL;
+}
+
+EXPORT OrtStatus* CreateEpFactories(const char* name, const OrtApiBase* base, const OrtLogger* logger,
+                                    OrtEpFactory** factories, size_t max, size_t* num) {
+    (void)name; (void)logger;
+    g_api = base->GetApi(24);
+    if (g_api == NULL) return NULL;
+    g_ep_api = g_api->GetEpApi();
+    struct test_factory* f = calloc(1, sizeof *f);
+    f->base.ort_version_supported = 24;
+    f->base.GetName = FactoryName;
+    f->base.GetVendor = FactoryVendor;
+    f->base.GetVersion = FactoryVersion;
+    f->base.GetSupportedDevices = GetSupportedDevices;
+    f->base.CreateEp = CreateEp;
+    f->base.ReleaseEp = ReleaseEp;
+    f->base.CreateDataTransfer = CreateDataTransfer;
+#ifdef FACTORY_VERSION_ZERO
+    f->base.ort_version_supported = 0;
+#endif
+#ifdef NULL_GET_VERSION
+    f->base.GetVersion = NULL;
+#endif
+#ifdef NULL_DATA_TRANSFER
+    f->base.CreateDataTransfer = NULL;
+#endif
+    factories[0] = &f->base;
+    *num = 1;
+#ifdef TOO_MANY_FACTORIES
+    *num = max + 1;
+#endif
+    (void)max;
+    return NULL;
+}
+
+#ifndef NO_RELEASE_EXPORT
+EXPORT OrtStatus* ReleaseEpFactory(OrtEpFactory* f) {
+    free(f);
+    return NULL;
+}
+#endif

@@ -1,0 +1,80 @@
+"""Register/unregister cycles leave no file descriptors, mappings or handles behind."""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import pytest
+
+import epabi
+from epabi.objects import KeyValuePairs, Status
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc (Linux)")
+
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def _mappings(path: str) -> int:
+    return sum(1 for line in Path("/proc/self/maps").read_text().splitlines() if line.endswith(path))
+
+
+def test_register_unregister_100_times_without_growth(library_path: str, software_adapter: None) -> None:
+    host = epabi.Host(hardware=[epabi.cpu_device(), epabi.nvidia_gpu_device()])
+    handles_before = len(host.handles.live(object))
+
+    def cycle() -> None:
+        host.register_execution_provider_library("epabi", library_path)
+        assert len(host.get_ep_devices()) == 1
+        assert _mappings(library_path) > 0
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices(host.get_ep_devices())
+        host.create_ep(so).close()
+        host.unregister_execution_provider_library("epabi")
+
+    for _ in range(3):  # warm-up: first-use caches of cffi and libc
+        cycle()
+    gc.collect()
+    fds, maps = _fds(), len(Path("/proc/self/maps").read_text().splitlines())
+    for _ in range(100):
+        cycle()
+    gc.collect()
+    assert _fds() <= fds
+    assert len(Path("/proc/self/maps").read_text().splitlines()) <= maps
+    assert _mappings(library_path) == 0, "the plugin stayed mapped after unregister"
+    assert host.get_ep_devices() == []
+    # everything the plugin made was released: no statuses or key-value pairs beyond the host's own
+    assert host.handles.live(Status) == []
+    assert len(host.handles.live(object)) == handles_before
+    assert all(k in {h.c_metadata for h in host.hardware} for k in host.handles.live(KeyValuePairs))
+
+
+def test_unregister_unknown_name_and_double_register(host: epabi.Host, library_path: str) -> None:
+    with pytest.raises(ValueError, match="already registered under epabi"):
+        host.register_execution_provider_library("epabi", library_path)
+    with pytest.raises(ValueError, match="nope was not registered"):
+        host.unregister_execution_provider_library("nope")
+    # the same file under a second name is accepted, as in onnxruntime
+    host.register_execution_provider_library("epabi-2", library_path)
+    assert len(host.get_ep_devices()) == 2
+    host.unregister_execution_provider_library("epabi-2")
+    assert len(host.get_ep_devices()) == 1
+
+
+def test_missing_file_is_a_load_error(tmp_path: Path) -> None:
+    with epabi.Host(hardware=[]) as host:
+        with pytest.raises(epabi.PluginLoadError, match="Failed to load library"):
+            host.register_execution_provider_library("x", tmp_path / "missing.so")
+
+
+def test_library_without_exports_is_a_load_error(tmp_path: Path) -> None:
+    import ctypes.util
+
+    libm = ctypes.util.find_library("m")
+    assert libm is not None
+    with epabi.Host(hardware=[]) as host:
+        with pytest.raises(epabi.PluginLoadError, match="Failed to get symbol CreateEpFactories"):
+            host.register_execution_provider_library("libm", libm)
