@@ -1,0 +1,117 @@
+/*
+ * kernel.h - the contract between the executor (plan.c) and the software-adapter kernels.
+ *
+ * A kernel is one table entry (registry.c) implementing one ONNX op for an opset range:
+ *   supports()  at GetCapability: may this kernel compute this node correctly? (dtypes, attributes,
+ *               constant inputs). On "no" it writes a short reason, which the EP logs at INFO.
+ *   init()      at Compile: parse attributes (and constant inputs) into a private state.
+ *   run()       per run: derive output shapes from the input shapes, get output buffers with
+ *               epabi_exec_output(), then hand the work to epabi_exec_launch(). run() itself never
+ *               touches input or output *data* except through a launch, so that a captured run can be
+ *               replayed from the recorded launches alone (graph capture on the host stream). The one
+ *               exception: run() may read small integer inputs that decide output *shapes* (Reshape's
+ *               shape, Expand's shape, Slice's starts/ends/axes/steps, axes inputs); those must be
+ *               host-readable, as ORT's ALLOW_CPU_FOR_SHAPES placement guarantees on devices.
+ *   release()   frees the state.
+ * Thread-safety: init/release run under the EP's compile; run() may run on several threads at once for
+ * one state (concurrent runs), so run() must treat the state as read-only.
+ */
+#ifndef EPABI_KERNEL_H
+#define EPABI_KERNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api.h"
+
+enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
+
+/* A dense, row-major tensor. dims[0..rank) are >= 0; rank 0 is a scalar (one element). */
+struct epabi_tensor {
+    ONNXTensorElementDataType dtype;
+    int rank;
+    int64_t dims[EPABI_MAX_RANK];
+    void* data;
+};
+
+/* What GetCapability and Compile know about a node, read once through the OrtApi graph accessors.
+ * Absent optional inputs have dtype UNDEFINED. rank = -1 when the shape is unknown; a dim of -1 is
+ * symbolic. const_data is non-NULL for constant initializers (valid until the node's Compile returns;
+ * init() must copy what it keeps). */
+struct epabi_value_desc {
+    const char* name;
+    ONNXTensorElementDataType dtype;
+    int rank;
+    int64_t dims[EPABI_MAX_RANK];
+    const void* const_data;
+    size_t const_count;        /* elements in const_data */
+};
+
+struct epabi_node {
+    const struct epabi_api* api;
+    const OrtNode* ort;        /* for attribute reads (epabi_attr_*) */
+    const char* name;
+    const char* op_type;
+    const char* domain;        /* "" for the default ONNX domain */
+    int since_version;
+    int n_in, n_out;
+    struct epabi_value_desc in[EPABI_MAX_NODE_IO];
+    struct epabi_value_desc out[EPABI_MAX_NODE_IO];
+};
+
+/* Attribute readers: return true when the attribute is present and of that type. */
+bool epabi_attr_int(const struct epabi_node* node, const char* name, int64_t* out);
+bool epabi_attr_float(const struct epabi_node* node, const char* name, float* out);
+/* Copies up to cap values; *count receives the attribute's length (may exceed cap). */
+bool epabi_attr_ints(const struct epabi_node* node, const char* name, int64_t* out, size_t cap, size_t* count);
+bool epabi_attr_floats(const struct epabi_node* node, const char* name, float* out, size_t cap, size_t* count);
+/* Copies into buf (NUL-terminated, truncated to cap). */
+bool epabi_attr_string(const struct epabi_node* node, const char* name, char* buf, size_t cap);
+/* True when the node has an attribute of that name (any type). */
+bool epabi_attr_has(const struct epabi_node* node, const char* name);
+
+/* The run context the executor passes to run(). Opaque to kernels. */
+struct epabi_exec;
+
+/* The output tensor `index` with this dtype and shape, backed by a buffer of the right size (the
+ * session's output OrtValue, or an arena buffer for values used only inside the fused node).
+ * Returns NULL and sets *status on failure (allocation, index out of range). */
+struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTensorElementDataType dtype, int rank,
+                                       const int64_t* dims, OrtStatus** status);
+
+/* Scratch memory valid until the end of the run (arena-backed). NULL + *status on failure. */
+void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status);
+
+/* Runs fn(args) on the device stream. args is copied (args_size bytes), so callers may pass a stack
+ * struct; pointers inside it must stay valid for the whole run (tensor data, scratch, state). */
+typedef void (*epabi_launch_fn)(const void* args);
+OrtStatus* epabi_exec_launch(struct epabi_exec* ex, epabi_launch_fn fn, const void* args, size_t args_size);
+
+/* The API block, for error statuses: epabi_error(epabi_exec_api(ex), ...). */
+const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex);
+
+struct epabi_kernel {
+    const char* op_type;       /* default ONNX domain only */
+    int since_min, since_max;  /* opset versions of the op this kernel implements, inclusive */
+    bool (*supports)(const struct epabi_node* node, char* why, size_t why_len);
+    OrtStatus* (*init)(const struct epabi_node* node, void** state);      /* NULL: stateless */
+    void (*release)(void* state);                                          /* NULL: nothing to free */
+    OrtStatus* (*run)(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
+                      int n_out);
+};
+
+/* Lookup by op type and opset version; NULL when no kernel covers them. registry.c. */
+const struct epabi_kernel* epabi_kernel_find(const char* op_type, int since_version);
+
+/* ---- helpers shared by kernels (tensor_util.c) ------------------------------------------------- */
+
+size_t epabi_dtype_size(ONNXTensorElementDataType dtype);       /* 0 for unsupported dtypes */
+const char* epabi_dtype_name(ONNXTensorElementDataType dtype);
+int64_t epabi_numel(int rank, const int64_t* dims);
+/* Numpy-style broadcast of two shapes; false (and *out_rank untouched) when incompatible. */
+bool epabi_broadcast_shape(int ra, const int64_t* a, int rb, const int64_t* b, int* out_rank, int64_t* out);
+/* Normalizes an axis in [-rank, rank) to [0, rank); false when out of range. */
+bool epabi_norm_axis(int64_t axis, int rank, int* out);
+
+#endif
