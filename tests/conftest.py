@@ -36,3 +36,19 @@ def host(software_adapter: None, library_path: str) -> Iterator[epabi.Host]:
     with epabi.Host(hardware=[epabi.cpu_device()]) as h:
         h.register_execution_provider_library("epabi", library_path)
         yield h
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Prints the conformance table (op, cases, claimed, passed) when conformance tests ran."""
+    try:
+        from test_conformance import TABLE
+    except ImportError:
+        return
+    if not TABLE:
+        return
+    tr = terminalreporter
+    tr.section("ONNX backend conformance on the software adapter")
+    tr.write_line(f"{'op':<22}{'cases':>7}{'claimed':>9}{'passed':>8}")
+    for op in sorted(TABLE):
+        cases, claimed, passed = TABLE[op]
+        tr.write_line(f"{op:<22}{cases:>7}{claimed:>9}{passed:>8}")

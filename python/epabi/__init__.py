@@ -16,6 +16,7 @@ from .ep import Ep
 from .errors import ConductError, HostLimitationError, OrtErrorCode, OrtStatusError, PluginLoadError
 from .hardware import cpu_device, discover_hardware, nvidia_gpu_device
 from .host import Host
+from .io_binding import IOBinding
 from .objects import (
     EpDevice,
     HardwareDevice,
@@ -25,7 +26,10 @@ from .objects import (
     OrtHardwareDeviceType,
     OrtMemoryInfoDeviceType,
 )
+from .run_options import RunOptions
+from .session import InferenceSession, NodeArg
 from .session_options import SessionOptions
+from .values import OrtValue
 from .versions import NEWEST_EMULATED, OLDEST_EMULATED, RELEASES, read_min_onnxruntime_version
 
 __version__ = "0.1.0"
@@ -57,6 +61,7 @@ __all__ = [
     "ConductError", "Ep", "EpDevice", "HardwareDevice", "Host", "HostLimitationError", "MemoryInfo",
     "NEWEST_EMULATED", "OLDEST_EMULATED", "OrtAllocatorType", "OrtDeviceMemoryType", "OrtErrorCode",
     "OrtHardwareDeviceType", "OrtMemoryInfoDeviceType", "OrtStatusError", "PluginLoadError", "RELEASES",
-    "SessionOptions", "cpu_device", "discover_hardware", "get_ep_name", "get_library_path",
+    "SessionOptions", "InferenceSession", "RunOptions", "OrtValue", "IOBinding", "NodeArg",
+    "cpu_device", "discover_hardware", "get_ep_name", "get_library_path",
     "nvidia_gpu_device", "read_min_onnxruntime_version",
 ]

@@ -28,6 +28,8 @@ from .objects import (
     Status,
     pystr,
 )
+from .served_graph import GraphApi
+from .served_values import EpGraphApi, ValueApi
 from .versions import RELEASES
 
 if TYPE_CHECKING:
@@ -181,7 +183,7 @@ class _OrtApiBaseImpl:
         return self.s._c_release
 
 
-class _OrtApiImpl:
+class _OrtApiImpl(GraphApi, ValueApi):
     """Served ``OrtApi`` members, named as in ONNX Runtime."""
 
     def __init__(self, served: ServedApi) -> None:
@@ -241,6 +243,8 @@ class _OrtApiImpl:
         if address(info) == 0:
             return
         obj = self.s.get(info, MemoryInfo, "memory info")
+        if self.s.host.is_host_owned(info):
+            raise Misuse("ReleaseMemoryInfo on the host's own memory info (from GetTensorMemoryInfo)")
         self.h.drop(info)
         self.h.drop(obj.device_ptr)
 
@@ -400,7 +404,7 @@ class _OrtApiImpl:
         return self.s.ep_api
 
 
-class _OrtEpApiImpl:
+class _OrtEpApiImpl(EpGraphApi):
     """Served ``OrtEpApi`` members."""
 
     def __init__(self, served: ServedApi) -> None:

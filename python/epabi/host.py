@@ -24,11 +24,13 @@ from .api_table import Logger, ServedApi
 from .conduct import Conduct
 from .ep import Ep
 from .errors import ConductError, OrtStatusError
+from .graph_view import GraphView
 from .handles import HandleTable, address
 from .hardware import discover_hardware
 from .library import Factory, PluginLibrary
 from .objects import EpDevice, HardwareDevice, KeyValuePairs, Status
 from .session_options import SessionOptions
+from .values import cpu_memory_info
 from .versions import NEWEST_EMULATED, RELEASES, parse_api_version
 
 
@@ -66,6 +68,11 @@ class Host:
         self.served = ServedApi(self, self.api_version)
         self.default_logger = Logger("epabi.plugin")
         self.default_logger.ptr = self.handles.issue(self.default_logger, "OrtLogger*")
+        self._host_owned: set[int] = set()
+        self.cpu_memory = cpu_memory_info()
+        self.cpu_memory.ptr = self.handles.issue(self.cpu_memory, "OrtMemoryInfo*")
+        self.cpu_memory.device_ptr = self.handles.issue(self.cpu_memory.device, "OrtMemoryDevice*")
+        self.mark_host_owned(self.cpu_memory.ptr)
 
     # -- onnxruntime-style API -------------------------------------------------------------------------
 
@@ -209,6 +216,53 @@ class Host:
             self._borrowed.discard(address(kvp.ptr))
             self.handles.drop(kvp.ptr)
         self.handles.drop(device.ptr)
+
+    def mark_host_owned(self, ptr: Any) -> None:
+        """The plugin may use this handle but never release it."""
+        self._host_owned.add(address(ptr))
+
+    def is_host_owned(self, ptr: Any) -> bool:
+        return address(ptr) in self._host_owned
+
+    def release_handle(self, ptr: Any) -> None:
+        if address(ptr) != 0:
+            self._host_owned.discard(address(ptr))
+            self.handles.drop(ptr)
+
+    def expose_graph(self, graph: GraphView) -> None:
+        """Issues handles for a graph view and everything in it (nodes, values, attributes, type infos)."""
+        graph.ptr = self.handles.issue(graph, "OrtGraph*")
+        for node in graph.nodes:
+            node.ptr = self.handles.issue(node, "OrtNode*")
+            for attr in node.attributes:
+                attr.ptr = self.handles.issue(attr, "OrtOpAttr*")
+        for value in graph.values.values():
+            value.ptr = self.handles.issue(value, "OrtValueInfo*")
+            if value.type_info is not None:
+                value.type_info.ptr = self.handles.issue(value.type_info, "OrtTypeInfo*")
+                if value.type_info.tensor is not None:
+                    tensor = value.type_info.tensor
+                    tensor.ptr = self.handles.issue(tensor, "OrtTensorTypeAndShapeInfo*")
+                    self.mark_host_owned(value.type_info.tensor.ptr)
+                self.mark_host_owned(value.type_info.ptr)
+            if value.initializer is not None:
+                value.initializer.ptr = self.handles.issue(value.initializer, "OrtValue*")
+                self.mark_host_owned(value.initializer.ptr)
+
+    def unexpose_graph(self, graph: GraphView) -> None:
+        for value in graph.values.values():
+            if value.initializer is not None:
+                self.release_handle(value.initializer.ptr)
+            if value.type_info is not None:
+                if value.type_info.tensor is not None:
+                    self.release_handle(value.type_info.tensor.ptr)
+                self.release_handle(value.type_info.ptr)
+            self.release_handle(value.ptr)
+        for node in graph.nodes:
+            for attr in node.attributes:
+                self.release_handle(attr.ptr)
+            self.release_handle(node.ptr)
+        self.release_handle(graph.ptr)
 
     def env_config_view(self) -> dict[str, str]:
         config = dict(self.env_config)

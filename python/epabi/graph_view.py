@@ -1,0 +1,213 @@
+"""The graph a plugin sees: ``OrtGraph``/``OrtNode``/``OrtValueInfo``/``OrtOpAttr`` views over an ``onnx`` model.
+
+Built the way ONNX Runtime builds its EP graph views: nodes in topological order; graph inputs include
+initializers that are also inputs; each value has one ``ValueInfoView`` with its producer, consumers and
+flags (required/optional graph input, graph output, constant initializer); ``Node_GetSinceVersion`` is the
+since-version of the operator schema that applies under the model's opset (as ORT's ``Node::SinceVersion``).
+Read-only after construction, so served accessors are thread-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ._ffi import ffi
+from .values import OrtValue, TensorTypeAndShapeInfo, TypeInfo
+
+_ATTR_TYPES = {  # onnx.AttributeProto.AttributeType -> OrtOpAttrType
+    onnx.AttributeProto.INT: 1, onnx.AttributeProto.INTS: 2, onnx.AttributeProto.FLOAT: 3,
+    onnx.AttributeProto.FLOATS: 4, onnx.AttributeProto.STRING: 5, onnx.AttributeProto.STRINGS: 6,
+    onnx.AttributeProto.GRAPH: 7, onnx.AttributeProto.TENSOR: 8,
+}
+
+
+def type_info_from_proto(tp: onnx.TypeProto | None) -> TypeInfo | None:
+    """``OrtTypeInfo`` of an ONNX ``TypeProto`` (None when the type is unknown)."""
+    if tp is None or tp.WhichOneof("value") is None:
+        return None
+    if tp.WhichOneof("value") != "tensor_type":
+        kinds = {"sequence_type": 2, "map_type": 3, "optional_type": 6, "sparse_tensor_type": 5}
+        return TypeInfo(kinds.get(tp.WhichOneof("value"), 0), None)
+    tt = tp.tensor_type
+    dims: list[int] | None = None
+    symbolic: list[str] | None = None
+    if tt.HasField("shape"):
+        dims = [d.dim_value if d.HasField("dim_value") else -1 for d in tt.shape.dim]
+        symbolic = [d.dim_param if d.HasField("dim_param") else "" for d in tt.shape.dim]
+    return TypeInfo(1, TensorTypeAndShapeInfo(tt.elem_type, dims, symbolic))
+
+
+class OpAttrView:
+    """``OrtOpAttr``: one node attribute."""
+
+    def __init__(self, proto: onnx.AttributeProto) -> None:
+        self.proto = proto
+        self.name = proto.name
+        self.c_name = ffi.new("char[]", proto.name.encode())
+        self.type = _ATTR_TYPES.get(proto.type, 0)
+        self.ptr: Any = ffi.NULL
+
+
+class ValueInfoView:
+    """``OrtValueInfo``: a named value with its type and graph relations."""
+
+    def __init__(self, graph: GraphView, name: str, type_info: TypeInfo | None) -> None:
+        self.graph = graph
+        self.name = name
+        self.c_name = ffi.new("char[]", name.encode())
+        self.type_info = type_info
+        self.producer: tuple[NodeView, int] | None = None
+        self.consumers: list[tuple[NodeView, int]] = []
+        self.required_graph_input = False
+        self.optional_graph_input = False
+        self.graph_output = False
+        self.constant_initializer = False
+        self.outer_scope = False
+        self.initializer: OrtValue | None = None
+        self.ptr: Any = ffi.NULL
+
+
+class NodeView:
+    """``OrtNode``: one node of a graph view."""
+
+    def __init__(self, graph: GraphView, proto: onnx.NodeProto, node_id: int, since_version: int) -> None:
+        self.graph = graph
+        self.proto = proto
+        self.id = node_id
+        self.name = proto.name
+        self.op_type = proto.op_type
+        self.domain = proto.domain
+        self.since_version = since_version
+        self.c_name = ffi.new("char[]", proto.name.encode())
+        self.c_op_type = ffi.new("char[]", proto.op_type.encode())
+        self.c_domain = ffi.new("char[]", proto.domain.encode())
+        self.inputs: list[ValueInfoView | None] = []
+        self.outputs: list[ValueInfoView | None] = []
+        self.implicit_inputs: list[ValueInfoView] = []
+        self.attributes = [OpAttrView(a) for a in proto.attribute]
+        graph_kinds = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+        self.subgraphs = [a for a in proto.attribute if a.type in graph_kinds]
+        self.ep_name = ""
+        self.c_ep_name = ffi.new("char[]", b"")
+        self.ptr: Any = ffi.NULL
+
+    def assign(self, ep_name: str) -> None:
+        self.ep_name = ep_name
+        self.c_ep_name = ffi.new("char[]", ep_name.encode())
+
+
+class GraphView:
+    """``OrtGraph``: nodes (topological order), inputs, outputs, initializers of a (sub)graph."""
+
+    def __init__(self, name: str, nodes: Iterable[onnx.NodeProto], inputs: list[str], outputs: list[str],
+                 initializers: dict[str, np.ndarray], value_types: dict[str, onnx.TypeProto],
+                 opsets: dict[str, int], ir_version: int, model_path: str = "",
+                 constant_initializers: set[str] | None = None) -> None:
+        self.name = name
+        self.c_name = ffi.new("char[]", name.encode())
+        self.model_path = model_path
+        self.c_model_path = ffi.new("char[]", model_path.encode())
+        self.ir_version = ir_version
+        self.opsets = dict(opsets)
+        self._c_opset_domains = [ffi.new("char[]", d.encode()) for d in self.opsets]
+        self.parent_node: NodeView | None = None
+        self.values: dict[str, ValueInfoView] = {}
+        self.ptr: Any = ffi.NULL
+        constant = set(initializers) if constant_initializers is None else constant_initializers
+
+        def value(name: str) -> ValueInfoView:
+            if name not in self.values:
+                tp = value_types.get(name)
+                if tp is None and name in initializers:
+                    arr = initializers[name]
+                    tp = onnx.helper.make_tensor_type_proto(onnx.helper.np_dtype_to_tensor_dtype(arr.dtype),
+                                                            list(arr.shape))
+                self.values[name] = ValueInfoView(self, name, type_info_from_proto(tp))
+            return self.values[name]
+
+        self.inputs = [value(n) for n in inputs]
+        for v in self.inputs:
+            if v.name in initializers:
+                v.optional_graph_input = True
+            else:
+                v.required_graph_input = True
+        self.outputs = [value(n) for n in outputs]
+        for v in self.outputs:
+            v.graph_output = True
+        self.initializers = []
+        for name, arr in initializers.items():
+            v = value(name)
+            v.initializer = OrtValue(np.ascontiguousarray(arr))
+            if name in constant and not v.optional_graph_input:
+                v.constant_initializer = True
+            else:
+                v.optional_graph_input = True
+            self.initializers.append(v)
+
+        self.nodes: list[NodeView] = []
+        for node_id, proto in enumerate(nodes):
+            domain = proto.domain or ""
+            since = _schema_since(proto.op_type, domain, self.opsets.get(domain if domain != "ai.onnx" else "", 0))
+            node = NodeView(self, proto, node_id, since)
+            for i, name in enumerate(proto.input):
+                if name == "":
+                    node.inputs.append(None)
+                    continue
+                v = value(name)
+                v.consumers.append((node, i))
+                node.inputs.append(v)
+            if node.subgraphs:
+                node.implicit_inputs = [value(n) for n in outer_scope_names(proto) if n in self.values or
+                                        n in value_types or n in initializers]
+            for i, name in enumerate(proto.output):
+                if name == "":
+                    node.outputs.append(None)
+                    continue
+                v = value(name)
+                v.producer = (node, i)
+                node.outputs.append(v)
+            self.nodes.append(node)
+
+
+def outer_scope_names(node: onnx.NodeProto) -> list[str]:
+    """Names a node's subgraphs read from the enclosing scope (its implicit inputs), in first-use order."""
+    found: list[str] = []
+
+    def visit(graph: onnx.GraphProto, bound: set[str]) -> None:
+        bound = bound | {i.name for i in graph.input} | {t.name for t in graph.initializer}
+        for n in graph.node:
+            for name in n.input:
+                if name and name not in bound and name not in found:
+                    found.append(name)
+            for attr in n.attribute:
+                for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                    visit(sub, bound)
+            bound = bound | set(n.output)
+
+    for attr in node.attribute:
+        for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+            visit(sub, set())
+    return found
+
+
+def _schema_since(op_type: str, domain: str, opset: int) -> int:
+    try:
+        return onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain).since_version
+    except Exception:  # noqa: BLE001 - unknown op: ORT would fail graph resolution; report the opset
+        return opset
+
+
+def model_graph(model: onnx.ModelProto, model_path: str = "") -> GraphView:
+    """The main graph of a (shape-inferred) model as ORT presents it to ``GetCapability``."""
+    g = model.graph
+    types = {vi.name: vi.type for vi in (*g.input, *g.output, *g.value_info)}
+    initializers = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    opsets = {(o.domain if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
+    inputs = [i.name for i in g.input]
+    return GraphView(g.name, g.node, inputs, [o.name for o in g.output], initializers, types, opsets,
+                     model.ir_version, model_path)

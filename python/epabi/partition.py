@@ -1,0 +1,103 @@
+"""Partitioning as ONNX Runtime does it for a compile-based plugin EP.
+
+``GetCapability`` claims groups of nodes (``EpGraphSupportInfo_AddNodesToFuse``); each group becomes one
+fused node whose inputs are the values its nodes consume from outside the group (constant initializers
+included unless the EP asked to drop them), in order of first use, and whose outputs are the values it
+produces that the rest of the graph or the graph outputs need, in order of production. Units (fused nodes
+and the nodes left to the CPU) are then ordered topologically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import onnx
+
+from .graph_view import GraphView, NodeView
+
+
+@dataclass
+class FusedGroup:
+    """One claimed group: its nodes (graph order), fused inputs/outputs, the subgraph shown to Compile."""
+
+    index: int
+    name: str
+    nodes: list[NodeView]
+    inputs: list[str]
+    outputs: list[str]
+    constant_inputs: list[str]
+    subgraph: GraphView | None = None
+    proto: onnx.NodeProto | None = None
+
+
+@dataclass
+class Unit:
+    """A step of the session's execution order: a CPU node or a fused node."""
+
+    inputs: list[str]
+    outputs: list[str]
+    cpu_node: NodeView | None = None
+    group: FusedGroup | None = None
+    order_key: int = 0
+    deps: set[int] = field(default_factory=set)
+
+
+def build_groups(graph: GraphView, groups: list[tuple[list[NodeView], bool]], ep_name: str) -> list[FusedGroup]:
+    position = {node.id: i for i, node in enumerate(graph.nodes)}
+    out: list[FusedGroup] = []
+    for index, (nodes, drop_constants) in enumerate(groups):
+        nodes = sorted(nodes, key=lambda n: position[n.id])
+        members = {n.id for n in nodes}
+        produced: set[str] = set()
+        inputs: list[str] = []
+        constants: list[str] = []
+        for node in nodes:
+            for value in node.inputs:
+                if value is None or value.name in produced or value.name in inputs or value.name in constants:
+                    continue
+                if value.initializer is not None and value.constant_initializer:
+                    constants.append(value.name)
+                    if drop_constants:
+                        continue
+                inputs.append(value.name)
+            produced.update(v.name for v in node.outputs if v is not None)
+        outputs: list[str] = []
+        for node in nodes:
+            for value in node.outputs:
+                if value is None:
+                    continue
+                used_outside = any(consumer.id not in members for consumer, _ in value.consumers)
+                if value.graph_output or used_outside:
+                    outputs.append(value.name)
+        out.append(FusedGroup(index, f"{ep_name}_{index}", nodes, inputs, outputs, constants))
+    return out
+
+
+def order_units(graph: GraphView, groups: list[FusedGroup]) -> list[Unit]:
+    """Units in a topological order (stable: by the position of each unit's first node)."""
+    in_group = {node.id: g for g in groups for node in g.nodes}
+    position = {node.id: i for i, node in enumerate(graph.nodes)}
+    units: list[Unit] = []
+    for g in groups:
+        units.append(Unit(list(g.inputs), list(g.outputs), group=g, order_key=position[g.nodes[0].id]))
+    for node in graph.nodes:
+        if node.id not in in_group:
+            units.append(Unit([v.name for v in node.inputs if v is not None] +
+                              [v.name for v in node.implicit_inputs],
+                              [v.name for v in node.outputs if v is not None], cpu_node=node,
+                              order_key=position[node.id]))
+    producer = {name: i for i, unit in enumerate(units) for name in unit.outputs}
+    for unit in units:
+        unit.deps = {producer[name] for name in unit.inputs if name in producer}
+    ordered: list[Unit] = []
+    done: set[int] = set()
+    pending = sorted(range(len(units)), key=lambda i: units[i].order_key)
+    while pending:
+        ready = next((i for i in pending if units[i].deps <= done), None)
+        if ready is None:
+            names = [units[i].group.name if units[i].group else units[i].cpu_node.name for i in pending]
+            raise ValueError(f"the claimed node groups form a cycle with the rest of the graph: {names}")
+        pending.remove(ready)
+        done.add(ready)
+        ordered.append(units[ready])
+    return ordered

@@ -1,0 +1,320 @@
+"""Served ``OrtApi`` graph accessors (``Graph_*``, ``Node_*``, ``ValueInfo_*``, ``OpAttr_*``, type infos).
+
+Semantics follow ONNX Runtime 1.23+: arrays are copied into caller-provided buffers that must be large
+enough (``ORT_INVALID_ARGUMENT`` otherwise); returned strings and objects are owned by the graph and live
+as long as it does; a missing optional node input/output is a NULL ``OrtValueInfo``.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from onnx import numpy_helper
+
+from ._ffi import ffi
+from .errors import OrtErrorCode
+from .graph_view import GraphView, NodeView, OpAttrView, ValueInfoView
+from .handles import address
+from .values import OrtValue, TensorTypeAndShapeInfo, TypeInfo
+
+
+def _null_or(obj: Any) -> Any:
+    return ffi.NULL if obj is None else obj.ptr
+
+
+class GraphApi:
+    """Mixin of ``_OrtApiImpl``: needs ``self.s`` (ServedApi) and ``self.h`` (HandleTable)."""
+
+    s: Any
+    h: Any
+
+    def _graph(self, ptr: Any) -> GraphView:
+        return self.s.get(ptr, GraphView, "graph")
+
+    def _node(self, ptr: Any) -> NodeView:
+        return self.s.get(ptr, NodeView, "node")
+
+    def _vi(self, ptr: Any) -> ValueInfoView:
+        return self.s.get(ptr, ValueInfoView, "value info")
+
+    def _attr(self, ptr: Any) -> OpAttrView:
+        return self.s.get(ptr, OpAttrView, "op attribute")
+
+    def _fill(self, what: str, items: list[Any], dst: Any, capacity: int) -> Any:
+        if capacity < len(items):
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT,
+                                f"{what}: the array holds {capacity} entries but {len(items)} are needed")
+        if items and address(dst) == 0:
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"{what}: NULL destination array")
+        for i, item in enumerate(items):
+            dst[i] = _null_or(item)
+        return ffi.NULL
+
+    @staticmethod
+    def _set(out: Any, value: Any) -> Any:
+        out[0] = value
+        return ffi.NULL
+
+    # -- graph ----------------------------------------------------------------------------------------
+    def Graph_GetName(self, g: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._graph(g).c_name)
+
+    def Graph_GetModelPath(self, g: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._graph(g).c_model_path)
+
+    def Graph_GetOnnxIRVersion(self, g: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._graph(g).ir_version)
+
+    def Graph_GetNumOperatorSets(self, g: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, len(self._graph(g).opsets))
+
+    def Graph_GetOperatorSets(self, g: Any, domains: Any, versions: Any, n: int) -> Any:  # noqa: N802
+        graph = self._graph(g)
+        if n < len(graph.opsets):
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"Graph_GetOperatorSets: room for {n} of "
+                                f"{len(graph.opsets)} opsets")
+        for i, (c_domain, version) in enumerate(zip(graph._c_opset_domains, graph.opsets.values(), strict=True)):
+            domains[i] = c_domain
+            versions[i] = version
+        return ffi.NULL
+
+    def Graph_GetNumInputs(self, g: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, len(self._graph(g).inputs))
+
+    def Graph_GetInputs(self, g: Any, dst: Any, n: int) -> Any:  # noqa: N802
+        return self._fill("Graph_GetInputs", self._graph(g).inputs, dst, n)
+
+    def Graph_GetNumOutputs(self, g: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, len(self._graph(g).outputs))
+
+    def Graph_GetOutputs(self, g: Any, dst: Any, n: int) -> Any:  # noqa: N802
+        return self._fill("Graph_GetOutputs", self._graph(g).outputs, dst, n)
+
+    def Graph_GetNumInitializers(self, g: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, len(self._graph(g).initializers))
+
+    def Graph_GetInitializers(self, g: Any, dst: Any, n: int) -> Any:  # noqa: N802
+        return self._fill("Graph_GetInitializers", self._graph(g).initializers, dst, n)
+
+    def Graph_GetNumNodes(self, g: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, len(self._graph(g).nodes))
+
+    def Graph_GetNodes(self, g: Any, dst: Any, n: int) -> Any:  # noqa: N802
+        return self._fill("Graph_GetNodes", self._graph(g).nodes, dst, n)
+
+    def Graph_GetParentNode(self, g: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, _null_or(self._graph(g).parent_node))
+
+    # -- nodes ----------------------------------------------------------------------------------------
+    def Node_GetId(self, n: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._node(n).id)
+
+    def Node_GetName(self, n: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._node(n).c_name)
+
+    def Node_GetOperatorType(self, n: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._node(n).c_op_type)
+
+    def Node_GetDomain(self, n: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._node(n).c_domain)
+
+    def Node_GetSinceVersion(self, n: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._node(n).since_version)
+
+    def Node_GetNumInputs(self, n: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, len(self._node(n).inputs))
+
+    def Node_GetInputs(self, n: Any, dst: Any, cap: int) -> Any:  # noqa: N802
+        return self._fill("Node_GetInputs", self._node(n).inputs, dst, cap)
+
+    def Node_GetNumOutputs(self, n: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, len(self._node(n).outputs))
+
+    def Node_GetOutputs(self, n: Any, dst: Any, cap: int) -> Any:  # noqa: N802
+        return self._fill("Node_GetOutputs", self._node(n).outputs, dst, cap)
+
+    def Node_GetNumImplicitInputs(self, n: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, len(self._node(n).implicit_inputs))
+
+    def Node_GetImplicitInputs(self, n: Any, dst: Any, cap: int) -> Any:  # noqa: N802
+        return self._fill("Node_GetImplicitInputs", self._node(n).implicit_inputs, dst, cap)
+
+    def Node_GetNumAttributes(self, n: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, len(self._node(n).attributes))
+
+    def Node_GetAttributes(self, n: Any, dst: Any, cap: int) -> Any:  # noqa: N802
+        return self._fill("Node_GetAttributes", self._node(n).attributes, dst, cap)
+
+    def Node_GetAttributeByName(self, n: Any, name: Any, out: Any) -> Any:  # noqa: N802
+        from .objects import pystr
+
+        key = pystr(name)
+        for attr in self._node(n).attributes:
+            if attr.name == key:
+                return self._set(out, attr.ptr)
+        out[0] = ffi.NULL
+        return self.s.error(OrtErrorCode.NOT_FOUND, f"Attribute '{key}' not found in node '{self._node(n).name}'")
+
+    def Node_GetNumSubgraphs(self, n: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, len(self._node(n).subgraphs))
+
+    def Node_GetGraph(self, n: Any, out: Any) -> Any:  # noqa: N802
+        node = self._node(n)
+        return self._set(out, node.graph.ptr if node.graph.ptr is not None else ffi.NULL)
+
+    def Node_GetEpName(self, n: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._node(n).c_ep_name)
+
+    # -- attributes -----------------------------------------------------------------------------------
+    def OpAttr_GetType(self, a: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._attr(a).type)
+
+    def OpAttr_GetName(self, a: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._attr(a).c_name)
+
+    def OpAttr_GetTensorAttributeAsOrtValue(self, a: Any, out: Any) -> Any:  # noqa: N802
+        attr = self._attr(a)
+        if attr.type != 8:
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"attribute '{attr.name}' is not a tensor")
+        value = OrtValue(numpy_helper.to_array(attr.proto.t).copy())
+        value.ptr = self.h.issue(value, "OrtValue*")
+        return self._set(out, value.ptr)  # caller releases with ReleaseValue
+
+    def ReadOpAttr(self, a: Any, kind: int, data: Any, length: int, out: Any) -> Any:  # noqa: N802
+        attr = self._attr(a)
+        p = attr.proto
+        payload: bytes
+        if kind == 1:
+            if not p.HasField("i"):
+                out[0] = 8
+                return self.s.error(OrtErrorCode.INVALID_ARGUMENT, "Attribute has no int64 value.")
+            payload = struct.pack("<q", p.i)
+        elif kind == 2:
+            payload = struct.pack(f"<{len(p.ints)}q", *p.ints)
+        elif kind == 3:
+            if not p.HasField("f"):
+                out[0] = 4
+                return self.s.error(OrtErrorCode.INVALID_ARGUMENT, "Attribute has no float value.")
+            payload = struct.pack("<f", p.f)
+        elif kind == 4:
+            payload = struct.pack(f"<{len(p.floats)}f", *p.floats)
+        elif kind == 5:
+            payload = p.s + b"\0"
+        elif kind == 6:
+            payload = b"".join(s + b"\0" for s in p.strings)
+        else:
+            out[0] = 0
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT, "Unexpected attribute type. ")
+        out[0] = len(payload)
+        if length < len(payload):
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"Size of data not large enough for attribute "
+                                f"'{attr.name}' ({length} < {len(payload)} bytes)")
+        if payload:
+            ffi.memmove(data, payload, len(payload))
+        return ffi.NULL
+
+    # -- value infos ----------------------------------------------------------------------------------
+    def GetValueInfoName(self, v: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._vi(v).c_name)
+
+    def GetValueInfoTypeInfo(self, v: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, _null_or(self._vi(v).type_info))
+
+    def ValueInfo_GetValueProducer(self, v: Any, node: Any, index: Any) -> Any:  # noqa: N802
+        producer = self._vi(v).producer
+        node[0] = ffi.NULL if producer is None else producer[0].ptr
+        if address(index) != 0:
+            index[0] = 0 if producer is None else producer[1]
+        return ffi.NULL
+
+    def ValueInfo_GetValueNumConsumers(self, v: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, len(self._vi(v).consumers))
+
+    def ValueInfo_GetValueConsumers(self, v: Any, nodes: Any, indices: Any, n: int) -> Any:  # noqa: N802
+        consumers = self._vi(v).consumers
+        if n < len(consumers):
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"room for {n} of {len(consumers)} consumers")
+        for i, (node, idx) in enumerate(consumers):
+            nodes[i] = node.ptr
+            indices[i] = idx
+        return ffi.NULL
+
+    def ValueInfo_GetInitializerValue(self, v: Any, out: Any) -> Any:  # noqa: N802
+        vi = self._vi(v)
+        if vi.initializer is None:
+            out[0] = ffi.NULL
+            return ffi.NULL  # ORT returns OK with NULL for values that are not initializers
+        return self._set(out, vi.initializer.ptr)
+
+    def ValueInfo_IsRequiredGraphInput(self, v: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._vi(v).required_graph_input)
+
+    def ValueInfo_IsOptionalGraphInput(self, v: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._vi(v).optional_graph_input)
+
+    def ValueInfo_IsGraphOutput(self, v: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._vi(v).graph_output)
+
+    def ValueInfo_IsConstantInitializer(self, v: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._vi(v).constant_initializer)
+
+    def ValueInfo_IsFromOuterScope(self, v: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._vi(v).outer_scope)
+
+    # -- type infos -----------------------------------------------------------------------------------
+    def _type_info(self, ptr: Any) -> TypeInfo:
+        return self.s.get(ptr, TypeInfo, "type info")
+
+    def _tensor_info(self, ptr: Any) -> TensorTypeAndShapeInfo:
+        return self.s.get(ptr, TensorTypeAndShapeInfo, "tensor type-and-shape info")
+
+    def CastTypeInfoToTensorInfo(self, t: Any, out: Any) -> Any:  # noqa: N802
+        info = self._type_info(t)
+        return self._set(out, ffi.NULL if info.tensor is None else info.tensor.ptr)
+
+    def GetOnnxTypeFromTypeInfo(self, t: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._type_info(t).onnx_type)
+
+    def GetTensorElementType(self, t: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, self._tensor_info(t).elem_type)
+
+    def GetDimensionsCount(self, t: Any, out: Any) -> Any:  # noqa: N802
+        return self._set(out, len(self._tensor_info(t).dims or []))
+
+    def GetDimensions(self, t: Any, dims: Any, n: int) -> Any:  # noqa: N802
+        values = self._tensor_info(t).dims or []
+        for i in range(min(n, len(values))):
+            dims[i] = values[i]
+        return ffi.NULL
+
+    def GetSymbolicDimensions(self, t: Any, names: Any, n: int) -> Any:  # noqa: N802
+        info = self._tensor_info(t)
+        for i in range(min(n, len(info._c_symbolic))):
+            names[i] = info._c_symbolic[i]
+        return ffi.NULL
+
+    def GetTensorShapeElementCount(self, t: Any, out: Any) -> Any:  # noqa: N802
+        dims = self._tensor_info(t).dims
+        if dims is None or any(d < 0 for d in dims):
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT, "the shape has unknown dimensions")
+        count = 1
+        for d in dims:
+            count *= d
+        return self._set(out, count)
+
+    def _release_owned(self, t: Any, kind: type, what: str) -> None:
+        if address(t) == 0:
+            return
+        self.s.get(t, kind, what)
+        if self.s.host.is_host_owned(t):
+            from .api_table import Misuse
+
+            raise Misuse(f"Release of a {what} owned by the host (it belongs to a graph or value)")
+        self.h.drop(t)
+
+    def ReleaseTensorTypeAndShapeInfo(self, t: Any) -> None:  # noqa: N802
+        self._release_owned(t, TensorTypeAndShapeInfo, "tensor type-and-shape info")
+
+    def ReleaseTypeInfo(self, t: Any) -> None:  # noqa: N802
+        self._release_owned(t, TypeInfo, "type info")

@@ -1,0 +1,403 @@
+"""``InferenceSession``: runs an ONNX model through a plugin EP the way ONNX Runtime's core does.
+
+Session creation: load and shape-infer the model; ``CreateEp`` on the selected EP device; show the graph to
+``GetCapability``; fuse each claimed group; ``Compile`` all fused nodes at once; ``CreateState`` per fused
+node. Unclaimed nodes run on the CPU through ``onnx.reference`` (a library, not epabi's kernels).
+A run: ``OnRunStart``, the units in topological order (fused nodes through ``Compute`` with an
+``OrtKernelContext``), ``OnRunEnd(sync_stream=True)``. ``close()`` releases states, compute infos and the EP.
+Concurrent ``run`` calls are allowed when the EP says so (``IsConcurrentRunSupported``); creation and close
+are not thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx.reference import ReferenceEvaluator
+
+from ._ffi import ffi
+from .errors import ConductError, OrtErrorCode, OrtStatusError
+from .graph_view import GraphView, NodeView, model_graph
+from .io_binding import IOBinding
+from .partition import FusedGroup, Unit, build_groups, order_units
+from .run_options import RunOptions
+from .served_values import GraphSupportInfo, KernelContext, NodeComputeContext
+from .session_options import SessionOptions
+from .values import OrtValue
+
+_log = logging.getLogger("epabi.session")
+_ONNX_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
+
+
+def _invalid(message: str) -> OrtStatusError:
+    return OrtStatusError(OrtErrorCode.INVALID_ARGUMENT, message)
+
+
+def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
+    """Parses and shape-infers a model. Raises OrtStatusError (NO_SUCHFILE, INVALID_PROTOBUF, INVALID_GRAPH)."""
+    model_path = ""
+    if isinstance(path_or_bytes, onnx.ModelProto):
+        model = path_or_bytes
+    elif isinstance(path_or_bytes, bytes | bytearray):
+        try:
+            model = onnx.load_from_string(bytes(path_or_bytes))
+        except Exception as exc:  # noqa: BLE001 - protobuf raises several types
+            raise OrtStatusError(OrtErrorCode.INVALID_PROTOBUF, f"Failed to load model from bytes: {exc}") from exc
+    else:
+        model_path = str(path_or_bytes)
+        if not Path(model_path).is_file():
+            raise OrtStatusError(OrtErrorCode.NO_SUCHFILE, f"Load model from {model_path} failed: File doesn't exist")
+        try:
+            model = onnx.load(model_path)
+        except Exception as exc:  # noqa: BLE001
+            raise OrtStatusError(OrtErrorCode.INVALID_PROTOBUF,
+                                 f"Load model from {model_path} failed: protobuf parsing failed ({exc})") from exc
+    if not model.graph.node and not model.graph.output:
+        raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, "the model has an empty graph (truncated or not a model?)")
+    try:
+        onnx.checker.check_model(model)
+        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception as exc:  # noqa: BLE001
+        raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, f"the model is not valid ONNX: {exc}") from exc
+    return model, model_path
+
+
+class NodeArg:
+    """Input/output description (``name``, ``type`` like ``"tensor(float)"``, ``shape`` with str/None dims)."""
+
+    def __init__(self, vi: onnx.ValueInfoProto) -> None:
+        self.name = vi.name
+        self.shape: list[int | str | None] | None = None
+        if vi.type.WhichOneof("value") != "tensor_type":
+            self.elem_type = 0
+            self.type = vi.type.WhichOneof("value") or "unknown"
+            return
+        tt = vi.type.tensor_type
+        self.elem_type = tt.elem_type
+        self.type = f"tensor({onnx.helper.tensor_dtype_to_string(tt.elem_type).split('.')[-1].lower()})"
+        if tt.HasField("shape"):
+            self.shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+
+
+class InferenceSession:
+    """A model bound to the EP devices of ``sess_options`` (or the CPU alone).
+
+    Args:
+        path_or_bytes: model file path, serialized model bytes, or a ``ModelProto``.
+        sess_options: :class:`SessionOptions`; its ``add_provider_for_devices`` selection picks the plugin EP.
+        host: the :class:`epabi.Host` the EP devices came from (taken from the devices when omitted).
+
+    Raises:
+        OrtStatusError: the model cannot be loaded, or the plugin failed (CreateEp, GetCapability, Compile...).
+        ConductError: the plugin broke the contract.
+    """
+
+    def __init__(self, path_or_bytes: str | bytes | Path | onnx.ModelProto,
+                 sess_options: SessionOptions | None = None, host: Any = None) -> None:
+        self._lock = threading.Lock()
+        self._closed = False
+        self._ep: Any = None
+        self._groups: list[FusedGroup] = []
+        self._states: list[Any] = []
+        self._infos: Any = ffi.NULL
+        self._exposed: list[GraphView] = []
+        self.options = sess_options or SessionOptions()
+        self.model, model_path = load_model(path_or_bytes)
+        self.graph = model_graph(self.model, model_path)
+        self._inputs = [NodeArg(vi) for vi in self.model.graph.input
+                        if vi.name not in {t.name for t in self.model.graph.initializer}]
+        self._outputs = [NodeArg(vi) for vi in self.model.graph.output]
+        self.node_assignment: dict[str, str] = {}
+        devices = self.options.provider_devices
+        self.host = host if host is not None else (devices[0].factory.library.host if devices else None)
+        try:
+            if devices:
+                self._create_ep()
+            self._units = order_units(self.graph, self._groups)
+            self._evaluators = {id(u): self._evaluator(u.cpu_node) for u in self._units if u.cpu_node is not None}
+            for unit in self._units:
+                if unit.cpu_node is not None:
+                    node = unit.cpu_node
+                    self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = "CPUExecutionProvider"
+        except BaseException:
+            self.close()
+            raise
+
+    # -- creation -------------------------------------------------------------------------------------
+
+    def _create_ep(self) -> None:
+        host = self.host
+        self._ep = host.create_ep(self.options)
+        ep = self._ep
+        host.expose_graph(self.graph)
+        self._exposed.append(self.graph)
+        support = GraphSupportInfo(self.graph)
+        support.ptr = host.handles.issue(support, "OrtEpGraphSupportInfo*")
+        try:
+            ep.call_status("GetCapability", self.graph.ptr, support.ptr)
+        finally:
+            host.handles.drop(support.ptr)
+        self._groups = build_groups(self.graph, support.groups, ep.name)
+        if not self._groups:
+            return
+        if "Compile" not in ep.members:
+            raise ConductError(f"{ep.name} claimed {len(self._groups)} node group(s) but OrtEp::Compile is NULL")
+        for group in self._groups:
+            for node in group.nodes:
+                node.assign(ep.name)
+                self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = ep.name
+            self._make_subgraph(group)
+        self._compile()
+
+    def _make_subgraph(self, group: FusedGroup) -> None:
+        g = self.graph
+        types = {vi.name: vi.type for vi in (*self.model.graph.input, *self.model.graph.output,
+                                               *self.model.graph.value_info)}
+        initializers = {name: g.values[name].initializer.array for name in group.constant_inputs}
+        sub = GraphView(group.name, [n.proto for n in group.nodes], group.inputs, group.outputs, initializers, types,
+                        g.opsets, g.ir_version, g.model_path, constant_initializers=set(initializers))
+        group.proto = onnx.helper.make_node(group.name, group.inputs, group.outputs, name=group.name)
+        group.subgraph = sub
+        self.host.expose_graph(sub)
+        self._exposed.append(sub)
+        holder = GraphView("fused_nodes", [group.proto], [], [], {}, types, {"": 1}, g.ir_version)
+        group.fused_node = holder.nodes[0]
+        group.fused_node.assign(self._ep.name)
+        self.host.expose_graph(holder)
+        self._exposed.append(holder)
+
+    def _compile(self) -> None:
+        ep, host, n = self._ep, self.host, len(self._groups)
+        graphs = ffi.new("OrtGraph*[]", [g.subgraph.ptr for g in self._groups])
+        nodes = ffi.new("OrtNode*[]", [g.fused_node.ptr for g in self._groups])
+        self._infos = ffi.new("OrtNodeComputeInfo*[]", n)
+        ep_context = ffi.new("OrtNode*[]", n)
+        ep.call_status("Compile", graphs, nodes, n, self._infos, ep_context)
+        for i, group in enumerate(self._groups):
+            info = self._infos[i]
+            if info == ffi.NULL:
+                raise ConductError(f"{ep.name}: Compile returned no OrtNodeComputeInfo for fused node {group.name}")
+            if int(info.ort_version_supported) == 0 or info.CreateState == ffi.NULL or info.Compute == ffi.NULL:
+                raise ConductError(f"{ep.name}: OrtNodeComputeInfo of {group.name} has version 0 or NULL "
+                                   "CreateState/Compute")
+            if ep_context[i] != ffi.NULL:
+                host.conduct.limitation("EPContext nodes from Compile are not supported by the epabi host")
+        for i, group in enumerate(self._groups):
+            ctx = NodeComputeContext(group.name)
+            ctx.ptr = host.handles.issue(ctx, "OrtNodeComputeContext*")
+            state = ffi.new("void**")
+            try:
+                with host.calling(ep.factory.library, "OrtNodeComputeInfo::CreateState"):
+                    host.raise_status(self._infos[i].CreateState(self._infos[i], ctx.ptr, state),
+                                      f"{ep.name}: CreateState of {group.name}")
+            finally:
+                host.handles.drop(ctx.ptr)
+            self._states.append(state[0])
+
+    def _evaluator(self, node: NodeView) -> ReferenceEvaluator:
+        domain = node.domain or ""
+        if domain not in _ONNX_DOMAINS:
+            raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, f"node '{node.name}' ({domain}:{node.op_type}) was not "
+                                 "claimed by any EP and has no CPU implementation")
+        try:
+            # One node wrapped as a model with the original opsets, so the evaluator picks the operator
+            # version the model means; subgraphs see their outer-scope values as extra graph inputs.
+            names = [v.name for v in (*node.inputs, *node.implicit_inputs) if v is not None]
+            graph = onnx.helper.make_graph(
+                [node.proto], "cpu_node", [onnx.helper.make_value_info(n, onnx.TypeProto()) for n in names],
+                [onnx.helper.make_value_info(v.name, onnx.TypeProto()) for v in node.outputs if v is not None])
+            model = onnx.helper.make_model(graph, ir_version=self.model.ir_version,
+                                           opset_imports=list(self.model.opset_import))
+            return ReferenceEvaluator(model)
+        except Exception as exc:  # noqa: BLE001
+            raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, f"no CPU implementation for node '{node.name}' "
+                                 f"({node.op_type}): {exc}") from exc
+
+    # -- onnxruntime-style API ------------------------------------------------------------------------
+
+    def get_providers(self) -> list[str]:
+        return ([self._ep.name] if self._ep is not None else []) + ["CPUExecutionProvider"]
+
+    def get_inputs(self) -> list[NodeArg]:
+        return list(self._inputs)
+
+    def get_outputs(self) -> list[NodeArg]:
+        return list(self._outputs)
+
+    def io_binding(self) -> IOBinding:
+        return IOBinding(self)
+
+    def run(self, output_names: list[str] | None, input_feed: dict[str, Any],
+            run_options: RunOptions | None = None) -> list[np.ndarray]:
+        """Runs the model; returns the requested outputs (all when ``output_names`` is None) as arrays.
+
+        Raises:
+            OrtStatusError: INVALID_ARGUMENT for unknown/missing inputs, wrong dtype or shape; the plugin's
+                error for a failed Compute.
+        """
+        feeds = {name: self._feed_value(name, value) for name, value in input_feed.items()}
+        names = [o.name for o in self._outputs] if not output_names else list(output_names)
+        for name in names:
+            self._check_output_name(name)
+        results = self._execute(feeds, {}, run_options)
+        return [results[name].numpy() if isinstance(results[name], OrtValue) else results[name] for name in names]
+
+    def run_with_iobinding(self, binding: IOBinding, run_options: RunOptions | None = None) -> None:
+        """Runs with bound inputs; bound outputs are written in place, unbound ones allocated."""
+        feeds = {name: self._feed_value(name, value) for name, value in binding.inputs.items()}
+        prealloc = {name: v for name, v in binding.outputs.items() if v is not None}
+        results = self._execute(feeds, prealloc, run_options)
+        binding._results = [binding.outputs[name] or _as_value(results[name]) for name in binding.outputs]
+
+    def close(self) -> None:
+        """Releases fused-node states, compute infos and the EP. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        ep = self._ep
+        if ep is not None and ep.ptr != ffi.NULL:
+            lib = ep.factory.library
+            for i, state in enumerate(self._states):
+                info = self._infos[i]
+                if info.ReleaseState != ffi.NULL:
+                    with self.host.calling(lib, "OrtNodeComputeInfo::ReleaseState"):
+                        info.ReleaseState(info, state)
+            self._states = []
+            if self._groups and "ReleaseNodeComputeInfos" in ep.members and self._infos != ffi.NULL:
+                ep.call("ReleaseNodeComputeInfos", self._infos, len(self._groups))
+            ep.close()
+        for graph in self._exposed:
+            self.host.unexpose_graph(graph)
+        self._exposed = []
+
+    def __enter__(self) -> InferenceSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - best effort at interpreter teardown
+            pass
+
+    # -- running --------------------------------------------------------------------------------------
+
+    def _check_input_name(self, name: str) -> None:
+        if name not in {i.name for i in self._inputs}:
+            raise _invalid(f"Invalid input name: {name}; the model's inputs are {[i.name for i in self._inputs]}")
+
+    def _check_output_name(self, name: str) -> None:
+        if name not in {o.name for o in self._outputs}:
+            raise _invalid(f"Invalid output name: {name}; the model's outputs are {[o.name for o in self._outputs]}")
+
+    def _feed_value(self, name: str, value: Any) -> Any:
+        """Checks one feed against the model input (dtype, rank, fixed dims); returns it unchanged."""
+        self._check_input_name(name)
+        arg = next(i for i in self._inputs if i.name == name)
+        if arg.elem_type == 0:  # sequences, maps, optionals: handed to the CPU fallback as they are
+            return value
+        array = value.array if isinstance(value, OrtValue) else np.asarray(value)
+        expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
+        if array.dtype != expected:
+            raise _invalid(f"Unexpected input data type for '{name}'. Actual: ({array.dtype}), expected: ({expected})")
+        if arg.shape is not None:
+            if array.ndim != len(arg.shape):
+                raise _invalid(f"Invalid rank for input: {name} Got: {array.ndim} Expected: {len(arg.shape)}")
+            bad = [i for i, d in enumerate(arg.shape) if isinstance(d, int) and d != array.shape[i]]
+            if bad:
+                raise _invalid(f"Got invalid dimensions for input: {name} for the following indices index: "
+                               f"{bad[0]} Got: {array.shape[bad[0]]} Expected: {arg.shape[bad[0]]}")
+        return value if isinstance(value, OrtValue) else array
+
+    def _execute(self, feeds: dict[str, OrtValue], prealloc: dict[str, OrtValue],
+                 run_options: RunOptions | None) -> dict[str, Any]:
+        if self._closed:
+            raise _invalid("the session is closed")
+        missing = [i.name for i in self._inputs if i.name not in feeds]
+        if missing:
+            raise _invalid(f"Required inputs ({missing}) are missing from input feed ({list(feeds)}).")
+        values: dict[str, Any] = {name: v for name, v in feeds.items()}
+        for vi in self.graph.initializers:
+            values.setdefault(vi.name, vi.initializer)
+        run_options = run_options or RunOptions()
+        ep, host = self._ep, self.host
+        if ep is not None:
+            run_options.ptr = host.handles.issue(run_options, "OrtRunOptions*")
+        try:
+            if ep is not None and "OnRunStart" in ep.members:
+                ep.call_status("OnRunStart", run_options.ptr)
+            for unit in self._units:
+                if unit.cpu_node is not None:
+                    self._run_cpu(unit, values)
+                else:
+                    self._run_fused(unit, values, prealloc)
+            if ep is not None and "OnRunEnd" in ep.members:
+                ep.call_status("OnRunEnd", run_options.ptr, True)
+        finally:
+            if ep is not None:
+                host.handles.drop(run_options.ptr)
+                run_options.ptr = ffi.NULL
+        out: dict[str, Any] = {}
+        for arg in self._outputs:
+            result = values[arg.name]
+            target = prealloc.get(arg.name)
+            if target is not None and result is not target:
+                array = result.array if isinstance(result, OrtValue) else np.asarray(result)
+                target.update_inplace(array.astype(target.array.dtype, copy=False).reshape(target.array.shape))
+                result = target
+            out[arg.name] = result
+        return out
+
+    def _run_cpu(self, unit: Unit, values: dict[str, Any]) -> None:
+        node = unit.cpu_node
+        feeds = {}
+        for v in (*node.inputs, *node.implicit_inputs):
+            if v is not None:
+                x = values[v.name]
+                feeds[v.name] = x.array if isinstance(x, OrtValue) else x
+        try:
+            results = self._evaluators[id(unit)].run(None, feeds)
+        except Exception as exc:  # noqa: BLE001
+            raise OrtStatusError(OrtErrorCode.RUNTIME_EXCEPTION, f"CPU fallback failed on node '{node.name}' "
+                                 f"({node.op_type}): {exc}") from exc
+        for v, r in zip(node.outputs, results, strict=False):
+            if v is not None:
+                values[v.name] = r
+
+    def _run_fused(self, unit: Unit, values: dict[str, Any], prealloc: dict[str, OrtValue]) -> None:
+        host, ep, group = self.host, self._ep, unit.group
+        inputs = [_as_value(values[name]) for name in group.inputs]
+        input_ptrs = [host.handles.issue(v, "OrtValue*") for v in inputs]
+        for ptr in input_ptrs:
+            host.mark_host_owned(ptr)
+        types = []
+        for name in group.outputs:
+            info = group.subgraph.values[name].type_info
+            types.append(info.tensor.elem_type if info is not None and info.tensor is not None else 0)
+        targets = {i: prealloc[name] for i, name in enumerate(group.outputs) if name in prealloc}
+        ctx = KernelContext(inputs, input_ptrs, types, list(group.outputs), ep.logger, targets)
+        ctx.ptr = host.handles.issue(ctx, "OrtKernelContext*")
+        index = group.index
+        info = self._infos[index]
+        try:
+            with host.calling(ep.factory.library, "OrtNodeComputeInfo::Compute"):
+                status = info.Compute(info, self._states[index], ctx.ptr)
+                host.raise_status(status, f"{ep.name}: Compute of {group.name}")
+        finally:
+            for ptr in (ctx.ptr, *input_ptrs, *ctx.output_ptrs):
+                host.release_handle(ptr)
+        for name, value in zip(group.outputs, ctx.outputs, strict=True):
+            if value is None:
+                raise ConductError(f"{ep.name}: Compute of {group.name} succeeded without producing output '{name}'")
+            values[name] = value
+
+
+def _as_value(x: Any) -> OrtValue:
+    return x if isinstance(x, OrtValue) else OrtValue(np.asarray(x))

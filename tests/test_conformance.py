@@ -1,0 +1,49 @@
+"""ONNX backend conformance on the software adapter, through the epabi host.
+
+Every relevant case (its graph uses an op we have a kernel for) must reproduce the expected outputs; the
+nodes the plugin claims run on our kernels, the rest on the CPU fallback. The per-op table (cases,
+claimed, passed) is printed at the end of the pytest run.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+
+import pytest
+
+import epabi
+from conformance import KERNEL_OPS, Case, baseline_ok, close, relevant_cases
+
+TABLE: dict[str, list[int]] = {}  # op -> [cases, claimed, passed]
+
+
+@pytest.fixture(scope="module")
+def sw_host(library_path: str) -> Iterator[epabi.Host]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
+        with epabi.Host(hardware=[epabi.cpu_device()]) as host:
+            host.register_execution_provider_library("epabi", library_path)
+            yield host
+
+
+@pytest.mark.parametrize("case", relevant_cases(), ids=lambda c: f"{c.source}:{c.name}")
+def test_backend_case(case: Case, sw_host: epabi.Host) -> None:
+    if not baseline_ok(case.name):
+        pytest.skip("onnx.reference alone does not reproduce this case")
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(sw_host.get_ep_devices())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with epabi.InferenceSession(case.model, so) as session:
+            names = [i.name for i in session.get_inputs()]
+            outputs = session.run(None, dict(zip(names, case.inputs)))
+            claimed_ops = {n.op_type for n in session.graph.nodes if n.ep_name == epabi.get_ep_name()}
+    problem = close(outputs, case.outputs, case.rtol, case.atol)
+    for op in case.ops & KERNEL_OPS:
+        row = TABLE.setdefault(op, [0, 0, 0])
+        row[0] += 1
+        if op in claimed_ops:
+            row[1] += 1
+            row[2] += problem is None
+    assert problem is None, f"{problem}; ops on our EP: {sorted(claimed_ops)}"
