@@ -68,7 +68,8 @@ def _data_cases(kind: str) -> list[Case]:
         data = d / "test_data_set_0"
         if not (d / "model.onnx").is_file() or not data.is_dir():
             continue
-        out.append(Case(d.name, kind, onnx.load(str(d / "model.onnx")), _tensors(data, "input"), _tensors(data, "output")))
+        model = onnx.load(str(d / "model.onnx"))
+        out.append(Case(d.name, kind, model, _tensors(data, "input"), _tensors(data, "output")))
     return out
 
 
