@@ -23,7 +23,7 @@ from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
-from . import __version__, get_library_path
+from . import __version__, get_library_path, run_cmd
 from ._ffi import member_since
 from .errors import ConductError, HostLimitationError, OrtStatusError, PluginLoadError
 from .gating import host_reads
@@ -446,7 +446,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``epabi`` argument parser (subcommands ``devices`` and ``inspect``)."""
+    """The ``epabi`` argument parser (subcommands ``devices``, ``inspect`` and ``run``)."""
     parser = argparse.ArgumentParser(
         prog="epabi",
         description="Emulated ONNX Runtime host for plugin execution providers "
@@ -487,6 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--name", default="inspect",
                      help="registration name (a name ending in '.virtual' allows virtual devices)")
     ins.set_defaults(func=cmd_inspect)
+    run_cmd.add_parser(sub, common)
     return parser
 
 
@@ -500,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     func: Callable[[argparse.Namespace], int] = args.func
     try:
         return func(args)
-    except CliError as exc:
+    except (CliError, run_cmd.RunError) as exc:
         print(f"epabi {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 1
     except BrokenPipeError:  # output piped into a reader that quit early (| head)

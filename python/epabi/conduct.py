@@ -30,7 +30,8 @@ class Conduct:
 
     def limitation(self, message: str) -> None:
         with self._lock:
-            self.limitations.append(message)
+            if message not in self.limitations[-8:]:  # a plugin calling in a loop reports once
+                self.limitations.append(message)
 
     def internal_error(self, message: str) -> None:
         with self._lock:

@@ -294,6 +294,9 @@ class GraphApi:
             names[i] = info._c_symbolic[i]
         return ffi.NULL
 
+    def TensorTypeAndShape_HasShape(self, t: Any) -> bool:  # noqa: N802
+        return self._tensor_info(t).dims is not None
+
     def GetTensorShapeElementCount(self, t: Any, out: Any) -> Any:  # noqa: N802
         dims = self._tensor_info(t).dims
         if dims is None or any(d < 0 for d in dims):

@@ -158,6 +158,8 @@ class InferenceSession:
         g = self.graph
         types = {vi.name: vi.type for vi in (*self.model.graph.input, *self.model.graph.output,
                                                *self.model.graph.value_info)}
+        for t in self.model.graph.initializer:
+            types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
         initializers = {name: g.values[name].initializer.array for name in group.constant_inputs}
         sub = GraphView(group.name, [n.proto for n in group.nodes], group.inputs, group.outputs, initializers, types,
                         g.opsets, g.ir_version, g.model_path, constant_initializers=set(initializers))

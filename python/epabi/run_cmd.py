@@ -1,0 +1,198 @@
+"""``epabi run``: run an ONNX model (default: the built-in MLP) through the epabi plugin EP.
+
+Hosts: ``emulated`` (epabi's own host) or ``onnxruntime`` (a pip-installed onnxruntime in this environment).
+Prints each output's shape, dtype and checksums (sum, mean), which EP ran each node, and per-run times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from .models import mlp, sample_inputs
+
+EP_NAME = "EpAbiExecutionProvider"
+
+
+class RunError(RuntimeError):
+    """A run that could not be set up or failed; the message is for the user."""
+
+
+def _parse_device(text: str) -> tuple[str, int | None]:
+    kind, _, index = text.partition(":")
+    if kind not in ("auto", "software", "gpu") or (index and (kind != "gpu" or not index.isdigit())):
+        raise argparse.ArgumentTypeError(f"device {text!r}: expected auto, software, gpu or gpu:N")
+    return kind, int(index) if index else None
+
+
+def _parse_input(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"input {text!r}: expected NAME=FILE.npy")
+    return name, path
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Adds the ``run`` subcommand to the ``epabi`` parser."""
+    run = sub.add_parser("run", parents=[common], help="run an ONNX model on the epabi plugin EP",
+                         description="Run an ONNX model (default: a built-in 3-layer MLP, width 64) through the "
+                                     "epabi plugin EP, on epabi's emulated host or on a real onnxruntime.")
+    run.add_argument("model", nargs="?", default=None, help="ONNX model file (default: the built-in MLP)")
+    run.add_argument("--device", type=_parse_device, default=("auto", None), metavar="auto|software|gpu[:N]",
+                     help="EP device: auto (a GPU if there is one, else the CPU software adapter), software, "
+                          "gpu or gpu:N (default: auto)")
+    run.add_argument("--host", choices=("emulated", "onnxruntime"), default="emulated",
+                     help="which host loads the plugin (default: emulated)")
+    run.add_argument("--input", type=_parse_input, action="append", default=[], metavar="NAME=FILE.npy",
+                     help="input from a .npy file (repeatable); missing inputs are random with a fixed seed")
+    run.add_argument("--runs", type=int, default=3, help="number of timed runs (default: 3)")
+    run.add_argument("--library", default=None, metavar="PATH", help="plugin library (default: epabi's own)")
+    run.set_defaults(func=cmd_run)
+
+
+def _select(devices: list[Any], kind: str, index: int | None, metadata: Any) -> Any:
+    ours = [d for d in devices if d.ep_name == EP_NAME]
+    gpus = [d for d in ours if metadata(d).get("device_kind") == "gpu"]
+    software = [d for d in ours if metadata(d).get("device_kind") == "software"]
+    if kind == "gpu" or (kind == "auto" and gpus):
+        i = index or 0
+        if i >= len(gpus):
+            raise RunError(f"device gpu:{i}: the plugin lists {len(gpus)} GPU device(s)")
+        return gpus[i]
+    if not software:
+        raise RunError("no software-adapter device: the plugin offers it only when no GPU is listed")
+    return software[0]
+
+
+def _feeds(model: onnx.ModelProto, inputs: list[tuple[str, str]]) -> dict[str, np.ndarray]:
+    feeds = sample_inputs(model)
+    for name, path in inputs:
+        if name not in feeds:
+            raise RunError(f"--input {name}: the model has no input of that name (inputs: {sorted(feeds)})")
+        try:
+            feeds[name] = np.load(path)
+        except (OSError, ValueError) as exc:
+            raise RunError(f"--input {name}={path}: cannot read the .npy file: {exc}") from exc
+    return feeds
+
+
+def _time_runs(run: Any, runs: int) -> tuple[list[Any], list[float]]:
+    times = []
+    outputs: list[Any] = []
+    for _ in range(max(runs, 1)):
+        start = time.perf_counter()
+        outputs = run()
+        times.append((time.perf_counter() - start) * 1e3)
+    return outputs, times
+
+
+def run_emulated(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device: tuple[str, int | None],
+                 runs: int, library: str) -> dict[str, Any]:
+    import epabi
+
+    with epabi.Host() as host:
+        host.register_execution_provider_library("epabi", library)
+        dev = _select(host.get_ep_devices(), *device, metadata=lambda d: d.ep_metadata)
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices([dev])
+        with epabi.InferenceSession(model, so) as session:
+            outputs, times = _time_runs(lambda: session.run(None, feeds), runs)
+            names = [o.name for o in session.get_outputs()]
+            return {"host": f"emulated ONNX Runtime {host.version_string}", "providers": session.get_providers(),
+                    "device_kind": dev.ep_metadata.get("device_kind"), "placement": dict(session.node_assignment),
+                    "outputs": dict(zip(names, outputs)), "run_ms": times}
+
+
+def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device: tuple[str, int | None],
+                    runs: int, library: str) -> dict[str, Any]:
+    try:
+        import onnxruntime as ort
+    except ImportError as exc:
+        raise RunError("--host onnxruntime: onnxruntime is not installed here "
+                       "(pip install 'onnxruntime>=1.24.4')") from exc
+    ort.register_execution_provider_library("epabi", library)
+    try:
+        dev = _select(ort.get_ep_devices(), *device, metadata=lambda d: dict(d.ep_metadata))
+        kind = dict(dev.ep_metadata).get("device_kind")
+        so = ort.SessionOptions()
+        so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+        so.add_provider_for_devices([dev], {})
+        session = ort.InferenceSession(model.SerializeToString(), sess_options=so, enable_fallback=0)
+        providers = session.get_providers()
+        if providers[0] != EP_NAME:
+            raise RunError(f"onnxruntime did not use the plugin EP (providers: {providers})")
+        placement: dict[str, str] = {}
+        getter = getattr(session, "get_provider_graph_assignment_info", None)
+        if getter is not None:
+            for sub in getter():
+                for node in sub.get_nodes():
+                    placement[node.name or node.op_type] = sub.ep_name
+        outputs, times = _time_runs(lambda: session.run(None, feeds), runs)
+        names = [o.name for o in session.get_outputs()]
+        result = {"host": f"onnxruntime {ort.__version__}", "providers": providers, "device_kind": kind,
+                  "placement": placement, "outputs": dict(zip(names, outputs)), "run_ms": times}
+        session = None  # released before the library is unregistered (ORT crashes otherwise)
+        return result
+    finally:
+        import gc
+
+        gc.collect()
+        ort.unregister_execution_provider_library("epabi")
+
+
+def _summary(result: dict[str, Any]) -> dict[str, Any]:
+    outputs = {}
+    for name, value in result["outputs"].items():
+        arr = np.asarray(value)
+        numeric = arr.dtype.kind in "fiub"
+        outputs[name] = {"shape": list(arr.shape), "dtype": str(arr.dtype),
+                         "sum": float(arr.astype(np.float64).sum()) if numeric else None,
+                         "mean": float(arr.astype(np.float64).mean()) if numeric and arr.size else None}
+    return {**result, "outputs": outputs}
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """The ``run`` subcommand; raises RunError for problems the user must fix."""
+    import epabi
+
+    if args.device[0] in ("auto", "software"):
+        os.environ.setdefault("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
+    if args.model is None:
+        model, label = mlp(), "built-in MLP (3 layers, width 64, batch 1)"
+    else:
+        if not Path(args.model).is_file():
+            raise RunError(f"model {args.model}: no such file")
+        model, label = epabi.session.load_model(args.model)[0], args.model
+    feeds = _feeds(model, args.input)
+    library = args.library or epabi.get_library_path()
+    runner = run_emulated if args.host == "emulated" else run_onnxruntime
+    try:
+        result = _summary(runner(model, feeds, args.device, args.runs, library))
+    except (epabi.OrtStatusError, epabi.ConductError) as exc:
+        raise RunError(str(exc)) from exc
+    except Exception as exc:  # onnxruntime raises its own exception types
+        if type(exc).__module__.startswith("onnxruntime"):
+            raise RunError(f"{type(exc).__name__}: {exc}") from exc
+        raise
+    result["model"] = label
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print(f"model: {label}")
+    print(f"host: {result['host']}; providers: {', '.join(result['providers'])}; device: {result['device_kind']}")
+    for name, out in result["outputs"].items():
+        print(f"output {name}: {out['dtype']}{out['shape']} sum={out['sum']:.6g} mean={out['mean']:.6g}"
+              if out["sum"] is not None else f"output {name}: {out['dtype']}{out['shape']}")
+    on_ep = [n for n, ep in result["placement"].items() if ep == EP_NAME]
+    print(f"nodes on {EP_NAME}: {len(on_ep)} of {len(result['placement'])}")
+    for node, ep in result["placement"].items():
+        print(f"  {node}: {ep}")
+    print("run ms: " + ", ".join(f"{t:.3f}" for t in result["run_ms"]))
+    return 0

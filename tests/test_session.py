@@ -1,0 +1,164 @@
+"""Sessions through the emulated host on the software adapter: partitioning, results, IOBinding, bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import epabi
+from epabi.models import mlp, sample_inputs
+
+EP = "EpAbiExecutionProvider"
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto],
+           inits: list[onnx.TensorProto] | None = None, opset: int = 17) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", inputs, outputs, inits or [])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def _session(host: epabi.Host, model: onnx.ModelProto, config: dict[str, str] | None = None,
+             options: dict[str, str] | None = None) -> epabi.InferenceSession:
+    so = epabi.SessionOptions()
+    for k, v in (config or {}).items():
+        so.add_session_config_entry(k, v)
+    so.add_provider_for_devices(host.get_ep_devices(), options)
+    return epabi.InferenceSession(model, so)
+
+
+def test_mlp_matches_reference_and_runs_on_our_ep(host: epabi.Host) -> None:
+    model = mlp(layers=4, width=32, batch=3)
+    feeds = sample_inputs(model, seed=7)
+    expected = ReferenceEvaluator(model).run(None, feeds)[0]
+    with _session(host, model) as session:
+        assert session.get_providers() == [EP, "CPUExecutionProvider"]
+        assert set(session.node_assignment.values()) == {EP}, session.node_assignment
+        for _ in range(3):  # repeated runs reuse the arena and must give the same numbers
+            (out,) = session.run(None, feeds)
+            np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+    assert host.trace.count("OrtEp::Compile") == 1
+
+
+def test_unclaimed_op_between_claimed_ops_partitions_without_cycles(host: epabi.Host) -> None:
+    # Add -> (Softplus: no kernel) -> Mul, plus a branch Add -> Mul: two groups around the CPU node
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"], name="add"),
+             helper.make_node("Softplus", ["a"], ["s"], name="softplus"),
+             helper.make_node("Mul", ["s", "a"], ["y"], name="mul")]
+    vi = [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])]
+    model = _model(nodes, vi, [helper.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    x = np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3)
+    with _session(host, model) as session:
+        assignment = session.node_assignment
+        assert assignment["softplus"] == "CPUExecutionProvider"
+        (y,) = session.run(None, {"x": x})
+    np.testing.assert_allclose(y, ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-6)
+    if assignment["add"] == EP and assignment["mul"] == EP:
+        assert host.trace.count("OrtEp::Compile") >= 1
+
+
+def test_force_cpu_nodes_option(host: epabi.Host) -> None:
+    model = mlp(layers=2, width=8)
+    with _session(host, model, options={"force_cpu_nodes": "matmul0,add1"}) as session:
+        assert session.node_assignment["matmul0"] == "CPUExecutionProvider"
+        assert session.node_assignment["add1"] == "CPUExecutionProvider"
+        assert session.node_assignment["matmul1"] == EP
+        feeds = sample_inputs(model)
+        np.testing.assert_allclose(session.run(None, feeds)[0], ReferenceEvaluator(model).run(None, feeds)[0],
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_io_binding_writes_into_bound_output(host: epabi.Host) -> None:
+    model = mlp(layers=2, width=16)
+    feeds = sample_inputs(model)
+    expected = ReferenceEvaluator(model).run(None, feeds)[0]
+    with _session(host, model) as session:
+        x = epabi.OrtValue.ortvalue_from_numpy(feeds["x"])
+        y = epabi.OrtValue.ortvalue_from_shape_and_type([1, 16], np.float32)
+        address = y.data_ptr()
+        binding = session.io_binding()
+        binding.bind_ortvalue_input("x", x)
+        binding.bind_ortvalue_output("y", y)
+        session.run_with_iobinding(binding)
+        np.testing.assert_allclose(y.numpy(), expected, rtol=1e-5, atol=1e-6)
+        x.update_inplace(feeds["x"] * 2)
+        session.run_with_iobinding(binding)
+        expected2 = ReferenceEvaluator(model).run(None, {"x": feeds["x"] * 2})[0]
+        np.testing.assert_allclose(y.numpy(), expected2, rtol=1e-5, atol=1e-6)
+        assert y.data_ptr() == address
+        assert binding.get_outputs()[0] is y
+
+
+@pytest.mark.parametrize(
+    ("feeds", "text"),
+    [
+        ({"x": np.zeros((1, 8), np.float64)}, "Unexpected input data type"),
+        ({"x": np.zeros((2, 8), np.float32)}, "invalid dimensions for input: x"),
+        ({"x": np.zeros((8,), np.float32)}, "Invalid rank for input: x"),
+        ({}, r"Required inputs \(\['x'\]\) are missing"),
+        ({"x": np.zeros((1, 8), np.float32), "z": np.zeros(1, np.float32)}, "Invalid input name: z"),
+    ],
+)
+def test_bad_feeds_are_clear_errors(host: epabi.Host, feeds: dict[str, np.ndarray], text: str) -> None:
+    with _session(host, mlp(layers=1, width=8)) as session:
+        with pytest.raises(epabi.OrtStatusError, match=text) as info:
+            session.run(None, feeds)
+        assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+
+
+def test_nan_propagates(host: epabi.Host) -> None:
+    model = mlp(layers=1, width=4)
+    x = np.array([[np.nan, 1, 2, 3]], np.float32)
+    with _session(host, model) as session:
+        (y,) = session.run(None, {"x": x})
+    assert np.isnan(y).all()  # every output reads the NaN through the matmul
+
+
+def test_unknown_op_is_a_clear_error(host: epabi.Host) -> None:
+    nodes = [helper.make_node("NoSuchOp", ["x"], ["y"], domain="com.example")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", T.FLOAT, [1])],
+                   [helper.make_tensor_value_info("y", T.FLOAT, [1])])
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(host.get_ep_devices())
+    with pytest.raises(epabi.OrtStatusError, match="NoSuchOp"):
+        epabi.InferenceSession(model, so)
+
+
+def test_truncated_and_missing_model_files(host: epabi.Host, tmp_path) -> None:
+    data = mlp(layers=2, width=8).SerializeToString()
+    path = tmp_path / "cut.onnx"
+    path.write_bytes(data[: len(data) // 3])
+    with pytest.raises(epabi.OrtStatusError) as info:
+        epabi.InferenceSession(str(path))
+    assert info.value.code in (epabi.OrtErrorCode.INVALID_PROTOBUF, epabi.OrtErrorCode.INVALID_GRAPH)
+    with pytest.raises(epabi.OrtStatusError) as info:
+        epabi.InferenceSession(str(tmp_path / "missing.onnx"))
+    assert info.value.code == epabi.OrtErrorCode.NO_SUCHFILE
+
+
+def test_session_close_releases_everything(host: epabi.Host) -> None:
+    from epabi.values import OrtValue
+
+    model = mlp(layers=2, width=8)
+    before = len(host.handles.live(object))
+    with _session(host, model) as session:
+        session.run(None, sample_inputs(model))
+    assert len(host.handles.live(object)) == before
+    assert host.handles.live(OrtValue) == []
+    assert "OrtEp::ReleaseNodeComputeInfos" in host.trace and host.trace[-1] == "OrtEpFactory::ReleaseEp"
+
+
+def test_initializer_constant_reaches_kernel(host: epabi.Host) -> None:
+    w = np.arange(12, dtype=np.float32).reshape(3, 4)
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"])],
+                   [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", T.FLOAT, [2, 4])], [numpy_helper.from_array(w, "w")])
+    x = np.ones((2, 3), np.float32)
+    with _session(host, model) as session:
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], x @ w)
