@@ -1,6 +1,18 @@
 #include "ep.h"
 
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "kernel.h"
+#include "node_desc.h"
+#include "plan.h"
+
+struct ptr_index {
+    uintptr_t ptr;
+    int index;
+};
 
 static const struct epabi_ep* ep_of(const OrtEp* p) {
     return (const struct epabi_ep*)p;
@@ -11,14 +23,371 @@ static const char* GetNameImpl(const OrtEp* this_ptr) {
     return EPABI_EP_NAME;
 }
 
-/* No kernels are registered in this build, so every node stays with the host's CPU fallback. */
+/* ---- GetCapability ------------------------------------------------------------------------------- */
+
+/* Decides whether one node can be claimed; on "no", writes why. Host errors while reading the node also
+ * mean "no" (with the error text as the reason): a node we cannot read is a node we might compute wrongly. */
+static bool claimable(const struct epabi_ep* ep, const OrtNode* node, struct epabi_node* desc, char* why,
+                      size_t why_len) {
+    const struct epabi_api* api = &ep->factory->api;
+    bool describable = true;
+    OrtStatus* st = epabi_node_describe(api, node, desc, &describable, why, why_len);
+    if (st != NULL) {
+        snprintf(why, why_len, "cannot read the node: %s", api->ort->GetErrorMessage(st));
+        api->ort->ReleaseStatus(st);
+        return false;
+    }
+    if (!describable) return false;
+    const char* assigned = NULL;
+    st = api->ort->Node_GetEpName(node, &assigned);
+    if (st != NULL) {
+        api->ort->ReleaseStatus(st);
+        assigned = NULL;
+    }
+    if (assigned != NULL && assigned[0] != '\0' && strcmp(assigned, EPABI_EP_NAME) != 0) {
+        snprintf(why, why_len, "already assigned to %s", assigned);
+        return false;
+    }
+    if (epabi_options_forces_cpu(&ep->options, desc->name)) {
+        snprintf(why, why_len, "listed in force_cpu_nodes");
+        return false;
+    }
+    if (desc->domain[0] != '\0') {
+        snprintf(why, why_len, "domain '%s' is not supported", desc->domain);
+        return false;
+    }
+    const struct epabi_kernel* k = epabi_kernel_find(desc->op_type, desc->since_version);
+    if (k == NULL) {
+        snprintf(why, why_len, "kernel not found for op %s (opset %d)", desc->op_type, desc->since_version);
+        return false;
+    }
+    for (int pass = 0; pass < 2; ++pass) {
+        const struct epabi_value_desc* vals = pass == 0 ? desc->in : desc->out;
+        int n = pass == 0 ? desc->n_in : desc->n_out;
+        for (int i = 0; i < n; ++i) {
+            if (vals[i].name[0] == '\0') continue;   /* absent optional value */
+            if (epabi_dtype_size(vals[i].dtype) == 0) {
+                snprintf(why, why_len, "%s '%s' has dtype %s, which no kernel handles", pass == 0 ? "input" : "output",
+                         vals[i].name, epabi_dtype_name(vals[i].dtype));
+                return false;
+            }
+        }
+    }
+    char reason[192] = "";
+    if (k->supports != NULL && !k->supports(desc, reason, sizeof reason)) {
+        snprintf(why, why_len, "%s kernel declined: %s", desc->op_type, reason[0] != '\0' ? reason : "(no reason given)");
+        return false;
+    }
+    return true;
+}
+
+static int cmp_ptr_index(const void* a, const void* b) {
+    uintptr_t x = ((const struct ptr_index*)a)->ptr, y = ((const struct ptr_index*)b)->ptr;
+    return x < y ? -1 : x > y;
+}
+
+static int find_node(const struct ptr_index* sorted, size_t n, const OrtNode* node) {
+    struct ptr_index key = {(uintptr_t)node, 0};
+    const struct ptr_index* hit = bsearch(&key, sorted, n, sizeof *sorted, cmp_ptr_index);
+    return hit != NULL ? hit->index : -1;
+}
+
+/* The graph as producer lists: preds[pred_start[i] .. pred_start[i+1]) are the nodes (indices) producing
+ * node i's inputs and implicit inputs; values from outside the graph have no producer here. */
+struct dep_graph {
+    int* pred_start;
+    int* preds;
+};
+
+static OrtStatus* collect_preds(const struct epabi_api* api, const OrtNode* const* nodes, size_t n,
+                                struct dep_graph* g) {
+    const OrtApi* ort = api->ort;
+    struct ptr_index* sorted = malloc((n > 0 ? n : 1) * sizeof *sorted);
+    g->pred_start = calloc(n + 1, sizeof *g->pred_start);
+    size_t cap = 0, used = 0;
+    const OrtValueInfo** vals = NULL;
+    size_t vals_cap = 0;
+    OrtStatus* st = NULL;
+    if (sorted == NULL || g->pred_start == NULL) goto oom;
+    for (size_t i = 0; i < n; ++i) sorted[i] = (struct ptr_index){(uintptr_t)nodes[i], (int)i};
+    qsort(sorted, n, sizeof *sorted, cmp_ptr_index);
+    for (size_t i = 0; i < n && st == NULL; ++i) {
+        g->pred_start[i] = (int)used;
+        size_t n_in = 0, n_impl = 0;
+        st = ort->Node_GetNumInputs(nodes[i], &n_in);
+        if (st == NULL) st = ort->Node_GetNumImplicitInputs(nodes[i], &n_impl);
+        if (st != NULL) break;
+        if (n_in + n_impl > vals_cap) {
+            const OrtValueInfo** v = realloc(vals, (n_in + n_impl) * sizeof *v);
+            if (v == NULL) goto oom;
+            vals = v;
+            vals_cap = n_in + n_impl;
+        }
+        if (n_in > 0) st = ort->Node_GetInputs(nodes[i], vals, n_in);
+        if (st == NULL && n_impl > 0) st = ort->Node_GetImplicitInputs(nodes[i], vals + n_in, n_impl);
+        for (size_t j = 0; j < n_in + n_impl && st == NULL; ++j) {
+            if (vals[j] == NULL) continue;
+            const OrtNode* producer = NULL;
+            size_t out_index = 0;
+            st = ort->ValueInfo_GetValueProducer(vals[j], &producer, &out_index);
+            if (st != NULL || producer == NULL) continue;
+            int p = find_node(sorted, n, producer);
+            if (p < 0) continue;   /* produced outside this graph */
+            if (used == cap) {
+                size_t c = cap == 0 ? 64 : 2 * cap;
+                int* grown = realloc(g->preds, c * sizeof *grown);
+                if (grown == NULL) goto oom;
+                g->preds = grown;
+                cap = c;
+            }
+            g->preds[used++] = p;
+        }
+    }
+    g->pred_start[n] = (int)used;
+    free(sorted);
+    free(vals);
+    return st;
+oom:
+    free(sorted);
+    free(vals);
+    return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory in GetCapability");
+}
+
+/* Kahn's algorithm over the producer lists; false when the graph has a cycle. */
+static bool topo_order(const struct dep_graph* g, size_t n, int* order) {
+    int* indeg = calloc(n > 0 ? n : 1, sizeof *indeg);
+    int* succ_start = calloc(n + 1, sizeof *succ_start);
+    int total = g->pred_start[n];
+    int* succ = malloc((total > 0 ? (size_t)total : 1) * sizeof *succ);
+    int* fill = calloc(n > 0 ? n : 1, sizeof *fill);
+    bool ok = indeg != NULL && succ_start != NULL && succ != NULL && fill != NULL;
+    size_t head = 0, tail = 0;
+    if (ok) {
+        for (size_t i = 0; i < n; ++i) {
+            indeg[i] = g->pred_start[i + 1] - g->pred_start[i];
+            for (int k = g->pred_start[i]; k < g->pred_start[i + 1]; ++k) succ_start[g->preds[k] + 1]++;
+        }
+        for (size_t i = 0; i < n; ++i) succ_start[i + 1] += succ_start[i];
+        for (size_t i = 0; i < n; ++i)
+            for (int k = g->pred_start[i]; k < g->pred_start[i + 1]; ++k) {
+                int p = g->preds[k];
+                succ[succ_start[p] + fill[p]++] = (int)i;
+            }
+        for (size_t i = 0; i < n; ++i)
+            if (indeg[i] == 0) order[tail++] = (int)i;
+        while (head < tail) {
+            int u = order[head++];
+            for (int k = succ_start[u]; k < succ_start[u + 1]; ++k)
+                if (--indeg[succ[k]] == 0) order[tail++] = succ[k];
+        }
+        ok = tail == n;
+    }
+    free(indeg);
+    free(succ_start);
+    free(succ);
+    free(fill);
+    return ok;
+}
+
+struct fuse_key {
+    int level;   /* d(n) */
+    int pos;     /* position in topological order */
+    int node;
+};
+
+static int cmp_fuse_key(const void* a, const void* b) {
+    const struct fuse_key* x = a;
+    const struct fuse_key* y = b;
+    if (x->level != y->level) return x->level < y->level ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* Claims the supported nodes of a graph and groups them into fused nodes without creating cycles: with
+ * d(n) = max over producers p of d(p) + (p unclaimed ? 1 : 0), taken in topological order, any path
+ * that leaves the claimed set and comes back raises d, so claimed nodes of equal d never have an
+ * unclaimed node between them and each such set can be one fused node. */
+static OrtStatus* claim_nodes(const struct epabi_ep* ep, const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
+    const struct epabi_api* api = &ep->factory->api;
+    size_t n = 0;
+    EPABI_RETURN_IF_ERROR(api->ort->Graph_GetNumNodes(graph, &n));
+    if (n == 0) return NULL;
+    const OrtNode** nodes = calloc(n, sizeof *nodes);
+    bool* claimed = calloc(n, sizeof *claimed);
+    int* order = calloc(n, sizeof *order);
+    int* level = calloc(n, sizeof *level);
+    struct fuse_key* keys = calloc(n, sizeof *keys);
+    const OrtNode** group = calloc(n, sizeof *group);
+    struct epabi_node* desc = malloc(sizeof *desc);
+    struct dep_graph g = {NULL, NULL};
+    OrtStatus* st = NULL;
+    if (nodes == NULL || claimed == NULL || order == NULL || level == NULL || keys == NULL || group == NULL ||
+        desc == NULL) {
+        st = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory in GetCapability");
+        goto out;
+    }
+    st = api->ort->Graph_GetNodes(graph, nodes, n);
+    if (st != NULL) goto out;
+
+    size_t n_claimed = 0;
+    for (size_t i = 0; i < n; ++i) {
+        char why[320] = "";
+        claimed[i] = claimable(ep, nodes[i], desc, why, sizeof why);
+        if (claimed[i]) {
+            ++n_claimed;
+        } else {
+            EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_INFO, EPABI_EP_NAME ": node '%s' (%s) stays on CPU: %s",
+                      desc->name, desc->op_type, why);
+        }
+    }
+    if (n_claimed == 0) goto out;
+
+    st = collect_preds(api, nodes, n, &g);
+    if (st != NULL) goto out;
+    if (!topo_order(&g, n, order)) {
+        EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": the graph's dependencies could not be ordered; claiming nothing");
+        goto out;
+    }
+    size_t nk = 0;
+    for (size_t pos = 0; pos < n; ++pos) {
+        int i = order[pos];
+        int d = 0;
+        for (int k = g.pred_start[i]; k < g.pred_start[i + 1]; ++k) {
+            int p = g.preds[k];
+            int via = level[p] + (claimed[p] ? 0 : 1);
+            if (via > d) d = via;
+        }
+        level[i] = d;
+        if (claimed[i]) keys[nk++] = (struct fuse_key){d, (int)pos, i};
+    }
+    qsort(keys, nk, sizeof *keys, cmp_fuse_key);
+    OrtNodeFusionOptions fusion = {EPABI_ORT_API_VERSION, false};
+    size_t groups = 0;
+    for (size_t a = 0; a < nk && st == NULL;) {
+        size_t b = a, m = 0;
+        while (b < nk && keys[b].level == keys[a].level) group[m++] = nodes[keys[b++].node];
+        st = api->ep->EpGraphSupportInfo_AddNodesToFuse(info, group, m, &fusion);
+        ++groups;
+        a = b;
+    }
+    if (st == NULL)
+        EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_INFO,
+                  EPABI_EP_NAME ": claimed %zu of %zu nodes in %zu fused group(s)", n_claimed, n, groups);
+out:
+    free(g.pred_start);
+    free(g.preds);
+    free(nodes);
+    free(claimed);
+    free(order);
+    free(level);
+    free(keys);
+    free(group);
+    free(desc);
+    return st;
+}
+
 static OrtStatus* GetCapabilityImpl(OrtEp* this_ptr, const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
-    (void)graph;
-    (void)info;
     const struct epabi_ep* ep = ep_of(this_ptr);
-    EPABI_LOG(&ep->factory->api, ep->logger, ORT_LOGGING_LEVEL_INFO,
-              EPABI_EP_NAME ": no kernels are available in this build; all nodes stay on the CPU");
+    const struct epabi_api* api = &ep->factory->api;
+    if (graph == NULL || info == NULL)
+        return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": GetCapability got a NULL graph or support info");
+    switch (ep->device.kind) {
+    case EPABI_DEVICE_SOFTWARE:
+        return claim_nodes(ep, graph, info);
+    case EPABI_DEVICE_GPU:
+        EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_INFO,
+                  EPABI_EP_NAME ": GPU kernels are not part of this build; all nodes stay on the CPU");
+        return NULL;
+    case EPABI_DEVICE_VIRTUAL:
+    default:
+        EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_INFO,
+                  EPABI_EP_NAME ": the virtual device compiles nothing in this build; all nodes stay on the CPU");
+        return NULL;
+    }
+}
+
+/* ---- Compile and the per-fused-node compute functions -------------------------------------------- */
+
+/* One per fused node; owns its plan. */
+struct epabi_compute_info {
+    OrtNodeComputeInfo base;           /* first member */
+    const struct epabi_ep* ep;
+    struct epabi_plan* plan;
+};
+
+/* The state is the plan itself: it is read-only, and every run keeps its own state inside epabi_plan_run. */
+static OrtStatus* CreateStateImpl(OrtNodeComputeInfo* this_ptr, OrtNodeComputeContext* compute_context,
+                                  void** compute_state) {
+    (void)compute_context;
+    struct epabi_compute_info* ci = (struct epabi_compute_info*)this_ptr;
+    if (compute_state == NULL)
+        return epabi_error(&ci->ep->factory->api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": CreateState got a NULL output");
+    *compute_state = ci->plan;
     return NULL;
+}
+
+static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state, OrtKernelContext* kernel_context) {
+    struct epabi_compute_info* ci = (struct epabi_compute_info*)this_ptr;
+    if (compute_state != ci->plan || kernel_context == NULL)
+        return epabi_error(&ci->ep->factory->api, ORT_INVALID_ARGUMENT,
+                           EPABI_EP_NAME ": Compute of '%s' got a state or kernel context it did not create",
+                           epabi_plan_name(ci->plan));
+    return epabi_plan_run(ci->plan, kernel_context);
+}
+
+static void ReleaseStateImpl(OrtNodeComputeInfo* this_ptr, void* compute_state) {
+    (void)this_ptr;
+    (void)compute_state;   /* the plan belongs to the compute info */
+}
+
+static void destroy_compute_info(OrtNodeComputeInfo* info) {
+    if (info == NULL) return;
+    struct epabi_compute_info* ci = (struct epabi_compute_info*)info;
+    epabi_plan_destroy(ci->plan);
+    free(ci);
+}
+
+static OrtStatus* CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const OrtNode** fused_nodes, size_t count,
+                              OrtNodeComputeInfo** node_compute_infos, OrtNode** ep_context_nodes) {
+    (void)ep_context_nodes;   /* no EPContext nodes are written */
+    const struct epabi_ep* ep = ep_of(this_ptr);
+    const struct epabi_api* api = &ep->factory->api;
+    if (count > 0 && (graphs == NULL || node_compute_infos == NULL))
+        return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": Compile got NULL arrays");
+    for (size_t i = 0; i < count; ++i) node_compute_infos[i] = NULL;
+    OrtStatus* st = NULL;
+    for (size_t i = 0; i < count && st == NULL; ++i) {
+        struct epabi_compute_info* ci = calloc(1, sizeof *ci);
+        if (ci == NULL) {
+            st = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory in Compile");
+            break;
+        }
+        st = epabi_plan_build(api, ep->factory->arena, ep->logger, graphs[i],
+                              fused_nodes != NULL ? fused_nodes[i] : NULL, &ci->plan);
+        if (st != NULL) {
+            free(ci);
+            break;
+        }
+        ci->ep = ep;
+        ci->base.ort_version_supported = EPABI_ORT_API_VERSION;
+        ci->base.CreateState = CreateStateImpl;
+        ci->base.Compute = ComputeImpl;
+        ci->base.ReleaseState = ReleaseStateImpl;
+        node_compute_infos[i] = &ci->base;
+    }
+    if (st != NULL) {
+        for (size_t i = 0; i < count; ++i) {
+            destroy_compute_info(node_compute_infos[i]);
+            node_compute_infos[i] = NULL;
+        }
+    }
+    return st;
+}
+
+static void ReleaseNodeComputeInfosImpl(OrtEp* this_ptr, OrtNodeComputeInfo** node_compute_infos, size_t num) {
+    (void)this_ptr;
+    if (node_compute_infos == NULL) return;
+    for (size_t i = 0; i < num; ++i) destroy_compute_info(node_compute_infos[i]);
 }
 
 static OrtStatus* IsConcurrentRunSupportedImpl(OrtEp* this_ptr, bool* is_supported) {
@@ -62,8 +431,8 @@ static void fill_table(struct epabi_ep* ep) {
     t->ort_version_supported = EPABI_ORT_API_VERSION;
     t->GetName = GetNameImpl;
     t->GetCapability = GetCapabilityImpl;
-    t->Compile = NULL;                       /* GetCapability claims nothing, so nothing is compiled */
-    t->ReleaseNodeComputeInfos = NULL;
+    t->Compile = CompileImpl;                /* set together: the host requires both */
+    t->ReleaseNodeComputeInfos = ReleaseNodeComputeInfosImpl;
     t->GetPreferredDataLayout = NULL;        /* host default: NCHW */
     t->ShouldConvertDataLayoutForOp = NULL;
     t->SetDynamicOptions = NULL;             /* no dynamic options */
@@ -95,6 +464,7 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
     struct epabi_options opts;
     EPABI_RETURN_IF_ERROR(epabi_options_read(api, session_options, &opts));
     if (device->kind == EPABI_DEVICE_VIRTUAL && !opts.compile_only) {
+        epabi_options_release(&opts);
         return epabi_error(api, ORT_INVALID_ARGUMENT,
                            EPABI_EP_NAME ": the selected EP device is virtual (is_virtual=1): it has no hardware to run "
                            "on and serves only compile-only sessions (session.compile_only=1)");
@@ -105,7 +475,10 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
                   "runs execute eagerly");
     }
     struct epabi_ep* ep = calloc(1, sizeof *ep);
-    if (ep == NULL) return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory creating the EP");
+    if (ep == NULL) {
+        epabi_options_release(&opts);
+        return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory creating the EP");
+    }
     ep->factory = f;
     ep->logger = logger;
     ep->options = opts;
@@ -116,5 +489,8 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
 }
 
 void epabi_ep_destroy(OrtEp* ep) {
-    free((struct epabi_ep*)ep);
+    if (ep == NULL) return;
+    struct epabi_ep* e = (struct epabi_ep*)ep;
+    epabi_options_release(&e->options);
+    free(e);
 }

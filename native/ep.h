@@ -1,8 +1,15 @@
 /*
  * ep.h - epabi's OrtEp: one per session that uses the EP.
  *
- * Ownership: created by OrtEpFactory::CreateEp, destroyed by OrtEpFactory::ReleaseEp. Thread-safety: the
- * host may call the const members (GetName, IsGraphCaptured, ...) from any thread; they read immutable state.
+ * GetCapability claims, on the software adapter only, the nodes our kernels support and groups them into
+ * cycle-free fused nodes; Compile builds one execution plan (plan.h) per fused node and hands it out in an
+ * OrtNodeComputeInfo; Compute runs the plan. A GPU device claims nothing yet (no GPU kernels), nor does a
+ * virtual device.
+ *
+ * Ownership: created by OrtEpFactory::CreateEp, destroyed by OrtEpFactory::ReleaseEp; owns its options
+ * (force_cpu_nodes). Each OrtNodeComputeInfo owns its plan and is freed by ReleaseNodeComputeInfos.
+ * Thread-safety: the host may call the const members (GetName, IsGraphCaptured, ...) from any thread; they
+ * read immutable state. Compute may run concurrently for one fused node: plans are read-only at run time.
  */
 #ifndef EPABI_EP_H
 #define EPABI_EP_H

@@ -3,7 +3,8 @@
  *
  *  - GPU: every GPU-typed hardware device with NVIDIA's vendor id, with default and read-only memory infos.
  *  - Software adapter: only with EPABI_ALLOW_SOFTWARE_ADAPTER=1 and no GPU listed; one EP device on the
- *    CPU hardware device, with a warning that it is a software device.
+ *    CPU hardware device, with a warning that it is a software device, and one DEFAULT memory info
+ *    "EpAbi_Software" (see attach_software_memory) served by the factory's arena and data transfer.
  *  - Virtual: when the host's environment config has allow_virtual_devices=1 (ORT sets it for a
  *    registration name ending in ".virtual"), a GPU hardware device we create ourselves, metadata
  *    is_virtual=1, no memory infos; usable only by compile-only sessions (see ep.c).
@@ -37,16 +38,39 @@ static OrtStatus* virtual_devices_allowed(const struct epabi_api* api, bool* all
 
 /* Caller holds f->lock. Keeps the memory info alive until the factory is destroyed, because the host
  * may keep referring to it through the EP device. */
-static OrtStatus* attach_memory_info(struct epabi_factory* f, OrtEpDevice* dev, const char* name, int ordinal,
-                                     OrtAllocatorType type) {
+static OrtStatus* attach_memory_info(struct epabi_factory* f, OrtEpDevice* dev, const char* name,
+                                     OrtMemoryInfoDeviceType type, int ordinal, OrtAllocatorType alloc_type,
+                                     const OrtMemoryInfo** made) {
     const struct epabi_api* api = &f->api;
     if (f->num_memory_infos >= sizeof f->memory_infos / sizeof f->memory_infos[0])
         return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": too many memory infos");
     OrtMemoryInfo* info = NULL;
-    EPABI_RETURN_IF_ERROR(api->ort->CreateMemoryInfo_V2(name, OrtMemoryInfoDeviceType_GPU, EPABI_NVIDIA_VENDOR_ID,
-                                                        ordinal, OrtDeviceMemoryType_DEFAULT, 0, type, &info));
+    EPABI_RETURN_IF_ERROR(api->ort->CreateMemoryInfo_V2(name, type, EPABI_NVIDIA_VENDOR_ID, ordinal,
+                                                        OrtDeviceMemoryType_DEFAULT, 0, alloc_type, &info));
     f->memory_infos[f->num_memory_infos++] = info;
+    if (made != NULL) *made = info;
     return api->ep->EpDevice_AddAllocatorInfo(dev, info);
+}
+
+/* Caller holds f->lock. The software adapter's DEFAULT memory: host memory from the factory's arena that
+ * the host treats as device memory (GPU-typed, vendor 0x10DE, device allocator), as it will treat the GPU
+ * device's memory; ORT copies graph inputs in and outputs out through our data transfer and inserts
+ * Memcpy nodes where CPU nodes consume our values. The allocator type is OrtDeviceAllocator: hosts 1.31+
+ * refuse plugin allocators that call themselves arenas.
+ *
+ * Observed with real hosts 1.24.4 and 1.32.0 (tests/ort_smoke.py): GPU-typed memory gives correct results
+ * on both. CPU-typed memory with vendor 0x10DE also gives correct results on both (ORT copies graph inputs
+ * into it through our data transfer, but hands graph outputs to the caller in our memory, zero-copy);
+ * 1.32.0 then crashes at exit when the caller keeps an output array past
+ * unregister_execution_provider_library, because freeing it calls into the unloaded plugin. With GPU-typed
+ * memory ORT copies outputs to its own CPU memory, so nothing of ours outlives the library. */
+static OrtStatus* attach_software_memory(struct epabi_factory* f, OrtEpDevice* dev) {
+    const OrtMemoryInfo* info = NULL;
+    EPABI_RETURN_IF_ERROR(attach_memory_info(f, dev, EPABI_SOFTWARE_MEMORY_NAME, OrtMemoryInfoDeviceType_GPU, 0,
+                                             OrtDeviceAllocator, &info));
+    f->software_memory_info = info;
+    epabi_data_transfer_init(&f->data_transfer, &f->api, f->api.ep->MemoryInfo_GetMemoryDevice(info));
+    return NULL;
 }
 
 /* Caller holds f->lock. Creates one EP device and records it. */
@@ -63,12 +87,16 @@ static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* h
     api->ort->ReleaseKeyValuePairs(meta);
     if (st != NULL) return st;
     if (kind == EPABI_DEVICE_GPU) {
-        st = attach_memory_info(f, dev, "EpAbi_GPU", ordinal, OrtDeviceAllocator);
-        if (st == NULL) st = attach_memory_info(f, dev, "EpAbi_GPU_readonly", ordinal, OrtReadOnlyAllocator);
-        if (st != NULL) {
-            api->ep->ReleaseEpDevice(dev);
-            return st;
-        }
+        st = attach_memory_info(f, dev, "EpAbi_GPU", OrtMemoryInfoDeviceType_GPU, ordinal, OrtDeviceAllocator, NULL);
+        if (st == NULL)
+            st = attach_memory_info(f, dev, "EpAbi_GPU_readonly", OrtMemoryInfoDeviceType_GPU, ordinal,
+                                    OrtReadOnlyAllocator, NULL);
+    } else if (kind == EPABI_DEVICE_SOFTWARE) {
+        st = attach_software_memory(f, dev);
+    }
+    if (st != NULL) {
+        api->ep->ReleaseEpDevice(dev);
+        return st;
     }
     f->devices[f->num_devices++] = (struct epabi_device_record){hw, kind, ordinal};
     *out = dev;

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ep.h"
+#include "ep_allocator.h"
 
 #ifndef EPABI_PLUGIN_VERSION
 #error "EPABI_PLUGIN_VERSION must be defined by the build (CMakeLists.txt reads it from pyproject.toml)"
@@ -61,28 +62,57 @@ static void ReleaseEpImpl(OrtEpFactory* this_ptr, OrtEp* ep) {
     epabi_ep_destroy(ep);
 }
 
+/* Only the software device registers a memory info, so only its DEFAULT memory gets an allocator: the
+ * shared arena in a thin OrtAllocator. The host may pass our own memory info or an equal copy of it. */
+static bool is_software_memory(struct epabi_factory* f, const OrtMemoryInfo* info) {
+    if (info == NULL || f->software_memory_info == NULL) return false;
+    if (info == f->software_memory_info) return true;
+    int diff = 1;
+    OrtStatus* st = f->api.ort->CompareMemoryInfo(info, f->software_memory_info, &diff);
+    if (st != NULL) {
+        f->api.ort->ReleaseStatus(st);
+        return false;
+    }
+    return diff == 0;
+}
+
 static OrtStatus* CreateAllocatorImpl(OrtEpFactory* this_ptr, const OrtMemoryInfo* memory_info,
                                       const OrtKeyValuePairs* allocator_options, OrtAllocator** allocator) {
-    (void)memory_info;
-    (void)allocator_options;
+    (void)allocator_options;   /* the arena has no tunables */
     struct epabi_factory* f = (struct epabi_factory*)this_ptr;
-    if (allocator != NULL) *allocator = NULL;
-    return epabi_error(&f->api, ORT_NOT_IMPLEMENTED,
-                       EPABI_EP_NAME ": device memory allocators are not available in this build");
+    if (allocator == NULL)
+        return epabi_error(&f->api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": CreateAllocator got a NULL output pointer");
+    *allocator = NULL;
+    pthread_mutex_lock(&f->lock);
+    const OrtMemoryInfo* ours = is_software_memory(f, memory_info) ? f->software_memory_info : NULL;
+    pthread_mutex_unlock(&f->lock);
+    if (ours == NULL) {
+        const char* name = NULL;
+        if (memory_info != NULL) {
+            OrtStatus* st = f->api.ort->MemoryInfoGetName(memory_info, &name);
+            if (st != NULL) f->api.ort->ReleaseStatus(st);
+        }
+        return epabi_error(&f->api, ORT_NOT_IMPLEMENTED,
+                           EPABI_EP_NAME ": no allocator for memory info '%s'; only the software adapter's "
+                           "DEFAULT memory is served in this build", name != NULL ? name : "(null)");
+    }
+    return epabi_allocator_create(&f->api, f->arena, ours, allocator);
 }
 
 static void ReleaseAllocatorImpl(OrtEpFactory* this_ptr, OrtAllocator* allocator) {
     (void)this_ptr;
-    (void)allocator;   /* CreateAllocator never hands one out */
+    if (epabi_allocator_is_ours(allocator)) epabi_allocator_destroy(allocator);
 }
 
 static OrtStatus* CreateDataTransferImpl(OrtEpFactory* this_ptr, OrtDataTransferImpl** data_transfer) {
     struct epabi_factory* f = (struct epabi_factory*)this_ptr;
     if (data_transfer == NULL)
         return epabi_error(&f->api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": CreateDataTransfer got a NULL output pointer");
-    /* No device memory is handed out yet, so there is nothing to copy; NULL is the documented answer.
+    /* Only the software device has memory of its own so far; without it NULL is the documented answer.
      * The member itself must stay non-NULL: real hosts call it unconditionally. */
-    *data_transfer = NULL;
+    pthread_mutex_lock(&f->lock);
+    *data_transfer = f->data_transfer.initialized ? &f->data_transfer.base : NULL;
+    pthread_mutex_unlock(&f->lock);
     return NULL;
 }
 
@@ -100,6 +130,12 @@ struct epabi_factory* epabi_factory_create(const struct epabi_api* api, const Or
     }
     f->api = *api;
     f->logger = logger;
+    f->arena = epabi_arena_create();
+    if (f->arena == NULL) {
+        pthread_mutex_destroy(&f->lock);
+        free(f);
+        return NULL;
+    }
 
     OrtEpFactory* t = &f->base;
     t->ort_version_supported = EPABI_ORT_API_VERSION;
@@ -132,6 +168,8 @@ void epabi_factory_destroy(struct epabi_factory* f) {
     f->num_memory_infos = 0;
     if (f->virtual_hw != NULL) f->api.ep->ReleaseHardwareDevice(f->virtual_hw);
     f->virtual_hw = NULL;
+    epabi_arena_release(f->arena);
+    f->arena = NULL;
     pthread_mutex_destroy(&f->lock);
     free(f);
 }

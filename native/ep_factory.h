@@ -2,8 +2,10 @@
  * ep_factory.h - epabi's OrtEpFactory: identity, device enumeration, CreateEp/ReleaseEp.
  *
  * Ownership: created by CreateEpFactories, destroyed by ReleaseEpFactory (entry.c). The factory owns the
- * memory infos it attached to EP devices and the virtual hardware device it created; the host owns the
- * OrtEpDevices. Thread-safety: `lock` guards the device table; the API block is read-only after creation.
+ * memory infos it attached to EP devices, the virtual hardware device it created, one reference to the
+ * host-memory arena (shared with the allocators it hands out and the plans EPs compile) and the software
+ * device's data transfer; the host owns the OrtEpDevices. Thread-safety: `lock` guards the device table,
+ * the memory infos and the data transfer; the API block is read-only after creation.
  */
 #ifndef EPABI_EP_FACTORY_H
 #define EPABI_EP_FACTORY_H
@@ -12,10 +14,13 @@
 #include <stdbool.h>
 
 #include "api.h"
+#include "arena.h"
+#include "ep_data_transfer.h"
 
 #define EPABI_EP_NAME "EpAbiExecutionProvider"
 #define EPABI_VENDOR "epabi"
 #define EPABI_MAX_DEVICES 16
+#define EPABI_SOFTWARE_MEMORY_NAME "EpAbi_Software"
 
 enum epabi_device_kind { EPABI_DEVICE_GPU = 0, EPABI_DEVICE_SOFTWARE = 1, EPABI_DEVICE_VIRTUAL = 2 };
 
@@ -36,12 +41,17 @@ struct epabi_factory {
     OrtMemoryInfo* memory_infos[2 * EPABI_MAX_DEVICES];
     size_t num_memory_infos;
     OrtHardwareDevice* virtual_hw;     /* made with OrtEpApi::CreateHardwareDevice when allowed */
+
+    struct epabi_arena* arena;         /* host memory for the software device; one reference held here */
+    const OrtMemoryInfo* software_memory_info;   /* one of memory_infos, or NULL when none is registered */
+    struct epabi_data_transfer data_transfer;     /* initialized once software_memory_info exists */
 };
 
 /* Returns NULL on allocation failure. */
 struct epabi_factory* epabi_factory_create(const struct epabi_api* api, const OrtLogger* logger);
 
-/* Releases, in this order: memory infos, the virtual hardware device, the lock, the factory. */
+/* Releases, in this order: memory infos, the virtual hardware device, the arena reference, the lock,
+ * the factory. */
 void epabi_factory_destroy(struct epabi_factory* f);
 
 /* Device enumeration (ep_devices.c): fills ep_devices[0..max) and records what it listed. */

@@ -74,6 +74,39 @@ OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptio
         const char* co = epabi_kv_get(api, cfg, "session.compile_only");
         out->compile_only = co != NULL && strcmp(co, "1") == 0;
     }
+    if (st == NULL) {
+        char full[160];
+        const char* v = lookup(api, cfg, "force_cpu_nodes", full, sizeof full);
+        if (v != NULL) {
+            out->force_cpu_nodes = strdup(v);
+            if (out->force_cpu_nodes == NULL)
+                st = epabi_error(api, ORT_FAIL, "EpAbiExecutionProvider: out of memory copying option '%s'", full);
+        }
+    }
     api->ort->ReleaseKeyValuePairs(cfg);
+    if (st != NULL) epabi_options_release(out);
     return st;
+}
+
+void epabi_options_release(struct epabi_options* opts) {
+    if (opts == NULL) return;
+    free(opts->force_cpu_nodes);
+    opts->force_cpu_nodes = NULL;
+}
+
+bool epabi_options_forces_cpu(const struct epabi_options* opts, const char* node_name) {
+    if (opts->force_cpu_nodes == NULL || node_name == NULL || node_name[0] == '\0') return false;
+    size_t want = strlen(node_name);
+    const char* p = opts->force_cpu_nodes;
+    while (*p != '\0') {
+        const char* end = strchr(p, ',');
+        if (end == NULL) end = p + strlen(p);
+        const char* a = p;
+        const char* b = end;
+        while (a < b && isspace((unsigned char)*a)) ++a;
+        while (b > a && isspace((unsigned char)b[-1])) --b;
+        if ((size_t)(b - a) == want && memcmp(a, node_name, want) == 0) return true;
+        p = *end == ',' ? end + 1 : end;
+    }
+    return false;
 }

@@ -5,6 +5,10 @@
  * options given to add_provider_for_devices), then the legacy CUDA EP spelling "ep.cuda.<key>", then
  * the flat "<key>". A present but malformed value fails CreateEp with ORT_INVALID_ARGUMENT naming the
  * full key and the value; nothing is silently defaulted.
+ *
+ * Keys: enable_cuda_graph (0/1/true/false), min_num_runs_before_cuda_graph_capture (int >= 0),
+ * device_id (int >= 0), force_cpu_nodes (comma-separated node names that the EP never claims; they stay
+ * with the host's CPU EP), plus the host's own session.compile_only.
  */
 #ifndef EPABI_OPTIONS_H
 #define EPABI_OPTIONS_H
@@ -19,9 +23,17 @@ struct epabi_options {
     int device_id;                                 /* >= 0, default: the EP device's own ordinal */
     bool device_id_given;
     bool compile_only;                             /* session.compile_only = "1" */
+    char* force_cpu_nodes;                         /* owned copy of "force_cpu_nodes", NULL when absent */
 };
 
+/* On success *out owns heap memory: release it with epabi_options_release. On failure nothing is owned. */
 OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptions* session_options,
                               struct epabi_options* out);
+
+void epabi_options_release(struct epabi_options* opts);
+
+/* True when node_name is one of the comma-separated names of force_cpu_nodes (blanks around names are
+ * ignored; an empty name never matches). */
+bool epabi_options_forces_cpu(const struct epabi_options* opts, const char* node_name);
 
 #endif

@@ -44,7 +44,11 @@ def test_devices_software_adapter_json(software_adapter, capsys, library_path):
     cpu = epabi.cpu_device()
     assert dev["device"] == {"type": "CPU", "vendor": cpu.vendor, "vendor_id": f"{cpu.vendor_id:#06x}",
                              "device_id": 0, "metadata": {}}
-    assert dev["memory_infos"] == []
+    # the software adapter's DEFAULT memory: host memory presented as device memory (GPU-typed, 0x10DE),
+    # served by the plugin's arena
+    (mem,) = dev["memory_infos"]
+    assert mem["name"] == "EpAbi_Software"
+    assert mem["device_type"] == "GPU" and mem["memory_type"] == "DEFAULT" and mem["allocator_type"] == "DEVICE"
 
 
 def test_devices_software_adapter_human(software_adapter, capsys):
@@ -54,7 +58,7 @@ def test_devices_software_adapter_human(software_adapter, capsys):
     assert "[0] EpAbiExecutionProvider (vendor epabi)" in captured.out
     assert re.search(r"device:\s+CPU\s+vendor", captured.out)
     assert "device_kind=software" in captured.out
-    assert "memory infos:  (none)" in captured.out
+    assert "memory infos:  EpAbi_Software: GPU memory DEFAULT, DEVICE allocator, vendor 0x10de" in captured.out
     # the plugin's warning about the software adapter reaches stderr through logging
     assert "offering the CPU software adapter" in captured.err
 
@@ -270,7 +274,7 @@ def test_inspect_human_output(software_adapter, capsys, library_path):
     assert "exports: CreateEpFactories, ReleaseEpFactory" in out
     assert re.search(r"^API 23 \(1\.23\.2\): registration failed: OrtStatusError: .*1\.24\.4", out, re.M)
     assert re.search(r"^API 24 \(1\.24\.4\): registered; 1 factory; 1 device\(s\); .*EP EpAbiExecutionProvider: "
-                     r"2 members$", out, re.M)
+                     r"4 members$", out, re.M)
     lines = out.splitlines()
 
     def row(label: str) -> str:

@@ -68,7 +68,8 @@ def test_software_adapter_on_cpu_with_a_warning(library_path: str, software_adap
             (dev,) = _ours(host)
             assert dev.device is cpu
             assert dev.ep_metadata["device_kind"] == "software"
-            assert dev.memory_infos == []
+            (mem,) = dev.memory_infos  # host memory presented as device memory, served by the plugin
+            assert mem.name == "EpAbi_Software" and mem.device_type == epabi.OrtMemoryInfoDeviceType.GPU
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "epabi.plugin"]
     assert len(warnings) == 1 and "software device" in warnings[0].getMessage()
     # the negotiation note is logged at VERBOSE -> DEBUG

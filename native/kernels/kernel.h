@@ -5,7 +5,8 @@
  *   supports()  at GetCapability: may this kernel compute this node correctly? (dtypes, attributes,
  *               constant inputs). On "no" it writes a short reason, which the EP logs at INFO.
  *   init()      at Compile: parse attributes (and constant inputs) into a private state.
- *   run()       per run: derive output shapes from the input shapes, get output buffers with
+ *   run()       per run: derive output shapes from the input shapes (in[i] is NULL for an absent
+ *               optional input), get output buffers with
  *               epabi_exec_output(), then hand the work to epabi_exec_launch(). run() itself never
  *               touches input or output *data* except through a launch, so that a captured run can be
  *               replayed from the recorded launches alone (graph capture on the host stream). The one

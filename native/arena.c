@@ -1,0 +1,153 @@
+/*
+ * arena.c - see arena.h. Layout of a chunk: one 64-byte header, then the user block. Size class c holds
+ * blocks of 2^c bytes (c >= EPABI_ARENA_MIN_CLASS). Every chunk is also on a doubly linked list of all
+ * chunks, so the last release can free chunks the host never returned.
+ */
+#include "arena.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    MIN_CLASS = 8,    /* 256 bytes */
+    MAX_CLASS = 46,   /* 64 TiB: anything larger is refused */
+    NUM_CLASSES = MAX_CLASS + 1
+};
+
+static const uint64_t kMagicInUse = 0x45504142494e5553ull;  /* "EPABINUS" */
+static const uint64_t kMagicFree = 0x4550414249465245ull;   /* "EPABIFRE" */
+
+struct chunk {
+    uint64_t magic;
+    struct epabi_arena* owner;
+    struct chunk* next_free;     /* free list of its class */
+    struct chunk* prev_all;      /* list of all chunks */
+    struct chunk* next_all;
+    uint32_t size_class;
+    uint32_t pad_;
+    uint64_t pad2_[2];
+};
+_Static_assert(sizeof(struct chunk) == EPABI_ARENA_ALIGNMENT, "chunk header must be one alignment unit");
+
+struct epabi_arena {
+    pthread_mutex_t lock;
+    int refs;
+    struct chunk* free_lists[NUM_CLASSES];
+    struct chunk* all;
+    struct epabi_arena_stats stats;
+};
+
+static unsigned class_of(size_t bytes) {
+    unsigned c = MIN_CLASS;
+    while (c < NUM_CLASSES && ((uint64_t)1 << c) < bytes) ++c;
+    return c;
+}
+
+struct epabi_arena* epabi_arena_create(void) {
+    struct epabi_arena* a = calloc(1, sizeof *a);
+    if (a == NULL) return NULL;
+    if (pthread_mutex_init(&a->lock, NULL) != 0) {
+        free(a);
+        return NULL;
+    }
+    a->refs = 1;
+    return a;
+}
+
+void epabi_arena_retain(struct epabi_arena* a) {
+    pthread_mutex_lock(&a->lock);
+    ++a->refs;
+    pthread_mutex_unlock(&a->lock);
+}
+
+void epabi_arena_release(struct epabi_arena* a) {
+    if (a == NULL) return;
+    pthread_mutex_lock(&a->lock);
+    bool last = --a->refs == 0;
+    pthread_mutex_unlock(&a->lock);
+    if (!last) return;
+    for (struct chunk* c = a->all; c != NULL;) {
+        struct chunk* next = c->next_all;
+        c->magic = 0;
+        free(c);
+        c = next;
+    }
+    pthread_mutex_destroy(&a->lock);
+    free(a);
+}
+
+void* epabi_arena_alloc(struct epabi_arena* a, size_t bytes) {
+    unsigned cls = class_of(bytes);
+    if (cls >= NUM_CLASSES) return NULL;
+    uint64_t size = (uint64_t)1 << cls;
+    pthread_mutex_lock(&a->lock);
+    struct chunk* c = a->free_lists[cls];
+    if (c != NULL) {
+        a->free_lists[cls] = c->next_free;
+    } else {
+        /* The system allocation happens under the lock: simple, and rare once the arena is warm. */
+        c = aligned_alloc(EPABI_ARENA_ALIGNMENT, sizeof(struct chunk) + size);
+        if (c == NULL) {
+            pthread_mutex_unlock(&a->lock);
+            return NULL;
+        }
+        memset(c, 0, sizeof *c);
+        c->owner = a;
+        c->size_class = cls;
+        c->next_all = a->all;
+        if (a->all != NULL) a->all->prev_all = c;
+        a->all = c;
+        a->stats.num_reserves++;
+        a->stats.bytes_reserved += size;
+    }
+    c->magic = kMagicInUse;
+    c->next_free = NULL;
+    a->stats.num_allocs++;
+    a->stats.bytes_in_use += size;
+    if (a->stats.bytes_in_use > a->stats.max_bytes_in_use) a->stats.max_bytes_in_use = a->stats.bytes_in_use;
+    if (bytes > a->stats.max_alloc_size) a->stats.max_alloc_size = bytes;
+    pthread_mutex_unlock(&a->lock);
+    return (unsigned char*)c + sizeof(struct chunk);
+}
+
+void epabi_arena_free(struct epabi_arena* a, void* p) {
+    if (p == NULL) return;
+    struct chunk* c = (struct chunk*)((unsigned char*)p - sizeof(struct chunk));
+    pthread_mutex_lock(&a->lock);
+    if (c->owner == a && c->magic == kMagicInUse && c->size_class < NUM_CLASSES) {
+        c->magic = kMagicFree;
+        c->next_free = a->free_lists[c->size_class];
+        a->free_lists[c->size_class] = c;
+        a->stats.bytes_in_use -= (uint64_t)1 << c->size_class;
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+void epabi_arena_shrink(struct epabi_arena* a) {
+    pthread_mutex_lock(&a->lock);
+    bool returned = false;
+    for (unsigned cls = 0; cls < NUM_CLASSES; ++cls) {
+        for (struct chunk* c = a->free_lists[cls]; c != NULL;) {
+            struct chunk* next = c->next_free;
+            if (c->prev_all != NULL) c->prev_all->next_all = c->next_all;
+            else a->all = c->next_all;
+            if (c->next_all != NULL) c->next_all->prev_all = c->prev_all;
+            a->stats.bytes_reserved -= (uint64_t)1 << cls;
+            c->magic = 0;
+            free(c);
+            returned = true;
+            c = next;
+        }
+        a->free_lists[cls] = NULL;
+    }
+    if (returned) a->stats.num_shrinks++;
+    pthread_mutex_unlock(&a->lock);
+}
+
+void epabi_arena_get_stats(struct epabi_arena* a, struct epabi_arena_stats* out) {
+    pthread_mutex_lock(&a->lock);
+    *out = a->stats;
+    pthread_mutex_unlock(&a->lock);
+}

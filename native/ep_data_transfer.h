@@ -1,0 +1,25 @@
+/*
+ * ep_data_transfer.h - OrtDataTransferImpl for the software device: copies between host CPU memory and the
+ * software device's DEFAULT memory (which is host memory too), with memcpy.
+ *
+ * Ownership: embedded in the factory, handed out by OrtEpFactory::CreateDataTransfer; Release is a no-op
+ * because the factory owns it. Thread-safety: immutable after init.
+ */
+#ifndef EPABI_EP_DATA_TRANSFER_H
+#define EPABI_EP_DATA_TRANSFER_H
+
+#include <stdbool.h>
+
+#include "api.h"
+
+struct epabi_data_transfer {
+    OrtDataTransferImpl base;          /* first member */
+    const struct epabi_api* api;
+    const OrtMemoryDevice* device;     /* the software device's memory; owned by the host's memory info */
+    bool initialized;
+};
+
+void epabi_data_transfer_init(struct epabi_data_transfer* dt, const struct epabi_api* api,
+                              const OrtMemoryDevice* device);
+
+#endif

@@ -1,0 +1,419 @@
+/*
+ * conv.c - Conv (opsets 1-22) on float32, NCHW, 1-D and 2-D: group, dilations, strides, pads, auto_pad
+ * (NOTSET, VALID, SAME_UPPER, SAME_LOWER), kernel_shape, optional bias.
+ *
+ * Each (image, group) is one matrix product W_g[Mg, Cg*kh*kw] x columns[Cg*kh*kw, OH*OW] (im2col). The
+ * column matrix is built a tile of output positions at a time so its scratch stays bounded whatever the
+ * image size; a 1x1, stride-1, unpadded conv skips it and multiplies X directly. Groups of one input channel
+ * (depthwise) skip the product altogether. 1-D runs as 2-D with H = 1.
+ * Opsets 1, 11 and 22 differ only in the dtypes they list. 3-D convs are refused.
+ */
+#include "math_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum conv_auto_pad { CONV_NOTSET, CONV_VALID, CONV_SAME_UPPER, CONV_SAME_LOWER };
+
+/* Column-matrix tile: at most this many floats (16 MiB), but at least one output position. */
+enum { CONV_COL_FLOATS = 1 << 22 };
+
+struct conv_state {
+    int sr;                        /* spatial rank: 1 or 2 */
+    int64_t group;
+    bool has_kernel_shape;
+    int64_t kernel_shape[2];
+    int64_t strides[2], dilations[2];
+    int64_t pads[4];               /* ONNX order: begin of each axis, then end of each axis */
+    enum conv_auto_pad auto_pad;
+};
+
+enum conv_path {
+    CONV_GEMM_X,       /* 1x1, stride 1, no padding: X itself is the column matrix */
+    CONV_GEMM_COLS,    /* im2col, a tile of output positions at a time, then one product per tile */
+    CONV_PER_CHANNEL   /* one input channel per group (depthwise): shifted multiply-adds, no product */
+};
+
+struct conv_launch {
+    const float* x;
+    const float* w;
+    const float* bias;             /* NULL: none */
+    float* y;
+    float* col;                    /* CONV_GEMM_COLS only */
+    float* pack;                   /* CONV_GEMM_* only */
+    enum conv_path path;
+    int64_t n, c, h, wd, m, group, cg, mg;
+    int64_t kh, kw, sh, sw, dh, dw, ph, pw, oh, ow;
+    int64_t tile;                  /* output positions per column tile */
+};
+
+/* The output columns ox whose input column ox * sw + base lies inside [0, wd), clamped to [from, to). */
+static void conv_valid_cols(const struct conv_launch* L, int64_t base, int64_t from, int64_t to, int64_t* lo,
+                            int64_t* hi) {
+    int64_t first = base >= 0 ? 0 : (-base + L->sw - 1) / L->sw;
+    int64_t end = base >= L->wd ? 0 : (L->wd - 1 - base) / L->sw + 1;
+    *lo = first > from ? first : from;
+    *hi = end < to ? end : to;
+    if (*hi < *lo) *hi = *lo;
+}
+
+/* Columns t0 .. t0+tl of the im2col matrix of one group's input channels xg: row (c, ki, kj) holds, for each
+ * output position, the input value that kernel tap meets there (0 in the padding). Filled an output row's
+ * run at a time, so the bounds are worked out per run instead of per element. */
+static void conv_im2col(const struct conv_launch* L, const float* xg, int64_t t0, int64_t tl, float* col) {
+    for (int64_t c = 0; c < L->cg; ++c) {
+        const float* xc = xg + c * L->h * L->wd;
+        for (int64_t ki = 0; ki < L->kh; ++ki) {
+            for (int64_t kj = 0; kj < L->kw; ++kj) {
+                float* row = col + ((c * L->kh + ki) * L->kw + kj) * tl;
+                int64_t base = kj * L->dw - L->pw;
+                int64_t oy = t0 / L->ow, ox0 = t0 % L->ow;
+                for (int64_t t = 0; t < tl; oy++, ox0 = 0) {
+                    int64_t run = L->ow - ox0 < tl - t ? L->ow - ox0 : tl - t;
+                    float* dst = row + t;   /* dst[ox - ox0] is output column ox */
+                    int64_t iy = oy * L->sh - L->ph + ki * L->dh;
+                    int64_t lo = ox0, hi = ox0;
+                    if (iy >= 0 && iy < L->h) {
+                        conv_valid_cols(L, base, ox0, ox0 + run, &lo, &hi);
+                        const float* srow = xc + iy * L->wd;
+                        if (L->sw == 1) {
+                            for (int64_t ox = lo; ox < hi; ++ox) dst[ox - ox0] = srow[ox + base];
+                        } else {
+                            for (int64_t ox = lo; ox < hi; ++ox) dst[ox - ox0] = srow[ox * L->sw + base];
+                        }
+                    }
+                    for (int64_t ox = ox0; ox < lo; ++ox) dst[ox - ox0] = 0.0f;
+                    for (int64_t ox = hi; ox < ox0 + run; ++ox) dst[ox - ox0] = 0.0f;
+                    t += run;
+                }
+            }
+        }
+    }
+}
+
+/* One input channel xc into the Mg output planes yg (already holding the bias or 0): every kernel tap adds
+ * a shifted, strided copy of the channel. The im2col route would spend a product of inner size kh*kw and
+ * four-row panels holding one live row per output channel. */
+static void conv_per_channel(const struct conv_launch* L, const float* xc, const float* wg, float* yg) {
+    for (int64_t r = 0; r < L->mg; ++r) {
+        float* yr = yg + r * L->oh * L->ow;
+        for (int64_t ki = 0; ki < L->kh; ++ki) {
+            for (int64_t kj = 0; kj < L->kw; ++kj) {
+                float wv = wg[(r * L->kh + ki) * L->kw + kj];
+                int64_t base = kj * L->dw - L->pw;
+                int64_t lo = 0, hi = 0;
+                conv_valid_cols(L, base, 0, L->ow, &lo, &hi);
+                for (int64_t oy = 0; oy < L->oh; ++oy) {
+                    int64_t iy = oy * L->sh - L->ph + ki * L->dh;
+                    if (iy < 0 || iy >= L->h) continue;
+                    const float* srow = xc + iy * L->wd;
+                    float* dst = yr + oy * L->ow;
+                    if (L->sw == 1) {
+                        for (int64_t ox = lo; ox < hi; ++ox) dst[ox] += wv * srow[ox + base];
+                    } else {
+                        for (int64_t ox = lo; ox < hi; ++ox) dst[ox] += wv * srow[ox * L->sw + base];
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void conv_launch_fn(const void* p) {
+    const struct conv_launch* L = p;
+    int64_t kdim = L->cg * L->kh * L->kw;
+    int64_t P = L->oh * L->ow;
+    for (int64_t ni = 0; ni < L->n; ++ni) {
+        for (int64_t g = 0; g < L->group; ++g) {
+            float* yg = L->y + (ni * L->m + g * L->mg) * P;
+            float beta = 0.0f;
+            if (L->bias != NULL) {
+                for (int64_t r = 0; r < L->mg; ++r) {
+                    float b = L->bias[g * L->mg + r];
+                    for (int64_t t = 0; t < P; ++t) yg[r * P + t] = b;
+                }
+                beta = 1.0f;
+            } else if (L->path == CONV_PER_CHANNEL || kdim == 0) {
+                for (int64_t t = 0; t < L->mg * P; ++t) yg[t] = 0.0f;
+            }
+            if (kdim == 0) continue;   /* no input channels: Y is the bias (or zero); X and W have no data */
+            const float* xg = L->x + (ni * L->c + g * L->cg) * L->h * L->wd;
+            const float* wg = L->w + g * L->mg * kdim;
+            switch (L->path) {
+            case CONV_GEMM_X:
+                epabi_sgemm(false, false, L->mg, P, kdim, 1.0f, wg, kdim, xg, P, beta, yg, P, L->pack);
+                break;
+            case CONV_GEMM_COLS:
+                for (int64_t t0 = 0; t0 < P; t0 += L->tile) {
+                    int64_t tl = P - t0 < L->tile ? P - t0 : L->tile;
+                    conv_im2col(L, xg, t0, tl, L->col);
+                    epabi_sgemm(false, false, L->mg, tl, kdim, 1.0f, wg, kdim, L->col, tl, beta, yg + t0, P,
+                                L->pack);
+                }
+                break;
+            case CONV_PER_CHANNEL:
+                conv_per_channel(L, xg, wg, yg);
+                break;
+            }
+        }
+    }
+}
+
+/* Reads the attributes into s; false with a reason when a value is outside what this kernel computes. */
+static bool conv_parse(const struct epabi_node* node, struct conv_state* s, char* why, size_t why_len) {
+    memset(s, 0, sizeof *s);
+    int wr = node->n_in >= 2 ? node->in[1].rank : -1;
+    int xr = node->in[0].rank;
+    if (wr >= 0 && xr >= 0 && wr != xr) {
+        snprintf(why, why_len, "Conv: X has rank %d but W has rank %d", xr, wr);
+        return false;
+    }
+    int64_t vals[8];
+    size_t cnt = 0;
+    int rank = wr >= 0 ? wr : xr;
+    if (rank < 0) {
+        /* Rank unknown from the graph: any per-axis attribute still pins the spatial rank. */
+        const char* per_axis[] = {"kernel_shape", "strides", "dilations"};
+        for (size_t i = 0; i < 3 && rank < 0; ++i)
+            if (epabi_attr_ints(node, per_axis[i], vals, 8, &cnt)) rank = (int)cnt + 2;
+        if (rank < 0 && epabi_attr_ints(node, "pads", vals, 8, &cnt)) rank = (int)(cnt / 2) + 2;
+    }
+    if (rank != 3 && rank != 4) {
+        if (rank < 0)
+            snprintf(why, why_len, "Conv: the input rank is unknown");
+        else
+            snprintf(why, why_len, "Conv: rank %d inputs; only 1-D and 2-D convs (rank 3 or 4) are implemented", rank);
+        return false;
+    }
+    s->sr = rank - 2;
+
+    s->group = 1;
+    if (epabi_attr_int(node, "group", &s->group) && s->group < 1) {
+        snprintf(why, why_len, "Conv: group=%lld must be >= 1", (long long)s->group);
+        return false;
+    }
+    char pad[32] = "NOTSET";
+    epabi_attr_string(node, "auto_pad", pad, sizeof pad);
+    if (strcmp(pad, "NOTSET") == 0) {
+        s->auto_pad = CONV_NOTSET;
+    } else if (strcmp(pad, "VALID") == 0) {
+        s->auto_pad = CONV_VALID;
+    } else if (strcmp(pad, "SAME_UPPER") == 0) {
+        s->auto_pad = CONV_SAME_UPPER;
+    } else if (strcmp(pad, "SAME_LOWER") == 0) {
+        s->auto_pad = CONV_SAME_LOWER;
+    } else {
+        snprintf(why, why_len, "Conv: auto_pad='%s' is not NOTSET, VALID, SAME_UPPER or SAME_LOWER", pad);
+        return false;
+    }
+
+    struct {
+        const char* name;
+        int64_t* dst;
+        size_t len;
+        int64_t deflt, min;
+    } lists[] = {
+        {"kernel_shape", s->kernel_shape, (size_t)s->sr, 0, 1},
+        {"strides", s->strides, (size_t)s->sr, 1, 1},
+        {"dilations", s->dilations, (size_t)s->sr, 1, 1},
+        {"pads", s->pads, 2 * (size_t)s->sr, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; ++i) {
+        for (size_t j = 0; j < lists[i].len; ++j) lists[i].dst[j] = lists[i].deflt;
+        if (!epabi_attr_ints(node, lists[i].name, vals, 8, &cnt)) continue;
+        if (cnt != lists[i].len) {
+            snprintf(why, why_len, "Conv: %s has %zu values; a %d-D conv needs %zu", lists[i].name, cnt, s->sr,
+                     lists[i].len);
+            return false;
+        }
+        for (size_t j = 0; j < cnt; ++j) {
+            /* The upper bound keeps every extent product of the shape arithmetic inside int64. */
+            if (vals[j] < lists[i].min || vals[j] > INT32_MAX) {
+                snprintf(why, why_len, "Conv: %s[%zu]=%lld must be in [%lld, %d]", lists[i].name, j,
+                         (long long)vals[j], (long long)lists[i].min, INT32_MAX);
+                return false;
+            }
+            lists[i].dst[j] = vals[j];
+        }
+        if (i == 0) s->has_kernel_shape = true;
+        if (i == 3 && s->auto_pad != CONV_NOTSET) {
+            /* The spec forbids both; hosts disagree on which wins, so we do not guess. */
+            snprintf(why, why_len, "Conv: explicit pads together with auto_pad='%s'", pad);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool conv_supports(const struct epabi_node* node, char* why, size_t why_len) {
+    if (node->n_in < 2 || node->n_in > 3 || node->n_out != 1) {
+        snprintf(why, why_len, "Conv: expected 2-3 inputs and 1 output, got %d and %d", node->n_in, node->n_out);
+        return false;
+    }
+    const char* names[] = {"X", "W", "B"};
+    for (int i = 0; i < node->n_in; ++i) {
+        if (i == 2 && !epabi_desc_present(node, 2)) break;
+        if (node->in[i].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
+            snprintf(why, why_len, "Conv: %s has dtype %s; only float is implemented", names[i],
+                     epabi_dtype_name(node->in[i].dtype));
+            return false;
+        }
+    }
+    struct conv_state s;
+    return conv_parse(node, &s, why, why_len);
+}
+
+static OrtStatus* conv_init(const struct epabi_node* node, void** state) {
+    struct conv_state* s = malloc(sizeof *s);
+    if (s == NULL) return epabi_error(node->api, ORT_FAIL, "Conv: out of memory");
+    char why[256];
+    if (!conv_parse(node, s, why, sizeof why)) {
+        free(s);
+        return epabi_error(node->api, ORT_INVALID_ARGUMENT, "%s", why);
+    }
+    *state = s;
+    return NULL;
+}
+
+/* Output extent and begin padding of one spatial axis; false when the (padded) input is shorter than the
+ * dilated kernel. */
+static bool conv_axis(const struct conv_state* s, int axis, int64_t in, int64_t k, int64_t* out, int64_t* pad_begin) {
+    int64_t st = s->strides[axis], dk = (k - 1) * s->dilations[axis] + 1;
+    int64_t pb = 0, pe = 0;
+    switch (s->auto_pad) {
+    case CONV_NOTSET:
+        pb = s->pads[axis];
+        pe = s->pads[s->sr + axis];
+        break;
+    case CONV_VALID:
+        break;
+    case CONV_SAME_UPPER:
+    case CONV_SAME_LOWER: {
+        /* out = ceil(in / stride); the padding that needs is split evenly, the odd one going to the end
+         * (SAME_UPPER) or the beginning (SAME_LOWER). */
+        int64_t o = (in + st - 1) / st;
+        int64_t total = (o - 1) * st + dk - in;
+        if (total < 0) total = 0;
+        pb = s->auto_pad == CONV_SAME_UPPER ? total / 2 : total - total / 2;
+        *out = o;
+        *pad_begin = pb;
+        return true;
+    }
+    }
+    if (in + pb + pe < dk) return false;
+    *out = (in + pb + pe - dk) / st + 1;
+    *pad_begin = pb;
+    return true;
+}
+
+static OrtStatus* conv_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
+                           int n_out) {
+    (void)n_out;
+    const struct conv_state* s = state;
+    const struct epabi_api* api = epabi_exec_api(ex);
+    if (n_in < 2) return epabi_error(api, ORT_INVALID_ARGUMENT, "Conv: expected at least 2 inputs, got %d", n_in);
+    const struct epabi_tensor* X = in[0];
+    const struct epabi_tensor* W = in[1];
+    const struct epabi_tensor* B = epabi_opt_input(in, n_in, 2);
+    char sx[160], sw[160];
+    if (X->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || W->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT ||
+        (B != NULL && B->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT))
+        return epabi_error(api, ORT_INVALID_ARGUMENT, "Conv: only float inputs are implemented");
+    if (X->rank != s->sr + 2 || W->rank != s->sr + 2)
+        return epabi_error(api, ORT_INVALID_ARGUMENT, "Conv: X %s and W %s must both have rank %d for a %d-D conv",
+                           epabi_shape_str(sx, sizeof sx, X->rank, X->dims),
+                           epabi_shape_str(sw, sizeof sw, W->rank, W->dims), s->sr + 2, s->sr);
+    int64_t N = X->dims[0], C = X->dims[1], M = W->dims[0], Cg = W->dims[1];
+    if (C % s->group != 0 || C / s->group != Cg || M % s->group != 0)
+        return epabi_error(api, ORT_INVALID_ARGUMENT,
+                           "Conv: with group=%lld, X %s needs C = W.dims[1]*group and W %s needs M divisible by group",
+                           (long long)s->group, epabi_shape_str(sx, sizeof sx, X->rank, X->dims),
+                           epabi_shape_str(sw, sizeof sw, W->rank, W->dims));
+    if (B != NULL && (B->rank != 1 || B->dims[0] != M))
+        return epabi_error(api, ORT_INVALID_ARGUMENT, "Conv: bias %s must be [%lld] (W %s has M=%lld)",
+                           epabi_shape_str(sx, sizeof sx, B->rank, B->dims), (long long)M,
+                           epabi_shape_str(sw, sizeof sw, W->rank, W->dims), (long long)M);
+
+    int64_t out_dims[4] = {N, M, 1, 1};
+    int64_t ext[2] = {1, 1}, kern[2] = {1, 1}, outs[2] = {1, 1}, pbeg[2] = {0, 0};
+    for (int a = 0; a < s->sr; ++a) {
+        ext[a] = X->dims[2 + a];
+        kern[a] = W->dims[2 + a];
+        if (kern[a] < 1 || kern[a] > INT32_MAX || (s->has_kernel_shape && s->kernel_shape[a] != kern[a]))
+            return epabi_error(api, ORT_INVALID_ARGUMENT, "Conv: W %s does not match kernel_shape on axis %d (%lld)",
+                               epabi_shape_str(sw, sizeof sw, W->rank, W->dims), a,
+                               (long long)(s->has_kernel_shape ? s->kernel_shape[a] : kern[a]));
+        if (!conv_axis(s, a, ext[a], kern[a], &outs[a], &pbeg[a]))
+            return epabi_error(api, ORT_INVALID_ARGUMENT,
+                               "Conv: X %s spatial axis %d (%lld, padded by %lld+%lld) is smaller than the dilated "
+                               "kernel (%lld)",
+                               epabi_shape_str(sx, sizeof sx, X->rank, X->dims), a, (long long)ext[a],
+                               (long long)(s->auto_pad == CONV_NOTSET ? s->pads[a] : 0),
+                               (long long)(s->auto_pad == CONV_NOTSET ? s->pads[s->sr + a] : 0),
+                               (long long)((kern[a] - 1) * s->dilations[a] + 1));
+        out_dims[2 + a] = outs[a];
+    }
+    OrtStatus* st = NULL;
+    struct epabi_tensor* Y = epabi_exec_output(ex, 0, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, X->rank, out_dims, &st);
+    if (Y == NULL) return st;
+
+    /* The 1-D case is the 2-D one with a unit H axis; axis 0 of a 1-D conv becomes the W axis. */
+    int h = s->sr == 2 ? 0 : -1, w = s->sr == 2 ? 1 : 0;
+    struct conv_launch L;
+    memset(&L, 0, sizeof L);
+    L.x = X->data;
+    L.w = W->data;
+    L.bias = B != NULL ? B->data : NULL;
+    L.y = Y->data;
+    L.n = N;
+    L.c = C;
+    L.m = M;
+    L.group = s->group;
+    L.cg = Cg;
+    L.mg = M / s->group;
+    L.h = h >= 0 ? ext[h] : 1;
+    L.kh = h >= 0 ? kern[h] : 1;
+    L.sh = h >= 0 ? s->strides[h] : 1;
+    L.dh = h >= 0 ? s->dilations[h] : 1;
+    L.ph = h >= 0 ? pbeg[h] : 0;
+    L.oh = h >= 0 ? outs[h] : 1;
+    L.wd = ext[w];
+    L.kw = kern[w];
+    L.sw = s->strides[w];
+    L.dw = s->dilations[w];
+    L.pw = pbeg[w];
+    L.ow = outs[w];
+
+    int64_t kdim = Cg * L.kh * L.kw, P = L.oh * L.ow;
+    if (N == 0 || M == 0 || P == 0) return NULL;   /* empty output: nothing to compute */
+    if (Cg == 1)
+        L.path = CONV_PER_CHANNEL;
+    else if (L.kh == 1 && L.kw == 1 && L.sh == 1 && L.sw == 1 && L.ph == 0 && L.pw == 0 && L.oh == L.h &&
+             L.ow == L.wd)
+        L.path = CONV_GEMM_X;
+    else
+        L.path = CONV_GEMM_COLS;
+    L.tile = P;
+    if (L.path == CONV_GEMM_COLS && kdim > 0) {
+        int64_t fit = CONV_COL_FLOATS / kdim;
+        if (fit < 1) fit = 1;
+        if (fit < L.tile) L.tile = fit;
+        size_t col_bytes = 0;
+        if (!epabi_mul_size((size_t)kdim * sizeof(float), (size_t)L.tile, &col_bytes))
+            return epabi_error(api, ORT_INVALID_ARGUMENT, "Conv: column buffer for W %s overflows",
+                               epabi_shape_str(sw, sizeof sw, W->rank, W->dims));
+        L.col = epabi_exec_scratch(ex, col_bytes, &st);
+        if (L.col == NULL) return st;
+    }
+    size_t pack_bytes = L.path == CONV_PER_CHANNEL ? 0 : epabi_sgemm_scratch_bytes(L.mg, L.tile, kdim);
+    if (pack_bytes > 0) {
+        L.pack = epabi_exec_scratch(ex, pack_bytes, &st);
+        if (L.pack == NULL) return st;
+    }
+    return epabi_exec_launch(ex, conv_launch_fn, &L, sizeof L);
+}
+
+const struct epabi_kernel epabi_kernels_conv[] = {
+    {"Conv", 1, 22, conv_supports, conv_init, free, conv_run},
+    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+};

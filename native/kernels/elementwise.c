@@ -1,0 +1,543 @@
+/*
+ * elementwise.c - Add Sub Mul Div Pow Max Min Equal Where with numpy broadcasting.
+ *
+ * Types: Add/Sub/Mul/Div/Max/Min on float, double, int32, int64 (all inputs one type); Pow with a float or
+ * double base and a float, double, int32 or int64 exponent; Equal on bool, float, double, int32, int64
+ * (output bool); Where on a bool condition and any two same-typed 1/2/4/8-byte values. Max and Min are
+ * variadic (one or more inputs). Integer arithmetic wraps (two's complement) instead of overflowing, and
+ * integer division by zero yields 0 rather than trapping. Max/Min propagate NaN.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernel.h"
+
+enum ew_op { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_EQUAL, OP_WHERE, OP_COPY };
+
+/* Operands in output index space: strides are in elements, 0 along broadcast dimensions. */
+struct ew_args {
+    enum ew_op op;
+    ONNXTensorElementDataType dtype;    /* of operand 0 (of operand 1 for Where) */
+    ONNXTensorElementDataType dtype1;   /* of operand 1 (Pow's exponent) */
+    int rank;                           /* >= 1: a scalar runs as shape [1] */
+    int64_t dims[EPABI_MAX_RANK];
+    int n_ops;
+    int64_t strides[3][EPABI_MAX_RANK];
+    const void* in[3];
+    size_t esize[3];
+    void* out;
+    size_t out_esize;
+};
+
+/* ---- inner loops: n elements along the last dimension ------------------------------------------- */
+
+#define WRAP_ADD(T, U, a, b) ((T)((U)(a) + (U)(b)))
+#define WRAP_SUB(T, U, a, b) ((T)((U)(a) - (U)(b)))
+#define WRAP_MUL(T, U, a, b) ((T)((U)(a) * (U)(b)))
+
+static inline int32_t div_i32(int32_t a, int32_t b) {
+    if (b == 0) return 0;
+    if (b == -1) return (int32_t)(0u - (uint32_t)a);
+    return a / b;
+}
+
+static inline int64_t div_i64(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    if (b == -1) return (int64_t)(0ull - (uint64_t)a);
+    return a / b;
+}
+
+static inline float max_f(float a, float b) { return isnan(a) || isnan(b) ? NAN : (a > b ? a : b); }
+static inline float min_f(float a, float b) { return isnan(a) || isnan(b) ? NAN : (a < b ? a : b); }
+static inline double max_d(double a, double b) { return isnan(a) || isnan(b) ? NAN : (a > b ? a : b); }
+static inline double min_d(double a, double b) { return isnan(a) || isnan(b) ? NAN : (a < b ? a : b); }
+
+#define LOOP2(T, EXPR)                                                                        \
+    do {                                                                                      \
+        const T* A = (const T*)pa;                                                            \
+        const T* B = (const T*)pb;                                                            \
+        T* O = (T*)po;                                                                        \
+        for (int64_t i = 0; i < n; ++i) {                                                     \
+            T a = A[i * sa], b = B[i * sb];                                                   \
+            O[i] = (EXPR);                                                                    \
+        }                                                                                     \
+    } while (0)
+
+#define ARITH_CASES(OPEXPR_F, OPEXPR_D, OPEXPR_I32, OPEXPR_I64)                                \
+    switch (dtype) {                                                                          \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: LOOP2(float, OPEXPR_F); break;                 \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: LOOP2(double, OPEXPR_D); break;               \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: LOOP2(int32_t, OPEXPR_I32); break;             \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: LOOP2(int64_t, OPEXPR_I64); break;             \
+    default: break;                                                                           \
+    }
+
+static void arith_row(enum ew_op op, ONNXTensorElementDataType dtype, const void* pa, int64_t sa, const void* pb,
+                      int64_t sb, void* po, int64_t n) {
+    switch (op) {
+    case OP_ADD:
+        ARITH_CASES(a + b, a + b, WRAP_ADD(int32_t, uint32_t, a, b), WRAP_ADD(int64_t, uint64_t, a, b));
+        break;
+    case OP_SUB:
+        ARITH_CASES(a - b, a - b, WRAP_SUB(int32_t, uint32_t, a, b), WRAP_SUB(int64_t, uint64_t, a, b));
+        break;
+    case OP_MUL:
+        ARITH_CASES(a * b, a * b, WRAP_MUL(int32_t, uint32_t, a, b), WRAP_MUL(int64_t, uint64_t, a, b));
+        break;
+    case OP_DIV:
+        ARITH_CASES(a / b, a / b, div_i32(a, b), div_i64(a, b));
+        break;
+    case OP_MAX:
+        ARITH_CASES(max_f(a, b), max_d(a, b), (a > b ? a : b), (a > b ? a : b));
+        break;
+    case OP_MIN:
+        ARITH_CASES(min_f(a, b), min_d(a, b), (a < b ? a : b), (a < b ? a : b));
+        break;
+    default:
+        break;
+    }
+}
+
+static double load_as_double(ONNXTensorElementDataType dtype, const void* p, int64_t i) {
+    switch (dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return ((const float*)p)[i];
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: return ((const double*)p)[i];
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: return ((const int32_t*)p)[i];
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: return (double)((const int64_t*)p)[i];
+    default: return 0;
+    }
+}
+
+static void pow_row(ONNXTensorElementDataType base_t, ONNXTensorElementDataType exp_t, const void* pa, int64_t sa,
+                    const void* pb, int64_t sb, void* po, int64_t n) {
+    if (base_t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
+        const float* A = pa;
+        float* O = po;
+        if (exp_t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
+            const float* B = pb;
+            for (int64_t i = 0; i < n; ++i) O[i] = powf(A[i * sa], B[i * sb]);
+        } else {
+            for (int64_t i = 0; i < n; ++i) O[i] = (float)pow(A[i * sa], load_as_double(exp_t, pb, i * sb));
+        }
+    } else {
+        const double* A = pa;
+        double* O = po;
+        for (int64_t i = 0; i < n; ++i) O[i] = pow(A[i * sa], load_as_double(exp_t, pb, i * sb));
+    }
+}
+
+static void equal_row(ONNXTensorElementDataType dtype, const void* pa, int64_t sa, const void* pb, int64_t sb,
+                      void* po, int64_t n) {
+    uint8_t* O = po;
+#define EQ_LOOP(T, EQ)                                                   \
+    do {                                                                 \
+        const T* A = pa;                                                 \
+        const T* B = pb;                                                 \
+        for (int64_t i = 0; i < n; ++i) O[i] = (uint8_t)(EQ(A[i * sa], B[i * sb])); \
+    } while (0)
+#define EQ_PLAIN(x, y) ((x) == (y))
+#define EQ_BOOL(x, y) (((x) != 0) == ((y) != 0))
+    switch (dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: EQ_LOOP(float, EQ_PLAIN); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: EQ_LOOP(double, EQ_PLAIN); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: EQ_LOOP(int32_t, EQ_PLAIN); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: EQ_LOOP(int64_t, EQ_PLAIN); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: EQ_LOOP(uint8_t, EQ_BOOL); break;
+    default: break;
+    }
+#undef EQ_LOOP
+#undef EQ_PLAIN
+#undef EQ_BOOL
+}
+
+/* Where and Copy move whole elements, so they only care about the element size. */
+static void select_row(size_t esize, const void* pc, int64_t sc, const void* px, int64_t sx, const void* py,
+                       int64_t sy, void* po, int64_t n) {
+    const uint8_t* C = pc;
+#define SEL_LOOP(T)                                                                            \
+    do {                                                                                       \
+        const T* X = px;                                                                       \
+        const T* Y = py;                                                                       \
+        T* O = po;                                                                             \
+        for (int64_t i = 0; i < n; ++i) O[i] = C == NULL || C[i * sc] != 0 ? X[i * sx] : Y[i * sy]; \
+    } while (0)
+    switch (esize) {
+    case 1: SEL_LOOP(uint8_t); break;
+    case 2: SEL_LOOP(uint16_t); break;
+    case 4: SEL_LOOP(uint32_t); break;
+    case 8: SEL_LOOP(uint64_t); break;
+    default: break;
+    }
+#undef SEL_LOOP
+}
+
+/* The launched function: walks the output in row-major order, one innermost row at a time. */
+static void ew_launch(const void* vargs) {
+    const struct ew_args* a = vargs;
+    int r = a->rank;
+    int64_t inner = a->dims[r - 1];
+    int64_t rows = 1;
+    for (int d = 0; d < r - 1; ++d) rows *= a->dims[d];
+    if (inner == 0 || rows == 0) return;
+    int64_t idx[EPABI_MAX_RANK] = {0};
+    int64_t off[3] = {0, 0, 0};
+    for (int64_t row = 0; row < rows; ++row) {
+        const unsigned char* p[3];
+        for (int k = 0; k < a->n_ops; ++k) p[k] = (const unsigned char*)a->in[k] + off[k] * (int64_t)a->esize[k];
+        void* o = (unsigned char*)a->out + row * inner * (int64_t)a->out_esize;
+        switch (a->op) {
+        case OP_POW:
+            pow_row(a->dtype, a->dtype1, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
+            break;
+        case OP_EQUAL:
+            equal_row(a->dtype, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
+            break;
+        case OP_WHERE:
+            select_row(a->out_esize, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], p[2],
+                       a->strides[2][r - 1], o, inner);
+            break;
+        case OP_COPY:
+            select_row(a->out_esize, NULL, 0, p[0], a->strides[0][r - 1], p[0], a->strides[0][r - 1], o, inner);
+            break;
+        default:
+            arith_row(a->op, a->dtype, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
+            break;
+        }
+        /* advance the odometer over the outer dimensions */
+        for (int d = r - 2; d >= 0; --d) {
+            for (int k = 0; k < a->n_ops; ++k) off[k] += a->strides[k][d];
+            if (++idx[d] < a->dims[d]) break;
+            for (int k = 0; k < a->n_ops; ++k) off[k] -= a->strides[k][d] * a->dims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/* Broadcast strides of one operand against the output shape (both right-aligned). */
+static void operand_strides(const struct epabi_tensor* t, int out_rank, const int64_t* out_dims, int64_t* strides) {
+    int64_t s = 1;
+    for (int d = out_rank - 1; d >= 0; --d) {
+        int td = d - (out_rank - t->rank);
+        if (td < 0) {
+            strides[d] = 0;
+            continue;
+        }
+        strides[d] = t->dims[td] == 1 && out_dims[d] != 1 ? 0 : s;
+        s *= t->dims[td];
+    }
+}
+
+static void format_shape(const struct epabi_tensor* t, char* buf, size_t len) {
+    size_t used = 0;
+    used += (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < t->rank && used < len; ++i)
+        used += (size_t)snprintf(buf + used, len - used, i == 0 ? "%lld" : ",%lld", (long long)t->dims[i]);
+    if (used < len) snprintf(buf + used, len - used, "]");
+}
+
+static OrtStatus* broadcast_error(struct epabi_exec* ex, const struct epabi_tensor* a, const struct epabi_tensor* b) {
+    char sa[128], sb[128];
+    format_shape(a, sa, sizeof sa);
+    format_shape(b, sb, sizeof sb);
+    return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "shapes %s and %s cannot be broadcast together", sa,
+                       sb);
+}
+
+/* Output shape of all operands; an error names the first incompatible pair. */
+static OrtStatus* broadcast_all(struct epabi_exec* ex, const struct epabi_tensor* const* in, int n, int* rank,
+                                int64_t* dims) {
+    *rank = in[0]->rank;
+    memcpy(dims, in[0]->dims, sizeof(int64_t) * (size_t)in[0]->rank);
+    for (int k = 1; k < n; ++k) {
+        if (!epabi_broadcast_shape(*rank, dims, in[k]->rank, in[k]->dims, rank, dims))
+            return broadcast_error(ex, in[0], in[k]);
+    }
+    return NULL;
+}
+
+/* Fills the geometry of args for operands ops[0..n) and an output of the given shape, then launches. */
+static OrtStatus* launch(struct epabi_exec* ex, struct ew_args* args, const struct epabi_tensor* const* ops, int n,
+                         const struct epabi_tensor* out) {
+    args->n_ops = n;
+    args->rank = out->rank > 0 ? out->rank : 1;
+    if (out->rank == 0) {
+        args->dims[0] = 1;
+        for (int k = 0; k < n; ++k) args->strides[k][0] = 0;
+    } else {
+        memcpy(args->dims, out->dims, sizeof(int64_t) * (size_t)out->rank);
+        for (int k = 0; k < n; ++k) operand_strides(ops[k], out->rank, out->dims, args->strides[k]);
+    }
+    for (int k = 0; k < n; ++k) {
+        args->in[k] = ops[k]->data;
+        args->esize[k] = epabi_dtype_size(ops[k]->dtype);
+    }
+    args->out = out->data;
+    args->out_esize = epabi_dtype_size(out->dtype);
+    if (epabi_numel(out->rank, out->dims) == 0) return NULL;
+    return epabi_exec_launch(ex, ew_launch, args, sizeof *args);
+}
+
+/* ---- supports() -------------------------------------------------------------------------------- */
+
+static bool is_arith_type(ONNXTensorElementDataType t) {
+    return t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE ||
+           t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+}
+
+static bool static_shapes_broadcast(const struct epabi_node* node, char* why, size_t why_len) {
+    int rank = -1;
+    int64_t dims[EPABI_MAX_RANK];
+    for (int k = 0; k < node->n_in; ++k) {
+        const struct epabi_value_desc* v = &node->in[k];
+        if (v->rank < 0) return true;   /* unknown: checked at run time */
+        for (int d = 0; d < v->rank; ++d)
+            if (v->dims[d] < 0) return true;
+        if (rank < 0) {
+            rank = v->rank;
+            memcpy(dims, v->dims, sizeof(int64_t) * (size_t)rank);
+        } else if (!epabi_broadcast_shape(rank, dims, v->rank, v->dims, &rank, dims)) {
+            snprintf(why, why_len, "input shapes cannot be broadcast together");
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool same_type_inputs(const struct epabi_node* node, int first, char* why, size_t why_len) {
+    for (int k = first; k < node->n_in; ++k) {
+        if (node->in[k].name[0] == '\0') {
+            snprintf(why, why_len, "input %d is absent", k);
+            return false;
+        }
+        if (node->in[k].dtype != node->in[first].dtype) {
+            snprintf(why, why_len, "inputs have different dtypes (%s, %s)", epabi_dtype_name(node->in[first].dtype),
+                     epabi_dtype_name(node->in[k].dtype));
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool supports_arith(const struct epabi_node* node, char* why, size_t why_len) {
+    bool variadic = strcmp(node->op_type, "Max") == 0 || strcmp(node->op_type, "Min") == 0;
+    if (variadic ? node->n_in < 1 : node->n_in != 2) {
+        snprintf(why, why_len, "%d inputs", node->n_in);
+        return false;
+    }
+    if (node->n_out != 1) {
+        snprintf(why, why_len, "%d outputs", node->n_out);
+        return false;
+    }
+    if (!same_type_inputs(node, 0, why, why_len)) return false;
+    if (!is_arith_type(node->in[0].dtype)) {
+        snprintf(why, why_len, "dtype %s is not supported", epabi_dtype_name(node->in[0].dtype));
+        return false;
+    }
+    if (node->out[0].dtype != node->in[0].dtype) {
+        snprintf(why, why_len, "output dtype %s differs from the inputs'", epabi_dtype_name(node->out[0].dtype));
+        return false;
+    }
+    return static_shapes_broadcast(node, why, why_len);
+}
+
+static bool supports_pow(const struct epabi_node* node, char* why, size_t why_len) {
+    if (node->n_in != 2 || node->n_out != 1) {
+        snprintf(why, why_len, "%d inputs, %d outputs", node->n_in, node->n_out);
+        return false;
+    }
+    ONNXTensorElementDataType b = node->in[0].dtype, e = node->in[1].dtype;
+    if (b != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT && b != ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE) {
+        snprintf(why, why_len, "base dtype %s is not supported (float, double)", epabi_dtype_name(b));
+        return false;
+    }
+    if (!is_arith_type(e)) {
+        snprintf(why, why_len, "exponent dtype %s is not supported", epabi_dtype_name(e));
+        return false;
+    }
+    if (node->out[0].dtype != b) {
+        snprintf(why, why_len, "output dtype %s differs from the base's", epabi_dtype_name(node->out[0].dtype));
+        return false;
+    }
+    return static_shapes_broadcast(node, why, why_len);
+}
+
+static bool supports_equal(const struct epabi_node* node, char* why, size_t why_len) {
+    if (node->n_in != 2 || node->n_out != 1) {
+        snprintf(why, why_len, "%d inputs, %d outputs", node->n_in, node->n_out);
+        return false;
+    }
+    if (!same_type_inputs(node, 0, why, why_len)) return false;
+    ONNXTensorElementDataType t = node->in[0].dtype;
+    if (!is_arith_type(t) && t != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL) {
+        snprintf(why, why_len, "dtype %s is not supported", epabi_dtype_name(t));
+        return false;
+    }
+    if (node->out[0].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL) {
+        snprintf(why, why_len, "output dtype %s is not bool", epabi_dtype_name(node->out[0].dtype));
+        return false;
+    }
+    return static_shapes_broadcast(node, why, why_len);
+}
+
+static bool supports_where(const struct epabi_node* node, char* why, size_t why_len) {
+    if (node->n_in != 3 || node->n_out != 1) {
+        snprintf(why, why_len, "%d inputs, %d outputs", node->n_in, node->n_out);
+        return false;
+    }
+    if (node->in[0].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL) {
+        snprintf(why, why_len, "condition dtype %s is not bool", epabi_dtype_name(node->in[0].dtype));
+        return false;
+    }
+    if (!same_type_inputs(node, 1, why, why_len)) return false;
+    size_t es = epabi_dtype_size(node->in[1].dtype);
+    if (es != 1 && es != 2 && es != 4 && es != 8) {
+        snprintf(why, why_len, "dtype %s is not supported", epabi_dtype_name(node->in[1].dtype));
+        return false;
+    }
+    if (node->out[0].dtype != node->in[1].dtype) {
+        snprintf(why, why_len, "output dtype %s differs from the inputs'", epabi_dtype_name(node->out[0].dtype));
+        return false;
+    }
+    return static_shapes_broadcast(node, why, why_len);
+}
+
+/* ---- run() -------------------------------------------------------------------------------------- */
+
+static OrtStatus* check_same_dtype(struct epabi_exec* ex, const struct epabi_tensor* const* in, int first, int n) {
+    for (int k = first; k < n; ++k) {
+        if (in[k] == NULL)
+            return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "input %d is absent", k);
+        if (in[k]->dtype != in[first]->dtype)
+            return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "inputs have dtypes %s and %s",
+                               epabi_dtype_name(in[first]->dtype), epabi_dtype_name(in[k]->dtype));
+    }
+    return NULL;
+}
+
+static OrtStatus* run_binary(struct epabi_exec* ex, enum ew_op op, const struct epabi_tensor* const* in, int n_in,
+                             ONNXTensorElementDataType out_type) {
+    if (n_in != 2 || in[0] == NULL || in[1] == NULL)
+        return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "expected 2 inputs");
+    int rank = 0;
+    int64_t dims[EPABI_MAX_RANK];
+    EPABI_RETURN_IF_ERROR(broadcast_all(ex, in, 2, &rank, dims));
+    OrtStatus* st = NULL;
+    struct epabi_tensor* out = epabi_exec_output(ex, 0, out_type, rank, dims, &st);
+    if (out == NULL) return st;
+    struct ew_args args;
+    memset(&args, 0, sizeof args);
+    args.op = op;
+    args.dtype = in[0]->dtype;
+    args.dtype1 = in[1]->dtype;
+    return launch(ex, &args, in, 2, out);
+}
+
+#define ARITH_RUN(NAME, OP)                                                                                 \
+    static OrtStatus* run_##NAME(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, \
+                                 int n_in, int n_out) {                                                     \
+        (void)state;                                                                                        \
+        (void)n_out;                                                                                        \
+        if (n_in == 2 && in[0] != NULL) EPABI_RETURN_IF_ERROR(check_same_dtype(ex, in, 0, n_in));           \
+        return run_binary(ex, OP, in, n_in, n_in > 0 && in[0] != NULL ? in[0]->dtype : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED); \
+    }
+ARITH_RUN(add, OP_ADD)
+ARITH_RUN(sub, OP_SUB)
+ARITH_RUN(mul, OP_MUL)
+ARITH_RUN(div, OP_DIV)
+#undef ARITH_RUN
+
+static OrtStatus* run_pow(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
+                          int n_out) {
+    (void)state;
+    (void)n_out;
+    if (n_in != 2 || in[0] == NULL || in[1] == NULL)
+        return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "expected 2 inputs");
+    return run_binary(ex, OP_POW, in, n_in, in[0]->dtype);
+}
+
+static OrtStatus* run_equal(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
+                            int n_out) {
+    (void)state;
+    (void)n_out;
+    if (n_in == 2 && in[0] != NULL) EPABI_RETURN_IF_ERROR(check_same_dtype(ex, in, 0, n_in));
+    return run_binary(ex, OP_EQUAL, in, n_in, ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL);
+}
+
+/* Max/Min: out = broadcast copy of in[0], then out = op(out, in[k]) for each further input. */
+static OrtStatus* run_variadic(struct epabi_exec* ex, enum ew_op op, const struct epabi_tensor* const* in, int n_in) {
+    if (n_in < 1 || in[0] == NULL) return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "expected inputs");
+    EPABI_RETURN_IF_ERROR(check_same_dtype(ex, in, 0, n_in));
+    int rank = 0;
+    int64_t dims[EPABI_MAX_RANK];
+    EPABI_RETURN_IF_ERROR(broadcast_all(ex, in, n_in, &rank, dims));
+    OrtStatus* st = NULL;
+    struct epabi_tensor* out = epabi_exec_output(ex, 0, in[0]->dtype, rank, dims, &st);
+    if (out == NULL) return st;
+    struct ew_args args;
+    memset(&args, 0, sizeof args);
+    args.op = OP_COPY;
+    args.dtype = in[0]->dtype;
+    EPABI_RETURN_IF_ERROR(launch(ex, &args, in, 1, out));
+    for (int k = 1; k < n_in; ++k) {
+        const struct epabi_tensor* ops[2] = {out, in[k]};
+        memset(&args, 0, sizeof args);
+        args.op = op;
+        args.dtype = in[0]->dtype;
+        args.dtype1 = in[0]->dtype;
+        EPABI_RETURN_IF_ERROR(launch(ex, &args, ops, 2, out));
+    }
+    return NULL;
+}
+
+static OrtStatus* run_max(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
+                          int n_out) {
+    (void)state;
+    (void)n_out;
+    return run_variadic(ex, OP_MAX, in, n_in);
+}
+
+static OrtStatus* run_min(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
+                          int n_out) {
+    (void)state;
+    (void)n_out;
+    return run_variadic(ex, OP_MIN, in, n_in);
+}
+
+static OrtStatus* run_where(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
+                            int n_out) {
+    (void)state;
+    (void)n_out;
+    if (n_in != 3 || in[0] == NULL || in[1] == NULL || in[2] == NULL)
+        return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "expected 3 inputs");
+    if (in[0]->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL)
+        return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "condition has dtype %s",
+                           epabi_dtype_name(in[0]->dtype));
+    EPABI_RETURN_IF_ERROR(check_same_dtype(ex, in, 1, n_in));
+    int rank = 0;
+    int64_t dims[EPABI_MAX_RANK];
+    EPABI_RETURN_IF_ERROR(broadcast_all(ex, in, 3, &rank, dims));
+    OrtStatus* st = NULL;
+    struct epabi_tensor* out = epabi_exec_output(ex, 0, in[1]->dtype, rank, dims, &st);
+    if (out == NULL) return st;
+    struct ew_args args;
+    memset(&args, 0, sizeof args);
+    args.op = OP_WHERE;
+    args.dtype = in[1]->dtype;
+    return launch(ex, &args, in, 3, out);
+}
+
+/* Opset ranges: Add/Sub/Mul/Div 7 (numpy broadcasting) .. 14; Pow 7 .. 15; Max/Min 8 (broadcasting)
+ * .. 13; Equal 7 .. 19; Where 9 .. 16. */
+const struct epabi_kernel epabi_kernels_elementwise[] = {
+    {"Add", 7, 14, supports_arith, NULL, NULL, run_add},
+    {"Sub", 7, 14, supports_arith, NULL, NULL, run_sub},
+    {"Mul", 7, 14, supports_arith, NULL, NULL, run_mul},
+    {"Div", 7, 14, supports_arith, NULL, NULL, run_div},
+    {"Pow", 7, 15, supports_pow, NULL, NULL, run_pow},
+    {"Max", 8, 13, supports_arith, NULL, NULL, run_max},
+    {"Min", 8, 13, supports_arith, NULL, NULL, run_min},
+    {"Equal", 7, 19, supports_equal, NULL, NULL, run_equal},
+    {"Where", 9, 16, supports_where, NULL, NULL, run_where},
+    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+};

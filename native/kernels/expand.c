@@ -1,0 +1,162 @@
+/*
+ * expand.c - Expand (opsets 8-13): numpy-style bidirectional broadcast of the input against a runtime shape.
+ *
+ * The output is a strided view of the input whose broadcast dims have stride 0, copied out row by row.
+ * Elements are opaque bytes, so every dtype with a whole-byte size (epabi_dtype_size() != 0) is exact. The
+ * shape input is read in run(), as kernel.h allows; it may be int32 or int64.
+ */
+#include "kernel.h"
+
+#include <stdio.h>
+#include <string.h>
+
+struct expand_copy {
+    const unsigned char* src;
+    unsigned char* dst;
+    size_t elsize;
+    int rank;
+    int64_t dims[EPABI_MAX_RANK];
+    int64_t strides[EPABI_MAX_RANK];  /* in elements; 0 on broadcast dims */
+};
+
+static bool is_index_type(ONNXTensorElementDataType t) {
+    return t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+}
+
+static bool expand_supports(const struct epabi_node* node, char* why, size_t why_len) {
+    if (node->n_in < 2 || epabi_dtype_size(node->in[0].dtype) == 0) {
+        snprintf(why, why_len, "Expand: dtype %s is not supported", epabi_dtype_name(node->in[0].dtype));
+        return false;
+    }
+    if (!is_index_type(node->in[1].dtype)) {
+        snprintf(why, why_len, "Expand: shape must be int32 or int64, got %s", epabi_dtype_name(node->in[1].dtype));
+        return false;
+    }
+    if (node->in[0].rank > EPABI_MAX_RANK || (node->n_out > 0 && node->out[0].rank > EPABI_MAX_RANK)) {
+        snprintf(why, why_len, "Expand: rank exceeds %d", EPABI_MAX_RANK);
+        return false;
+    }
+    return true;
+}
+
+/* Fills a row from a source that either advances (stride 1) or repeats one element (stride 0). */
+static void fill_row(unsigned char* dst, const unsigned char* src, int64_t n, int64_t stride, size_t elsize) {
+    if (stride != 0) {
+        memcpy(dst, src, (size_t)n * elsize);
+        return;
+    }
+    switch (elsize) {
+    case 1: memset(dst, *src, (size_t)n); break;
+    case 2: for (int64_t i = 0; i < n; ++i) memcpy(dst + i * 2, src, 2); break;
+    case 4: for (int64_t i = 0; i < n; ++i) memcpy(dst + i * 4, src, 4); break;
+    case 8: for (int64_t i = 0; i < n; ++i) memcpy(dst + i * 8, src, 8); break;
+    default: for (int64_t i = 0; i < n; ++i) memcpy(dst + (size_t)i * elsize, src, elsize); break;
+    }
+}
+
+static void expand_launch(const void* p) {
+    const struct expand_copy* a = p;
+    const int r = a->rank;
+    const int64_t inner = a->dims[r - 1];
+    int64_t outer = 1;
+    for (int k = 0; k < r - 1; ++k) outer *= a->dims[k];
+    int64_t idx[EPABI_MAX_RANK] = {0};
+    ptrdiff_t off = 0;
+    unsigned char* dst = a->dst;
+    for (int64_t o = 0; o < outer; ++o) {
+        fill_row(dst, a->src + off * (ptrdiff_t)a->elsize, inner, a->strides[r - 1], a->elsize);
+        dst += (size_t)inner * a->elsize;
+        for (int k = r - 2; k >= 0; --k) {
+            off += (ptrdiff_t)a->strides[k];
+            if (++idx[k] < a->dims[k]) break;
+            off -= (ptrdiff_t)(a->strides[k] * a->dims[k]);
+            idx[k] = 0;
+        }
+    }
+}
+
+/* Drops unit dims and merges dims that are contiguous (or both broadcast) in the source, so the innermost
+ * row is as long as possible. After this the innermost stride is 0 or 1. Leaves at least one dim. */
+static void simplify(struct expand_copy* a) {
+    int r = 0;
+    for (int k = 0; k < a->rank; ++k) {
+        if (a->dims[k] == 1) continue;
+        if (r > 0 && a->strides[r - 1] == a->strides[k] * a->dims[k]) {
+            a->dims[r - 1] *= a->dims[k];
+            a->strides[r - 1] = a->strides[k];
+            continue;
+        }
+        a->dims[r] = a->dims[k];
+        a->strides[r] = a->strides[k];
+        ++r;
+    }
+    if (r == 0) {
+        a->dims[0] = 1;
+        a->strides[0] = 1;
+        r = 1;
+    }
+    a->rank = r;
+}
+
+static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in,
+                             int n_in, int n_out) {
+    (void)state;
+    (void)n_out;
+    const struct epabi_api* api = epabi_exec_api(ex);
+    const struct epabi_tensor* x = in[0];
+    const struct epabi_tensor* shape = n_in >= 2 ? in[1] : NULL;
+    if (shape == NULL || !is_index_type(shape->dtype))
+        return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: shape must be an int32 or int64 tensor");
+    if (shape->rank != 1)
+        return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: shape must be 1-D, got rank %d", shape->rank);
+    if (shape->dims[0] > EPABI_MAX_RANK)
+        return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: shape has %lld values; rank %d is the maximum",
+                           (long long)shape->dims[0], EPABI_MAX_RANK);
+    const int n = (int)shape->dims[0];
+    int64_t req[EPABI_MAX_RANK];
+    for (int i = 0; i < n; ++i) {
+        req[i] = shape->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? ((const int64_t*)shape->data)[i]
+                                                                     : ((const int32_t*)shape->data)[i];
+        if (req[i] < 0)
+            return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: shape[%d] = %lld is negative", i,
+                               (long long)req[i]);
+    }
+    struct expand_copy a = {0};
+    if (!epabi_broadcast_shape(x->rank, x->dims, n, req, &a.rank, a.dims)) {
+        /* Name the first clash from the right, where numpy broadcasting aligns the shapes. */
+        for (int i = 1; i <= x->rank && i <= n; ++i) {
+            const int64_t dx = x->dims[x->rank - i], ds = req[n - i];
+            if (dx != ds && dx != 1 && ds != 1)
+                return epabi_error(api, ORT_INVALID_ARGUMENT,
+                                   "Expand: input dim %d (%lld) cannot broadcast with shape[%d] = %lld",
+                                   x->rank - i, (long long)dx, n - i, (long long)ds);
+        }
+        return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: the input cannot broadcast to the shape");
+    }
+
+    /* Right-align the input under the output; a size-1 input dim repeats, so it reads with stride 0. */
+    int64_t s = 1;
+    for (int k = a.rank - 1; k >= 0; --k) {
+        const int xk = k - (a.rank - x->rank);
+        if (xk < 0 || x->dims[xk] == 1) {
+            a.strides[k] = 0;
+        } else {
+            a.strides[k] = s;
+        }
+        if (xk >= 0) s *= x->dims[xk];
+    }
+    a.elsize = epabi_dtype_size(x->dtype);
+    OrtStatus* status = NULL;
+    struct epabi_tensor* y = epabi_exec_output(ex, 0, x->dtype, a.rank, a.dims, &status);
+    if (y == NULL) return status;
+    if (epabi_numel(a.rank, a.dims) == 0) return NULL;
+    a.src = x->data;
+    a.dst = y->data;
+    simplify(&a);
+    return epabi_exec_launch(ex, expand_launch, &a, sizeof a);
+}
+
+const struct epabi_kernel epabi_kernels_expand[] = {
+    {"Expand", 8, 13, expand_supports, NULL, NULL, expand_run},
+    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+};

@@ -1,0 +1,62 @@
+/*
+ * math_common.h - pieces shared by the float32 math kernels (matmul, conv, pool, softmax, layernorm, reduce).
+ *
+ * epabi_sgemm is the one matrix product behind MatMul, Gemm and Conv: cblas_sgemm when the build found a
+ * CBLAS (EPABI_HAVE_CBLAS), else a cache-blocked loop that packs its operands into caller-provided scratch.
+ * The packing buffer comes from the caller because a launch cannot allocate: run() sizes it with
+ * epabi_sgemm_scratch_bytes() and takes it from epabi_exec_scratch(). Thread-safety: no state.
+ */
+#ifndef EPABI_MATH_COMMON_H
+#define EPABI_MATH_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernel.h"
+
+/* Bytes of packing scratch one epabi_sgemm call of this size needs; 0 when the BLAS takes it. A run that
+ * makes several calls passes the largest m, n, k it uses (the need grows with each). */
+size_t epabi_sgemm_scratch_bytes(int64_t m, int64_t n, int64_t k);
+
+/* Row-major C[m,n] = alpha * op(A)[m,k] * op(B)[k,n] + beta * C, op = transpose when trans_*. As in BLAS,
+ * beta == 0 overwrites C without reading it and k == 0 leaves beta * C. pack: epabi_sgemm_scratch_bytes()
+ * bytes (may be NULL when that is 0). */
+void epabi_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                 int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc, float* pack);
+
+/* Input i of a run, or NULL when the optional input is absent (past n_in, a NULL slot, or UNDEFINED). */
+static inline const struct epabi_tensor* epabi_opt_input(const struct epabi_tensor* const* in, int n_in, int i) {
+    if (i >= n_in || in[i] == NULL || in[i]->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) return NULL;
+    return in[i];
+}
+
+/* Whether a node's optional input i is wired (present with a known dtype). */
+static inline bool epabi_desc_present(const struct epabi_node* node, int i) {
+    return i < node->n_in && node->in[i].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+}
+
+/* "[2,3,4]" for error messages; truncated to cap. Returns buf so it can sit inside a printf call. */
+static inline const char* epabi_shape_str(char* buf, size_t cap, int rank, const int64_t* dims) {
+    if (cap == 0) return buf;
+    buf[0] = '\0';
+    size_t used = 0;
+    for (int i = -1; i <= rank && used < cap; ++i) {
+        int w = i < 0 ? snprintf(buf + used, cap - used, "[")
+              : i == rank ? snprintf(buf + used, cap - used, "]")
+              : snprintf(buf + used, cap - used, i > 0 ? ",%lld" : "%lld", (long long)dims[i]);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+
+/* a * b for sizes, false on overflow (element counts of scratch buffers that no tensor bounds). */
+static inline bool epabi_mul_size(size_t a, size_t b, size_t* out) {
+    if (a != 0 && b > SIZE_MAX / a) return false;
+    *out = a * b;
+    return true;
+}
+
+#endif

@@ -1,0 +1,301 @@
+/*
+ * reduce.c - ReduceSum, ReduceMean, ReduceMax on float32: axes as an attribute (ReduceSum 1-12, ReduceMean
+ * and ReduceMax 1-17) or as an optional int64 input (ReduceSum 13, ReduceMean 18, ReduceMax 18-20, where
+ * noop_with_empty_axes also applies); keepdims; negative axes.
+ *
+ * Adjacent axes that are both reduced or both kept merge, and size-1 axes drop out, so any reduction is a
+ * walk over the input in memory order whose innermost run is either kept (added element-wise into a row of
+ * the output) or reduced (summed into one output element). Sums accumulate in double. Empty reductions
+ * give the spec's identities: 0 for ReduceSum, -inf for ReduceMax, and 0/0 = NaN for ReduceMean (whose
+ * spec leaves it undefined). ReduceMax propagates NaN as numpy does. Duplicate axes are a run-time error.
+ */
+#include "math_common.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum reduce_op { REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX };
+
+struct reduce_state {
+    enum reduce_op op;
+    bool axes_input;                 /* axes come from input 1 (else from the attribute) */
+    bool keepdims, noop_empty;
+    int n_axes;                      /* attribute axes; -1: attribute absent */
+    int64_t axes[EPABI_MAX_RANK];
+};
+
+struct reduce_launch {
+    const float* x;
+    float* y;
+    double* acc;                     /* out_numel sums (SUM, MEAN) */
+    enum reduce_op op;
+    bool copy;                       /* noop_with_empty_axes with no axes: Y = X */
+    int rank;                        /* merged axes, >= 1 */
+    int64_t dims[EPABI_MAX_RANK];
+    bool reduced[EPABI_MAX_RANK];
+    int64_t in_numel, out_numel, count;   /* count: input elements per output element */
+};
+
+static void reduce_launch_fn(const void* p) {
+    const struct reduce_launch* L = p;
+    if (L->copy) {
+        memcpy(L->y, L->x, sizeof(float) * (size_t)L->in_numel);
+        return;
+    }
+    bool sum = L->op != REDUCE_MAX;
+    for (int64_t i = 0; i < L->out_numel; ++i) {
+        if (sum)
+            L->acc[i] = 0.0;
+        else
+            L->y[i] = -INFINITY;
+    }
+    int last = L->rank - 1;
+    int64_t inner = L->dims[last];
+    /* Output strides of the merged axes: row-major over the kept ones, 0 for the reduced ones. */
+    int64_t ostride[EPABI_MAX_RANK];
+    int64_t s = 1;
+    for (int d = last; d >= 0; --d) {
+        ostride[d] = L->reduced[d] ? 0 : s;
+        if (!L->reduced[d]) s *= L->dims[d];
+    }
+    int64_t outer = L->in_numel == 0 ? 0 : L->in_numel / inner;
+    int64_t idx[EPABI_MAX_RANK] = {0};
+    int64_t o = 0;
+    for (int64_t t = 0; t < outer; ++t) {
+        const float* x = L->x + t * inner;
+        if (L->reduced[last] && sum) {
+            double a = 0.0;
+            for (int64_t j = 0; j < inner; ++j) a += x[j];
+            L->acc[o] += a;
+        } else if (L->reduced[last]) {
+            float m = L->y[o];
+            for (int64_t j = 0; j < inner; ++j)
+                if (x[j] > m || x[j] != x[j]) m = x[j];   /* the second test makes a NaN stick */
+            L->y[o] = m;
+        } else if (sum) {
+            double* a = L->acc + o;
+            for (int64_t j = 0; j < inner; ++j) a[j] += x[j];
+        } else {
+            float* m = L->y + o;
+            for (int64_t j = 0; j < inner; ++j)
+                if (x[j] > m[j] || x[j] != x[j]) m[j] = x[j];
+        }
+        for (int d = last - 1; d >= 0; --d) {
+            if (++idx[d] < L->dims[d]) {
+                o += ostride[d];
+                break;
+            }
+            o -= ostride[d] * (L->dims[d] - 1);
+            idx[d] = 0;
+        }
+    }
+    if (sum) {
+        double scale = L->op == REDUCE_MEAN ? 1.0 / (double)L->count : 1.0;
+        if (L->op == REDUCE_MEAN && L->count == 0) scale = NAN;
+        for (int64_t i = 0; i < L->out_numel; ++i) L->y[i] = (float)(L->acc[i] * scale);
+    }
+}
+
+static enum reduce_op reduce_kind(const char* op_type) {
+    if (strcmp(op_type, "ReduceSum") == 0) return REDUCE_SUM;
+    if (strcmp(op_type, "ReduceMean") == 0) return REDUCE_MEAN;
+    return REDUCE_MAX;
+}
+
+/* The opset from which the op takes axes as an input instead of an attribute. */
+static int reduce_axes_input_since(enum reduce_op op) { return op == REDUCE_SUM ? 13 : 18; }
+
+/* Checks axes against rank (rank < 0: unknown, range not checked); writes the reason on failure. */
+static bool reduce_check_axes(const char* op_type, const int64_t* axes, size_t n, int rank, bool* mask, char* why,
+                              size_t why_len) {
+    bool seen[EPABI_MAX_RANK] = {false};
+    for (size_t i = 0; i < n; ++i) {
+        if (rank < 0) continue;
+        int a = 0;
+        if (!epabi_norm_axis(axes[i], rank, &a)) {
+            snprintf(why, why_len, "%s: axis %lld is out of range for rank %d", op_type, (long long)axes[i], rank);
+            return false;
+        }
+        if (seen[a]) {
+            snprintf(why, why_len, "%s: axis %lld appears twice in axes", op_type, (long long)axes[i]);
+            return false;
+        }
+        seen[a] = true;
+    }
+    if (mask != NULL) memcpy(mask, seen, sizeof seen);
+    return true;
+}
+
+static bool reduce_supports(const struct epabi_node* node, char* why, size_t why_len) {
+    enum reduce_op op = reduce_kind(node->op_type);
+    bool axes_input = node->since_version >= reduce_axes_input_since(op);
+    if (node->n_in < 1 || node->n_in > (axes_input ? 2 : 1) || node->n_out != 1) {
+        snprintf(why, why_len, "%s: unexpected arity (%d inputs, %d outputs) for opset %d", node->op_type, node->n_in,
+                 node->n_out, node->since_version);
+        return false;
+    }
+    if (node->in[0].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
+        snprintf(why, why_len, "%s: data has dtype %s; only float is implemented", node->op_type,
+                 epabi_dtype_name(node->in[0].dtype));
+        return false;
+    }
+    if (axes_input) {
+        if (epabi_attr_has(node, "axes")) {
+            snprintf(why, why_len, "%s: opset %d takes axes as an input, not an attribute", node->op_type,
+                     node->since_version);
+            return false;
+        }
+        if (epabi_desc_present(node, 1) && node->in[1].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) {
+            snprintf(why, why_len, "%s: axes input has dtype %s; it must be int64", node->op_type,
+                     epabi_dtype_name(node->in[1].dtype));
+            return false;
+        }
+        return true;
+    }
+    int64_t axes[EPABI_MAX_RANK];
+    size_t n = 0;
+    if (!epabi_attr_ints(node, "axes", axes, EPABI_MAX_RANK, &n)) return true;
+    if (n > EPABI_MAX_RANK) {
+        snprintf(why, why_len, "%s: %zu axes exceed the maximum rank %d", node->op_type, n, EPABI_MAX_RANK);
+        return false;
+    }
+    return reduce_check_axes(node->op_type, axes, n, node->in[0].rank, NULL, why, why_len);
+}
+
+static OrtStatus* reduce_init(const struct epabi_node* node, void** state) {
+    struct reduce_state* s = calloc(1, sizeof *s);
+    if (s == NULL) return epabi_error(node->api, ORT_FAIL, "%s: out of memory", node->op_type);
+    s->op = reduce_kind(node->op_type);
+    s->axes_input = node->since_version >= reduce_axes_input_since(s->op);
+    int64_t v = 1;
+    s->keepdims = !epabi_attr_int(node, "keepdims", &v) || v != 0;
+    v = 0;
+    s->noop_empty = s->axes_input && epabi_attr_int(node, "noop_with_empty_axes", &v) && v != 0;
+    s->n_axes = -1;
+    size_t n = 0;
+    if (!s->axes_input && epabi_attr_ints(node, "axes", s->axes, EPABI_MAX_RANK, &n)) {
+        if (n > EPABI_MAX_RANK) {
+            free(s);
+            return epabi_error(node->api, ORT_INVALID_ARGUMENT, "%s: %zu axes exceed the maximum rank %d",
+                               node->op_type, n, EPABI_MAX_RANK);
+        }
+        s->n_axes = (int)n;
+    }
+    *state = s;
+    return NULL;
+}
+
+static const char* reduce_name(enum reduce_op op) {
+    return op == REDUCE_SUM ? "ReduceSum" : op == REDUCE_MEAN ? "ReduceMean" : "ReduceMax";
+}
+
+static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
+                             int n_out) {
+    (void)n_out;
+    const struct reduce_state* s = state;
+    const struct epabi_api* api = epabi_exec_api(ex);
+    const char* name = reduce_name(s->op);
+    if (n_in < 1) return epabi_error(api, ORT_INVALID_ARGUMENT, "%s: expected the data input", name);
+    const struct epabi_tensor* X = in[0];
+    char sx[160], why[200];
+    if (X->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+        return epabi_error(api, ORT_INVALID_ARGUMENT, "%s: data has dtype %s; only float is implemented", name,
+                           epabi_dtype_name(X->dtype));
+
+    /* The axes: from the state, or read from the (host-readable, shape-deciding) axes input. */
+    int64_t axes[EPABI_MAX_RANK];
+    size_t n_axes = 0;
+    bool have_axes = false;
+    if (s->axes_input) {
+        const struct epabi_tensor* A = epabi_opt_input(in, n_in, 1);
+        if (A != NULL) {
+            if (A->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 || A->rank > 1)
+                return epabi_error(api, ORT_INVALID_ARGUMENT, "%s: axes must be a 1-D int64 tensor, got %s %s", name,
+                                   epabi_dtype_name(A->dtype), epabi_shape_str(sx, sizeof sx, A->rank, A->dims));
+            int64_t n = epabi_numel(A->rank, A->dims);
+            if (n > X->rank || n > EPABI_MAX_RANK)
+                return epabi_error(api, ORT_INVALID_ARGUMENT, "%s: %lld axes given for data of rank %d", name,
+                                   (long long)n, X->rank);
+            if (n > 0) memcpy(axes, A->data, sizeof(int64_t) * (size_t)n);
+            n_axes = (size_t)n;
+            have_axes = n > 0;
+        }
+    } else if (s->n_axes >= 0) {
+        memcpy(axes, s->axes, sizeof(int64_t) * (size_t)s->n_axes);
+        n_axes = (size_t)s->n_axes;
+        have_axes = n_axes > 0;   /* an empty attribute list reduces everything, like an absent one */
+    }
+
+    struct reduce_launch L;
+    memset(&L, 0, sizeof L);
+    L.op = s->op;
+    L.in_numel = epabi_numel(X->rank, X->dims);
+    bool mask[EPABI_MAX_RANK] = {false};
+    OrtStatus* st = NULL;
+    if (!have_axes && s->noop_empty) {
+        struct epabi_tensor* Y = epabi_exec_output(ex, 0, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, X->rank, X->dims, &st);
+        if (Y == NULL) return st;
+        if (L.in_numel == 0) return NULL;
+        L.copy = true;
+        L.x = X->data;
+        L.y = Y->data;
+        return epabi_exec_launch(ex, reduce_launch_fn, &L, sizeof L);
+    }
+    if (have_axes) {
+        if (!reduce_check_axes(name, axes, n_axes, X->rank, mask, why, sizeof why))
+            return epabi_error(api, ORT_INVALID_ARGUMENT, "%s (data %s)", why,
+                               epabi_shape_str(sx, sizeof sx, X->rank, X->dims));
+    } else {
+        for (int d = 0; d < X->rank; ++d) mask[d] = true;
+    }
+
+    int64_t out_dims[EPABI_MAX_RANK];
+    int out_rank = 0;
+    L.count = 1;
+    for (int d = 0; d < X->rank; ++d) {
+        if (mask[d]) {
+            L.count *= X->dims[d];
+            if (s->keepdims) out_dims[out_rank++] = 1;
+        } else {
+            out_dims[out_rank++] = X->dims[d];
+        }
+    }
+    struct epabi_tensor* Y = epabi_exec_output(ex, 0, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, out_rank, out_dims, &st);
+    if (Y == NULL) return st;
+    L.out_numel = epabi_numel(out_rank, out_dims);
+    if (L.out_numel == 0) return NULL;
+
+    /* Merge: size-1 axes vanish, neighbours with the same role fuse. */
+    for (int d = 0; d < X->rank; ++d) {
+        if (X->dims[d] == 1) continue;
+        if (L.rank > 0 && L.reduced[L.rank - 1] == mask[d]) {
+            L.dims[L.rank - 1] *= X->dims[d];
+        } else {
+            L.dims[L.rank] = X->dims[d];
+            L.reduced[L.rank] = mask[d];
+            ++L.rank;
+        }
+    }
+    if (L.rank == 0) {   /* one element in, one out */
+        L.dims[0] = 1;
+        L.rank = 1;
+    }
+    L.x = X->data;
+    L.y = Y->data;
+    if (L.op != REDUCE_MAX) {
+        L.acc = epabi_exec_scratch(ex, sizeof(double) * (size_t)L.out_numel, &st);
+        if (L.acc == NULL) return st;
+    }
+    return epabi_exec_launch(ex, reduce_launch_fn, &L, sizeof L);
+}
+
+const struct epabi_kernel epabi_kernels_reduce[] = {
+    {"ReduceSum", 1, 12, reduce_supports, reduce_init, free, reduce_run},
+    {"ReduceSum", 13, 13, reduce_supports, reduce_init, free, reduce_run},
+    {"ReduceMean", 1, 17, reduce_supports, reduce_init, free, reduce_run},
+    {"ReduceMean", 18, 18, reduce_supports, reduce_init, free, reduce_run},
+    {"ReduceMax", 1, 17, reduce_supports, reduce_init, free, reduce_run},
+    {"ReduceMax", 18, 20, reduce_supports, reduce_init, free, reduce_run},
+    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+};

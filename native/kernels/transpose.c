@@ -1,0 +1,188 @@
+/*
+ * transpose.c - Transpose (opsets 1-25): a pure data movement, done as one strided copy.
+ *
+ * The element type never matters here: elements are moved as opaque bytes, so every dtype with a whole-byte
+ * size (epabi_dtype_size() != 0) is exact.
+ */
+#include "kernel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct transpose_state {
+    int n_perm;                      /* -1: no perm attribute, reverse the axes at run time */
+    int64_t perm[EPABI_MAX_RANK];
+};
+
+/* A contiguous output filled from a strided view of the input. Strides are in elements. */
+struct transpose_copy {
+    const unsigned char* src;
+    unsigned char* dst;
+    size_t elsize;
+    int rank;
+    int64_t dims[EPABI_MAX_RANK];
+    int64_t strides[EPABI_MAX_RANK];
+};
+
+static bool is_permutation(const int64_t* perm, size_t n) {
+    bool seen[EPABI_MAX_RANK] = {false};
+    for (size_t i = 0; i < n; ++i) {
+        /* ONNX shape inference rejects negative perm values, so we do too rather than wrap them. */
+        if (perm[i] < 0 || perm[i] >= (int64_t)n || seen[perm[i]]) return false;
+        seen[perm[i]] = true;
+    }
+    return true;
+}
+
+static bool transpose_supports(const struct epabi_node* node, char* why, size_t why_len) {
+    if (node->n_in < 1 || epabi_dtype_size(node->in[0].dtype) == 0) {
+        snprintf(why, why_len, "Transpose: dtype %s is not supported", epabi_dtype_name(node->in[0].dtype));
+        return false;
+    }
+    if (node->in[0].rank > EPABI_MAX_RANK) {
+        snprintf(why, why_len, "Transpose: rank %d exceeds %d", node->in[0].rank, EPABI_MAX_RANK);
+        return false;
+    }
+    int64_t perm[EPABI_MAX_RANK];
+    size_t n = 0;
+    if (epabi_attr_ints(node, "perm", perm, EPABI_MAX_RANK, &n)) {
+        if (n > EPABI_MAX_RANK || !is_permutation(perm, n)) {
+            snprintf(why, why_len, "Transpose: perm (%zu values) is not a permutation of 0..%zu", n,
+                     n > 0 ? n - 1 : 0);
+            return false;
+        }
+        if (node->in[0].rank >= 0 && (size_t)node->in[0].rank != n) {
+            snprintf(why, why_len, "Transpose: perm has %zu values but the input has rank %d", n, node->in[0].rank);
+            return false;
+        }
+    }
+    return true;
+}
+
+static OrtStatus* transpose_init(const struct epabi_node* node, void** state) {
+    struct transpose_state* st = calloc(1, sizeof *st);
+    if (st == NULL) return epabi_error(node->api, ORT_FAIL, "Transpose: out of memory");
+    size_t n = 0;
+    if (epabi_attr_ints(node, "perm", st->perm, EPABI_MAX_RANK, &n)) {
+        if (n > EPABI_MAX_RANK || !is_permutation(st->perm, n)) {
+            free(st);
+            return epabi_error(node->api, ORT_INVALID_ARGUMENT, "Transpose: perm is not a permutation");
+        }
+        st->n_perm = (int)n;
+    } else {
+        st->n_perm = -1;
+    }
+    *state = st;
+    return NULL;
+}
+
+static void transpose_release(void* state) {
+    free(state);
+}
+
+/* Copies one row of n elements that are `stride` elements apart. Fixed-size memcpy lets the compiler emit
+ * plain loads and stores without type-punning the data. */
+static void copy_row(unsigned char* dst, const unsigned char* src, int64_t n, int64_t stride, size_t elsize) {
+    if (stride == 1) {
+        memcpy(dst, src, (size_t)n * elsize);
+        return;
+    }
+    const ptrdiff_t step = (ptrdiff_t)stride * (ptrdiff_t)elsize;
+    switch (elsize) {
+    case 1: for (int64_t i = 0; i < n; ++i, src += step) dst[i] = *src; break;
+    case 2: for (int64_t i = 0; i < n; ++i, src += step) memcpy(dst + i * 2, src, 2); break;
+    case 4: for (int64_t i = 0; i < n; ++i, src += step) memcpy(dst + i * 4, src, 4); break;
+    case 8: for (int64_t i = 0; i < n; ++i, src += step) memcpy(dst + i * 8, src, 8); break;
+    default: for (int64_t i = 0; i < n; ++i, src += step) memcpy(dst + (size_t)i * elsize, src, elsize); break;
+    }
+}
+
+static void transpose_launch(const void* p) {
+    const struct transpose_copy* a = p;
+    const int r = a->rank;
+    const int64_t inner = a->dims[r - 1];
+    int64_t outer = 1;
+    for (int k = 0; k < r - 1; ++k) outer *= a->dims[k];
+    int64_t idx[EPABI_MAX_RANK] = {0};
+    ptrdiff_t off = 0;
+    unsigned char* dst = a->dst;
+    for (int64_t o = 0; o < outer; ++o) {
+        copy_row(dst, a->src + off * (ptrdiff_t)a->elsize, inner, a->strides[r - 1], a->elsize);
+        dst += (size_t)inner * a->elsize;
+        for (int k = r - 2; k >= 0; --k) {
+            off += (ptrdiff_t)a->strides[k];
+            if (++idx[k] < a->dims[k]) break;
+            off -= (ptrdiff_t)(a->strides[k] * a->dims[k]);
+            idx[k] = 0;
+        }
+    }
+}
+
+/* Drops unit dims and merges dims that are contiguous in the source, so the common "swap two blocks"
+ * transposes become a few long memcpy rows. Leaves at least one dim. */
+static void simplify(struct transpose_copy* a) {
+    int r = 0;
+    for (int k = 0; k < a->rank; ++k) {
+        if (a->dims[k] == 1) continue;
+        if (r > 0 && a->strides[r - 1] == a->strides[k] * a->dims[k]) {
+            a->dims[r - 1] *= a->dims[k];
+            a->strides[r - 1] = a->strides[k];
+            continue;
+        }
+        a->dims[r] = a->dims[k];
+        a->strides[r] = a->strides[k];
+        ++r;
+    }
+    if (r == 0) {
+        a->dims[0] = 1;
+        a->strides[0] = 1;
+        r = 1;
+    }
+    a->rank = r;
+}
+
+static OrtStatus* transpose_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in,
+                                int n_in, int n_out) {
+    (void)n_in;
+    (void)n_out;
+    const struct transpose_state* st = state;
+    const struct epabi_tensor* x = in[0];
+    const int r = x->rank;
+    int64_t perm[EPABI_MAX_RANK];
+    if (st->n_perm < 0) {
+        for (int i = 0; i < r; ++i) perm[i] = r - 1 - i;
+    } else if (st->n_perm != r) {
+        return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT,
+                           "Transpose: perm has %d values but the input has rank %d", st->n_perm, r);
+    } else {
+        memcpy(perm, st->perm, sizeof(int64_t) * (size_t)r);
+    }
+
+    int64_t in_strides[EPABI_MAX_RANK];
+    int64_t s = 1;
+    for (int k = r - 1; k >= 0; --k) {
+        in_strides[k] = s;
+        s *= x->dims[k];
+    }
+    struct transpose_copy a = {0};
+    a.elsize = epabi_dtype_size(x->dtype);
+    a.rank = r;
+    for (int i = 0; i < r; ++i) {
+        a.dims[i] = x->dims[perm[i]];
+        a.strides[i] = in_strides[perm[i]];
+    }
+    OrtStatus* status = NULL;
+    struct epabi_tensor* y = epabi_exec_output(ex, 0, x->dtype, r, a.dims, &status);
+    if (y == NULL) return status;
+    if (epabi_numel(r, a.dims) == 0) return NULL;
+    a.src = x->data;
+    a.dst = y->data;
+    simplify(&a);
+    return epabi_exec_launch(ex, transpose_launch, &a, sizeof a);
+}
+
+const struct epabi_kernel epabi_kernels_transpose[] = {
+    {"Transpose", 1, 25, transpose_supports, transpose_init, transpose_release, transpose_run},
+    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+};

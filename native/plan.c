@@ -1,0 +1,717 @@
+/*
+ * plan.c - see plan.h. Also implements the executor half of kernel.h (epabi_exec_*).
+ */
+#include "plan.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ep_factory.h"
+#include "kernel.h"
+#include "node_desc.h"
+
+enum value_kind {
+    VK_INPUT = 0,   /* fused-node input, read from the kernel context */
+    VK_CONST = 1,   /* constant initializer, copied at Compile */
+    VK_INNER = 2    /* produced by a step; output_index >= 0 when it is also a fused output */
+};
+
+struct plan_value {
+    char* name;                        /* owned; "" for an unnamed (omitted optional) node output */
+    enum value_kind kind;
+    ONNXTensorElementDataType dtype;   /* as declared by the graph; UNDEFINED when unknown */
+    int input_index;                   /* VK_INPUT: kernel-context input index */
+    int output_index;                  /* VK_INNER: kernel-context output index, or -1 */
+    int producer;                      /* VK_INNER: producing step, -1 until seen */
+    struct epabi_tensor tensor;        /* VK_CONST: the plan-owned copy */
+};
+
+struct plan_step {
+    const struct epabi_kernel* kernel;
+    void* state;
+    char* node_name;                   /* owned */
+    char* op_type;                     /* owned */
+    int n_in, n_out;
+    int in[EPABI_MAX_NODE_IO];         /* value ids; -1 for an absent optional input */
+    int out[EPABI_MAX_NODE_IO];
+    int* frees;                        /* intermediates whose last reader is this step (owned) */
+    int n_frees;
+};
+
+struct epabi_plan {
+    const struct epabi_api* api;
+    struct epabi_arena* arena;         /* one reference */
+    char* name;                        /* owned */
+    struct plan_value* values;
+    int n_values, cap_values;
+    struct plan_step* steps;
+    int n_steps;
+    int n_inputs;
+    int* input_values;                 /* kernel-context input index -> value id */
+    int n_outputs;
+    int* output_values;                /* kernel-context output index -> value id */
+    /* build-time name index: open addressing over value ids, -1 = empty */
+    int* index;
+    size_t index_cap;
+};
+
+struct epabi_exec {
+    const struct epabi_plan* plan;
+    OrtKernelContext* ctx;
+    const struct plan_step* step;      /* the step being run */
+    struct epabi_tensor* tensors;      /* per value */
+    unsigned char* ready;              /* per value */
+    void** owned;                      /* per value: arena block of an intermediate */
+    void** scratch;
+    int n_scratch, cap_scratch;
+};
+
+static char* dup_str(const char* s) {
+    return strdup(s != NULL ? s : "");
+}
+
+/* ---- name index ----------------------------------------------------------------------------------- */
+
+static uint64_t hash_name(const char* s) {
+    uint64_t h = 1469598103934665603ull;   /* FNV-1a */
+    for (; *s != '\0'; ++s) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+static int index_find(const struct epabi_plan* p, const char* name) {
+    if (p->index_cap == 0 || name == NULL || name[0] == '\0') return -1;
+    for (size_t i = hash_name(name) & (p->index_cap - 1);; i = (i + 1) & (p->index_cap - 1)) {
+        int id = p->index[i];
+        if (id < 0) return -1;
+        if (strcmp(p->values[id].name, name) == 0) return id;
+    }
+}
+
+static bool index_put(struct epabi_plan* p, int id) {
+    const char* name = p->values[id].name;
+    if (name[0] == '\0') return true;   /* unnamed values are never looked up */
+    if (2 * ((size_t)p->n_values + 1) > p->index_cap) {
+        size_t cap = p->index_cap == 0 ? 64 : 2 * p->index_cap;
+        int* idx = malloc(cap * sizeof *idx);
+        if (idx == NULL) return false;
+        for (size_t i = 0; i < cap; ++i) idx[i] = -1;
+        for (int v = 0; v < p->n_values; ++v) {
+            if (v == id || p->values[v].name[0] == '\0') continue;
+            size_t i = hash_name(p->values[v].name) & (cap - 1);
+            while (idx[i] >= 0) i = (i + 1) & (cap - 1);
+            idx[i] = v;
+        }
+        free(p->index);
+        p->index = idx;
+        p->index_cap = cap;
+    }
+    size_t i = hash_name(name) & (p->index_cap - 1);
+    while (p->index[i] >= 0) i = (i + 1) & (p->index_cap - 1);
+    p->index[i] = id;
+    return true;
+}
+
+/* ---- plan construction ------------------------------------------------------------------------------ */
+
+static OrtStatus* oom(const struct epabi_plan* p, const char* what) {
+    return epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory building the plan of '%s' (%s)", p->name, what);
+}
+
+/* Appends a value (name copied) and indexes it; returns its id or -1 when out of memory. */
+static int add_value(struct epabi_plan* p, const char* name, enum value_kind kind, ONNXTensorElementDataType dtype) {
+    if (p->n_values == p->cap_values) {
+        int cap = p->cap_values == 0 ? 32 : 2 * p->cap_values;
+        struct plan_value* v = realloc(p->values, (size_t)cap * sizeof *v);
+        if (v == NULL) return -1;
+        p->values = v;
+        p->cap_values = cap;
+    }
+    struct plan_value* v = &p->values[p->n_values];
+    memset(v, 0, sizeof *v);
+    v->name = dup_str(name);
+    if (v->name == NULL) return -1;
+    v->kind = kind;
+    v->dtype = dtype;
+    v->input_index = -1;
+    v->output_index = -1;
+    v->producer = -1;
+    int id = p->n_values++;
+    if (!index_put(p, id)) {
+        free(v->name);
+        --p->n_values;
+        return -1;
+    }
+    return id;
+}
+
+/* Copies a constant initializer's data into a new VK_CONST value. */
+static OrtStatus* add_constant(struct epabi_plan* p, const struct epabi_value_desc* d, int* id_out) {
+    *id_out = -1;
+    size_t esize = epabi_dtype_size(d->dtype);
+    if (esize == 0)
+        return epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": constant '%s' in '%s' has unsupported dtype %s",
+                           d->name, p->name, epabi_dtype_name(d->dtype));
+    if (d->rank < 0 || d->rank > EPABI_MAX_RANK || epabi_numel(d->rank, d->dims) != (int64_t)d->const_count)
+        return epabi_error(p->api, ORT_EP_FAIL,
+                           EPABI_EP_NAME ": constant '%s' in '%s' has a shape that does not match its %zu elements",
+                           d->name, p->name, d->const_count);
+    int id = add_value(p, d->name, VK_CONST, d->dtype);
+    if (id < 0) return oom(p, "constant");
+    struct epabi_tensor* t = &p->values[id].tensor;
+    t->dtype = d->dtype;
+    t->rank = d->rank;
+    memcpy(t->dims, d->dims, sizeof t->dims);
+    size_t bytes = d->const_count * esize;
+    t->data = malloc(bytes > 0 ? bytes : 1);
+    if (t->data == NULL) return oom(p, "constant data");
+    if (bytes > 0) memcpy(t->data, d->const_data, bytes);
+    *id_out = id;
+    return NULL;
+}
+
+/* Appends a node's step: kernel lookup, value wiring, init(). */
+static OrtStatus* add_step(struct epabi_plan* p, const OrtNode* node, struct epabi_node* desc) {
+    const struct epabi_api* api = p->api;
+    bool describable = true;
+    char why[256];
+    EPABI_RETURN_IF_ERROR(epabi_node_describe(api, node, desc, &describable, why, sizeof why));
+    if (!describable)
+        return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": node '%s' (%s) in '%s' cannot be compiled: %s",
+                           desc->name, desc->op_type, p->name, why);
+    const struct epabi_kernel* k =
+        desc->domain[0] == '\0' ? epabi_kernel_find(desc->op_type, desc->since_version) : NULL;
+    if (k == NULL)
+        return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": no kernel for node '%s' (%s, opset %d) in '%s'",
+                           desc->name, desc->op_type, desc->since_version, p->name);
+
+    struct plan_step* s = &p->steps[p->n_steps];
+    memset(s, 0, sizeof *s);
+    s->kernel = k;
+    s->n_in = desc->n_in;
+    s->n_out = desc->n_out;
+    s->node_name = dup_str(desc->name);
+    s->op_type = dup_str(desc->op_type);
+    ++p->n_steps;   /* counted now so that destroy frees what was set */
+    if (s->node_name == NULL || s->op_type == NULL) return oom(p, "step");
+    int step_index = p->n_steps - 1;
+
+    for (int j = 0; j < desc->n_in; ++j) {
+        const struct epabi_value_desc* d = &desc->in[j];
+        s->in[j] = -1;
+        if (d->name[0] == '\0') continue;   /* absent optional input */
+        int id = index_find(p, d->name);
+        if (id < 0 && d->const_data != NULL) {
+            EPABI_RETURN_IF_ERROR(add_constant(p, d, &id));
+        } else if (id < 0) {
+            /* produced by a step listed later; its producer is checked once all steps are in */
+            id = add_value(p, d->name, VK_INNER, d->dtype);
+            if (id < 0) return oom(p, "value");
+        }
+        s->in[j] = id;
+    }
+    for (int j = 0; j < desc->n_out; ++j) {
+        const struct epabi_value_desc* d = &desc->out[j];
+        int id = index_find(p, d->name);
+        if (id >= 0 && (p->values[id].kind != VK_INNER || p->values[id].producer >= 0))
+            return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": value '%s' in '%s' is produced twice (node '%s')",
+                               d->name, p->name, desc->name);
+        if (id < 0) {
+            id = add_value(p, d->name, VK_INNER, d->dtype);   /* unnamed outputs get a private value */
+            if (id < 0) return oom(p, "value");
+        }
+        if (p->values[id].dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) p->values[id].dtype = d->dtype;
+        p->values[id].producer = step_index;
+        s->out[j] = id;
+    }
+    if (k->init != NULL) {
+        OrtStatus* st = k->init(desc, &s->state);
+        if (st != NULL) {
+            s->state = NULL;
+            return st;
+        }
+    }
+    return NULL;
+}
+
+/* Reads the fused node's (or, without one, the graph's) inputs or outputs. *values is malloc'ed. */
+static OrtStatus* io_list(const struct epabi_plan* p, const OrtGraph* graph, const OrtNode* fused, bool inputs,
+                          const OrtValueInfo*** values, size_t* n) {
+    const OrtApi* ort = p->api->ort;
+    *values = NULL;
+    *n = 0;
+    size_t count = 0;
+    if (fused != NULL)
+        EPABI_RETURN_IF_ERROR(inputs ? ort->Node_GetNumInputs(fused, &count) : ort->Node_GetNumOutputs(fused, &count));
+    else
+        EPABI_RETURN_IF_ERROR(inputs ? ort->Graph_GetNumInputs(graph, &count) : ort->Graph_GetNumOutputs(graph, &count));
+    if (count == 0) return NULL;
+    const OrtValueInfo** v = calloc(count, sizeof *v);
+    if (v == NULL) return oom(p, "io list");
+    OrtStatus* st;
+    if (fused != NULL)
+        st = inputs ? ort->Node_GetInputs(fused, v, count) : ort->Node_GetOutputs(fused, v, count);
+    else
+        st = inputs ? ort->Graph_GetInputs(graph, v, count) : ort->Graph_GetOutputs(graph, v, count);
+    if (st != NULL) {
+        free(v);
+        return st;
+    }
+    *values = v;
+    *n = count;
+    return NULL;
+}
+
+/* The fused node's inputs: VK_INPUT values, or VK_CONST ones for constant initializers, which the plan
+ * then serves from its own copy. */
+static OrtStatus* add_inputs(struct epabi_plan* p, const OrtGraph* graph, const OrtNode* fused) {
+    const OrtValueInfo** vals = NULL;
+    size_t n = 0;
+    EPABI_RETURN_IF_ERROR(io_list(p, graph, fused, true, &vals, &n));
+    OrtStatus* st = NULL;
+    p->input_values = calloc(n > 0 ? n : 1, sizeof *p->input_values);
+    if (p->input_values == NULL) st = oom(p, "inputs");
+    p->n_inputs = (int)n;
+    for (size_t i = 0; i < n && st == NULL; ++i) {
+        struct epabi_value_desc d;
+        bool ok = true;
+        char why[256];
+        p->input_values[i] = -1;
+        st = epabi_value_describe(p->api, vals[i], &d, &ok, why, sizeof why);
+        if (st != NULL) break;
+        if (!ok) {
+            st = epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": input %zu of '%s': %s", i, p->name, why);
+            break;
+        }
+        int id = index_find(p, d.name);
+        if (id >= 0) {   /* the same value twice: keep the first */
+            p->input_values[i] = id;
+            continue;
+        }
+        if (d.const_data != NULL) {
+            st = add_constant(p, &d, &id);
+        } else {
+            id = add_value(p, d.name, VK_INPUT, d.dtype);
+            if (id < 0) st = oom(p, "input");
+            else p->values[id].input_index = (int)i;
+        }
+        if (st == NULL) p->input_values[i] = id;
+    }
+    free(vals);
+    return st;
+}
+
+static OrtStatus* add_outputs(struct epabi_plan* p, const OrtGraph* graph, const OrtNode* fused) {
+    const OrtValueInfo** vals = NULL;
+    size_t n = 0;
+    EPABI_RETURN_IF_ERROR(io_list(p, graph, fused, false, &vals, &n));
+    OrtStatus* st = NULL;
+    p->output_values = calloc(n > 0 ? n : 1, sizeof *p->output_values);
+    if (p->output_values == NULL) st = oom(p, "outputs");
+    p->n_outputs = (int)n;
+    for (size_t i = 0; i < n && st == NULL; ++i) {
+        const char* name = NULL;
+        st = p->api->ort->GetValueInfoName(vals[i], &name);
+        if (st != NULL) break;
+        int id = index_find(p, name);
+        if (id < 0 || p->values[id].kind != VK_INNER || p->values[id].producer < 0) {
+            st = epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": output %zu ('%s') of '%s' is not produced by "
+                             "any of its nodes", i, name != NULL ? name : "", p->name);
+        } else if (p->values[id].output_index >= 0) {
+            st = epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": value '%s' is output %d and %zu of '%s'", name,
+                             p->values[id].output_index, i, p->name);
+        } else {
+            p->values[id].output_index = (int)i;
+            p->output_values[i] = id;
+        }
+    }
+    free(vals);
+    return st;
+}
+
+/* Orders the steps so that every step follows the producers of its inputs (the host's order is kept when
+ * it already is one), then records after which step each intermediate can go back to the arena. */
+static OrtStatus* schedule(struct epabi_plan* p) {
+    int n = p->n_steps;
+    for (int v = 0; v < p->n_values; ++v) {
+        if (p->values[v].kind == VK_INNER && p->values[v].producer < 0)
+            return epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": value '%s' in '%s' has no producer: it is "
+                               "neither an input nor a constant of the fused node", p->values[v].name, p->name);
+    }
+    struct plan_step* ordered = calloc(n > 0 ? (size_t)n : 1, sizeof *ordered);
+    unsigned char* done_step = calloc(n > 0 ? (size_t)n : 1, 1);
+    unsigned char* avail = calloc(p->n_values > 0 ? (size_t)p->n_values : 1, 1);
+    int* new_index = calloc(n > 0 ? (size_t)n : 1, sizeof *new_index);
+    OrtStatus* st = NULL;
+    if (ordered == NULL || done_step == NULL || avail == NULL || new_index == NULL) {
+        st = oom(p, "schedule");
+        goto out;
+    }
+    for (int v = 0; v < p->n_values; ++v) avail[v] = p->values[v].kind != VK_INNER;
+    int placed = 0;
+    while (placed < n) {
+        int progress = 0;
+        for (int s = 0; s < n; ++s) {
+            if (done_step[s]) continue;
+            bool ready = true;
+            for (int j = 0; j < p->steps[s].n_in && ready; ++j)
+                ready = p->steps[s].in[j] < 0 || avail[p->steps[s].in[j]];
+            if (!ready) continue;
+            for (int j = 0; j < p->steps[s].n_out; ++j) avail[p->steps[s].out[j]] = 1;
+            done_step[s] = 1;
+            new_index[s] = placed;
+            ordered[placed++] = p->steps[s];
+            ++progress;
+        }
+        if (progress == 0) {
+            st = epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": the nodes of '%s' form a cycle", p->name);
+            goto out;
+        }
+    }
+    memcpy(p->steps, ordered, (size_t)n * sizeof *ordered);
+    for (int v = 0; v < p->n_values; ++v)
+        if (p->values[v].producer >= 0) p->values[v].producer = new_index[p->values[v].producer];
+
+    /* last reader of each intermediate that is not a fused output; unread ones die at their producer */
+    int* last = malloc((p->n_values > 0 ? (size_t)p->n_values : 1) * sizeof *last);
+    if (last == NULL) {
+        st = oom(p, "schedule");
+        goto out;
+    }
+    for (int v = 0; v < p->n_values; ++v) last[v] = p->values[v].producer;
+    for (int s = 0; s < n; ++s)
+        for (int j = 0; j < p->steps[s].n_in; ++j)
+            if (p->steps[s].in[j] >= 0 && s > last[p->steps[s].in[j]]) last[p->steps[s].in[j]] = s;
+    for (int v = 0; v < p->n_values && st == NULL; ++v) {
+        if (p->values[v].kind != VK_INNER || p->values[v].output_index >= 0) continue;
+        struct plan_step* s = &p->steps[last[v]];
+        int* f = realloc(s->frees, (size_t)(s->n_frees + 1) * sizeof *f);
+        if (f == NULL) {
+            st = oom(p, "schedule");
+            break;
+        }
+        s->frees = f;
+        s->frees[s->n_frees++] = v;
+    }
+    free(last);
+out:
+    free(ordered);
+    free(done_step);
+    free(avail);
+    free(new_index);
+    return st;
+}
+
+OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* arena, const OrtLogger* logger,
+                            const OrtGraph* graph, const OrtNode* fused_node, struct epabi_plan** out) {
+    const OrtApi* ort = api->ort;
+    *out = NULL;
+    struct epabi_plan* p = calloc(1, sizeof *p);
+    if (p == NULL) return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory building a plan");
+    p->api = api;
+    p->arena = arena;
+    epabi_arena_retain(arena);
+    const char* name = NULL;
+    OrtStatus* st = NULL;
+    if (fused_node != NULL) st = ort->Node_GetName(fused_node, &name);
+    if (st == NULL) {
+        p->name = dup_str(name);
+        if (p->name == NULL) st = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory building a plan");
+    }
+
+    const OrtNode** nodes = NULL;
+    struct epabi_node* desc = NULL;
+    size_t n_nodes = 0;
+    if (st == NULL) st = add_inputs(p, graph, fused_node);
+    if (st == NULL) st = ort->Graph_GetNumNodes(graph, &n_nodes);
+    if (st == NULL) {
+        nodes = calloc(n_nodes > 0 ? n_nodes : 1, sizeof *nodes);
+        p->steps = calloc(n_nodes > 0 ? n_nodes : 1, sizeof *p->steps);
+        desc = malloc(sizeof *desc);
+        if (nodes == NULL || p->steps == NULL || desc == NULL) st = oom(p, "nodes");
+    }
+    if (st == NULL && n_nodes > 0) st = ort->Graph_GetNodes(graph, nodes, n_nodes);
+    for (size_t i = 0; i < n_nodes && st == NULL; ++i) st = add_step(p, nodes[i], desc);
+    if (st == NULL) st = add_outputs(p, graph, fused_node);
+    if (st == NULL) st = schedule(p);
+    free(nodes);
+    free(desc);
+    free(p->index);   /* names are not looked up after the build */
+    p->index = NULL;
+    p->index_cap = 0;
+    if (st != NULL) {
+        epabi_plan_destroy(p);
+        return st;
+    }
+    EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_VERBOSE,
+              EPABI_EP_NAME ": compiled '%s': %d steps, %d values, %d inputs, %d outputs", p->name, p->n_steps,
+              p->n_values, p->n_inputs, p->n_outputs);
+    *out = p;
+    return NULL;
+}
+
+void epabi_plan_destroy(struct epabi_plan* p) {
+    if (p == NULL) return;
+    for (int s = 0; s < p->n_steps; ++s) {
+        struct plan_step* step = &p->steps[s];
+        if (step->state != NULL && step->kernel->release != NULL) step->kernel->release(step->state);
+        free(step->node_name);
+        free(step->op_type);
+        free(step->frees);
+    }
+    for (int v = 0; v < p->n_values; ++v) {
+        free(p->values[v].name);
+        if (p->values[v].kind == VK_CONST) free(p->values[v].tensor.data);
+    }
+    free(p->steps);
+    free(p->values);
+    free(p->input_values);
+    free(p->output_values);
+    free(p->index);
+    free(p->name);
+    epabi_arena_release(p->arena);
+    free(p);
+}
+
+const char* epabi_plan_name(const struct epabi_plan* plan) {
+    return plan->name;
+}
+
+/* ---- executor --------------------------------------------------------------------------------------- */
+
+const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex) {
+    return ex->plan->api;
+}
+
+/* Element count and byte size of a shape, refusing negative dims and overflow. */
+static bool shape_bytes(int rank, const int64_t* dims, size_t esize, size_t* bytes) {
+    uint64_t n = 1;
+    for (int i = 0; i < rank; ++i) {
+        if (dims[i] < 0) return false;
+        if (dims[i] != 0 && n > UINT64_MAX / (uint64_t)dims[i]) return false;
+        n *= (uint64_t)dims[i];
+    }
+    if (n > SIZE_MAX / esize) return false;
+    *bytes = (size_t)(n * esize);
+    return true;
+}
+
+struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTensorElementDataType dtype, int rank,
+                                       const int64_t* dims, OrtStatus** status) {
+    const struct epabi_plan* p = ex->plan;
+    const struct plan_step* s = ex->step;
+    *status = NULL;
+    if (s == NULL || index < 0 || index >= s->n_out) {
+        *status = epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": node '%s' asked for output %d of %d",
+                              s != NULL ? s->node_name : "?", index, s != NULL ? s->n_out : 0);
+        return NULL;
+    }
+    int id = s->out[index];
+    const struct plan_value* v = &p->values[id];
+    size_t esize = epabi_dtype_size(dtype);
+    size_t bytes = 0;
+    if (esize == 0 || rank < 0 || rank > EPABI_MAX_RANK || (rank > 0 && dims == NULL) ||
+        !shape_bytes(rank, dims, esize, &bytes)) {
+        *status = epabi_error(p->api, ORT_EP_FAIL,
+                              EPABI_EP_NAME ": node '%s' (%s) asked for output '%s' with dtype %s and an invalid "
+                              "shape (rank %d)", s->node_name, s->op_type, v->name, epabi_dtype_name(dtype), rank);
+        return NULL;
+    }
+    if (v->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && v->dtype != dtype) {
+        *status = epabi_error(p->api, ORT_EP_FAIL,
+                              EPABI_EP_NAME ": node '%s' (%s) produced output '%s' as %s; the graph declares %s",
+                              s->node_name, s->op_type, v->name, epabi_dtype_name(dtype), epabi_dtype_name(v->dtype));
+        return NULL;
+    }
+    if (ex->ready[id]) {
+        *status = epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": node '%s' (%s) asked for output '%s' twice",
+                              s->node_name, s->op_type, v->name);
+        return NULL;
+    }
+    struct epabi_tensor* t = &ex->tensors[id];
+    t->dtype = dtype;
+    t->rank = rank;
+    for (int i = 0; i < rank; ++i) t->dims[i] = dims[i];
+    if (v->output_index >= 0) {
+        OrtValue* value = NULL;
+        void* data = NULL;
+        OrtStatus* st = p->api->ort->KernelContext_GetOutput(ex->ctx, (size_t)v->output_index, dims, (size_t)rank,
+                                                             &value);
+        if (st == NULL && value == NULL)
+            st = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": the host gave no tensor for output %d ('%s')",
+                             v->output_index, v->name);
+        if (st == NULL) st = p->api->ort->GetTensorMutableData(value, &data);
+        if (st != NULL) {
+            *status = st;
+            return NULL;
+        }
+        t->data = data;
+    } else {
+        void* data = epabi_arena_alloc(p->arena, bytes);
+        if (data == NULL) {
+            *status = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory: %zu bytes for value '%s' of '%s'",
+                                  bytes, v->name, p->name);
+            return NULL;
+        }
+        ex->owned[id] = data;
+        t->data = data;
+    }
+    ex->ready[id] = 1;
+    return t;
+}
+
+void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status) {
+    const struct epabi_plan* p = ex->plan;
+    *status = NULL;
+    if (ex->n_scratch == ex->cap_scratch) {
+        int cap = ex->cap_scratch == 0 ? 8 : 2 * ex->cap_scratch;
+        void** s = realloc(ex->scratch, (size_t)cap * sizeof *s);
+        if (s == NULL) {
+            *status = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory for scratch bookkeeping");
+            return NULL;
+        }
+        ex->scratch = s;
+        ex->cap_scratch = cap;
+    }
+    void* data = epabi_arena_alloc(p->arena, bytes);
+    if (data == NULL) {
+        *status = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory: %zu scratch bytes for node '%s'", bytes,
+                              ex->step != NULL ? ex->step->node_name : "?");
+        return NULL;
+    }
+    ex->scratch[ex->n_scratch++] = data;
+    return data;
+}
+
+/* The software adapter's host stream runs work at once. Kept as the one place where work is issued, so
+ * that graph capture can record launches here later. */
+OrtStatus* epabi_exec_launch(struct epabi_exec* ex, epabi_launch_fn fn, const void* args, size_t args_size) {
+    (void)args_size;   /* run synchronously: the caller's args outlive the call */
+    if (fn == NULL)
+        return epabi_error(ex->plan->api, ORT_EP_FAIL, EPABI_EP_NAME ": node '%s' launched a NULL function",
+                           ex->step != NULL ? ex->step->node_name : "?");
+    fn(args);
+    return NULL;
+}
+
+/* Reads every VK_INPUT value from the kernel context, checking dtype and rank against the plan. */
+static OrtStatus* bind_inputs(struct epabi_exec* ex) {
+    const struct epabi_plan* p = ex->plan;
+    const OrtApi* ort = p->api->ort;
+    size_t count = 0;
+    EPABI_RETURN_IF_ERROR(ort->KernelContext_GetInputCount(ex->ctx, &count));
+    if (count != (size_t)p->n_inputs)
+        return epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": '%s' was compiled for %d inputs but runs with %zu",
+                           p->name, p->n_inputs, count);
+    for (int i = 0; i < p->n_inputs; ++i) {
+        int id = p->input_values[i];
+        if (id < 0 || p->values[id].kind != VK_INPUT || p->values[id].input_index != i) continue;
+        const struct plan_value* v = &p->values[id];
+        const OrtValue* value = NULL;
+        EPABI_RETURN_IF_ERROR(ort->KernelContext_GetInput(ex->ctx, (size_t)i, &value));
+        if (value == NULL)
+            return epabi_error(p->api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": input %d ('%s') of '%s' is missing", i,
+                               v->name, p->name);
+        OrtTensorTypeAndShapeInfo* info = NULL;
+        EPABI_RETURN_IF_ERROR(ort->GetTensorTypeAndShape(value, &info));
+        struct epabi_tensor* t = &ex->tensors[id];
+        size_t rank = 0;
+        OrtStatus* st = ort->GetTensorElementType(info, &t->dtype);
+        if (st == NULL) st = ort->GetDimensionsCount(info, &rank);
+        if (st == NULL && rank > EPABI_MAX_RANK)
+            st = epabi_error(p->api, ORT_INVALID_ARGUMENT,
+                             EPABI_EP_NAME ": input '%s' of '%s' has rank %zu; at most %d is supported", v->name,
+                             p->name, rank, EPABI_MAX_RANK);
+        if (st == NULL && rank > 0) st = ort->GetDimensions(info, t->dims, rank);
+        ort->ReleaseTensorTypeAndShapeInfo(info);
+        if (st != NULL) return st;
+        t->rank = (int)rank;
+        if (v->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && t->dtype != v->dtype)
+            return epabi_error(p->api, ORT_INVALID_ARGUMENT,
+                               EPABI_EP_NAME ": input '%s' of '%s' has dtype %s; it was compiled for %s", v->name,
+                               p->name, epabi_dtype_name(t->dtype), epabi_dtype_name(v->dtype));
+        if (epabi_dtype_size(t->dtype) == 0)
+            return epabi_error(p->api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": input '%s' of '%s' has unsupported dtype %s",
+                               v->name, p->name, epabi_dtype_name(t->dtype));
+        const void* data = NULL;
+        EPABI_RETURN_IF_ERROR(ort->GetTensorData(value, &data));
+        t->data = (void*)data;   /* kernels treat inputs as read-only */
+        ex->ready[id] = 1;
+    }
+    return NULL;
+}
+
+/* Prefixes a kernel's status with the node it came from; keeps the code. */
+static OrtStatus* node_error(const struct epabi_plan* p, const struct plan_step* s, OrtStatus* st) {
+    const OrtApi* ort = p->api->ort;
+    OrtStatus* wrapped = epabi_error(p->api, ort->GetErrorCode(st), EPABI_EP_NAME ": node '%s' (%s) in '%s': %s",
+                                     s->node_name, s->op_type, p->name, ort->GetErrorMessage(st));
+    if (wrapped == NULL) return st;
+    ort->ReleaseStatus(st);
+    return wrapped;
+}
+
+static OrtStatus* run_steps(struct epabi_exec* ex) {
+    const struct epabi_plan* p = ex->plan;
+    const struct epabi_tensor* in[EPABI_MAX_NODE_IO];
+    for (int si = 0; si < p->n_steps; ++si) {
+        const struct plan_step* s = &p->steps[si];
+        for (int j = 0; j < s->n_in; ++j) {
+            int id = s->in[j];
+            if (id >= 0 && !ex->ready[id])
+                return epabi_error(p->api, ORT_EP_FAIL,
+                                   EPABI_EP_NAME ": node '%s' (%s) in '%s' reads '%s', which no earlier node produced",
+                                   s->node_name, s->op_type, p->name, p->values[id].name);
+            in[j] = id >= 0 ? &ex->tensors[id] : NULL;
+        }
+        ex->step = s;
+        OrtStatus* st = s->kernel->run(ex, s->state, in, s->n_in, s->n_out);
+        if (st != NULL) return node_error(p, s, st);
+        for (int j = 0; j < s->n_out; ++j) {
+            int id = s->out[j];
+            /* fused outputs must exist; a missing intermediate is reported by the step that reads it */
+            if (p->values[id].output_index >= 0 && !ex->ready[id])
+                return epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": node '%s' (%s) in '%s' did not produce '%s'",
+                                   s->node_name, s->op_type, p->name, p->values[id].name);
+        }
+        for (int f = 0; f < s->n_frees; ++f) {
+            int id = s->frees[f];
+            epabi_arena_free(p->arena, ex->owned[id]);
+            ex->owned[id] = NULL;
+        }
+    }
+    ex->step = NULL;
+    return NULL;
+}
+
+OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx) {
+    struct epabi_exec ex;
+    memset(&ex, 0, sizeof ex);
+    ex.plan = p;
+    ex.ctx = ctx;
+    size_t nv = p->n_values > 0 ? (size_t)p->n_values : 1;
+    ex.tensors = calloc(nv, sizeof *ex.tensors);
+    ex.ready = calloc(nv, 1);
+    ex.owned = calloc(nv, sizeof *ex.owned);
+    OrtStatus* st = NULL;
+    if (ex.tensors == NULL || ex.ready == NULL || ex.owned == NULL) {
+        st = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory starting a run of '%s'", p->name);
+    } else {
+        for (int v = 0; v < p->n_values; ++v) {
+            if (p->values[v].kind != VK_CONST) continue;
+            ex.tensors[v] = p->values[v].tensor;
+            ex.ready[v] = 1;
+        }
+        st = bind_inputs(&ex);
+        if (st == NULL) st = run_steps(&ex);
+    }
+    if (ex.owned != NULL)
+        for (int v = 0; v < p->n_values; ++v) epabi_arena_free(p->arena, ex.owned[v]);
+    for (int i = 0; i < ex.n_scratch; ++i) epabi_arena_free(p->arena, ex.scratch[i]);
+    free(ex.scratch);
+    free(ex.owned);
+    free(ex.ready);
+    free(ex.tensors);
+    return st;
+}

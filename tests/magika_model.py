@@ -1,0 +1,52 @@
+"""The model of the ``magika`` wheel (a test dependency; nothing is vendored) and real-file inputs for it.
+
+Inputs follow magika's standard_v3_3 preprocessing: the first 1024 bytes after leading whitespace and the
+last 1024 bytes before trailing whitespace, padded with token 256; int32 of shape [N, 2048].
+"""
+
+from __future__ import annotations
+
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+BEG = END = 1024
+PAD = 256
+
+
+def model_path() -> Path:
+    """Path of magika's standard_v3_3 model; skips (fails in CI) when magika is not installed."""
+    try:
+        import magika
+    except ImportError:
+        import os
+
+        if os.environ.get("CI"):
+            pytest.fail("magika is a test dependency and must be installed in CI")
+        pytest.skip("magika is not installed (pip install magika)")
+    path = Path(magika.__file__).parent / "models" / "standard_v3_3" / "model.onnx"
+    assert path.is_file(), f"magika no longer ships {path}"
+    return path
+
+
+def features(data: bytes) -> np.ndarray:
+    beg = list(data[:4096].lstrip()[:BEG])
+    end = list(data[-4096:].rstrip()[-END:]) if data else []
+    return np.array(beg + [PAD] * (BEG - len(beg)) + [PAD] * (END - len(end)) + end, dtype=np.int32)
+
+
+def real_files(count: int = 6) -> list[Path]:
+    """Real files of different kinds: Python sources, a shared library, a JSON file, our own C source."""
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    picks = [stdlib / "json" / "__init__.py", stdlib / "email" / "message.py", stdlib / "csv.py"]
+    picks += sorted(stdlib.glob("lib-dynload/*.so"))[:1]
+    here = Path(__file__).resolve().parent
+    picks += [here.parent / "native" / "entry.c", here.parent / "pyproject.toml"]
+    files = [p for p in picks if p.is_file()]
+    return files[:count]
+
+
+def batch() -> np.ndarray:
+    return np.stack([features(p.read_bytes()) for p in real_files()])
