@@ -63,6 +63,7 @@ class ValueInfoView:
         self.type_info = type_info
         self.producer: tuple[NodeView, int] | None = None
         self.consumers: list[tuple[NodeView, int]] = []
+        self.implicit_consumers: list[NodeView] = []  # control-flow nodes whose subgraphs read this value
         self.required_graph_input = False
         self.optional_graph_input = False
         self.graph_output = False
@@ -142,7 +143,7 @@ class GraphView:
         self.initializers = []
         for name, arr in initializers.items():
             v = value(name)
-            v.initializer = OrtValue(np.ascontiguousarray(arr))
+            v.initializer = OrtValue(np.require(arr, requirements="C"))
             if name in constant and not v.optional_graph_input:
                 v.constant_initializer = True
             else:
@@ -164,6 +165,8 @@ class GraphView:
             if node.subgraphs:
                 node.implicit_inputs = [value(n) for n in outer_scope_names(proto) if n in self.values or
                                         n in value_types or n in initializers]
+                for v in node.implicit_inputs:
+                    v.implicit_consumers.append(node)
             for i, name in enumerate(proto.output):
                 if name == "":
                     node.outputs.append(None)

@@ -66,7 +66,8 @@ def build_groups(graph: GraphView, groups: list[tuple[list[NodeView], bool]], ep
             for value in node.outputs:
                 if value is None:
                     continue
-                used_outside = any(consumer.id not in members for consumer, _ in value.consumers)
+                used_outside = any(consumer.id not in members for consumer, _ in value.consumers) or \
+                    any(consumer.id not in members for consumer in value.implicit_consumers)
                 if value.graph_output or used_outside:
                     outputs.append(value.name)
         out.append(FusedGroup(index, f"{ep_name}_{index}", nodes, inputs, outputs, constants))

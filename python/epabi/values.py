@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from onnx import helper as onnx_helper
 
 from ._ffi import ffi
 from .objects import MemoryInfo, OrtAllocatorType, OrtDeviceMemoryType, OrtMemoryInfoDeviceType
@@ -20,6 +21,11 @@ ONNX_TO_NUMPY: dict[int, np.dtype] = {
     5: np.dtype(np.int16), 6: np.dtype(np.int32), 7: np.dtype(np.int64), 9: np.dtype(np.bool_),
     10: np.dtype(np.float16), 11: np.dtype(np.float64), 12: np.dtype(np.uint32), 13: np.dtype(np.uint64),
 }
+for _elem in (16, 17, 18, 19, 20):  # bfloat16 and the float8 types, through onnx's ml_dtypes mapping
+    try:
+        ONNX_TO_NUMPY[_elem] = np.dtype(onnx_helper.tensor_dtype_to_np_dtype(_elem))
+    except (KeyError, TypeError, ValueError):
+        pass
 NUMPY_TO_ONNX: dict[np.dtype, int] = {v: k for k, v in ONNX_TO_NUMPY.items()}
 
 def cpu_memory_info() -> MemoryInfo:
@@ -65,7 +71,7 @@ class OrtValue:
         if not isinstance(array, np.ndarray):
             raise TypeError(f"OrtValue needs a numpy array, got {type(array).__name__}")
         self._elem_type = onnx_type_of(array.dtype)
-        self._array = np.ascontiguousarray(array)
+        self._array = np.require(array, requirements="C")  # keeps 0-d arrays 0-d
         if self._array is array and not array.flags.writeable:
             self._array = array.copy()
         self._device_type = device_type
