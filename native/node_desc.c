@@ -235,20 +235,21 @@ bool epabi_attr_string(const struct epabi_node* node, const char* name, char* bu
     const OrtApi* ort = node->api->ort;
     const OrtOpAttr* attr = find_attr(node, name, ORT_OP_ATTR_STRING);
     if (attr == NULL) return false;
-    size_t bytes = 0;   /* the host counts the terminating NUL */
+    /* Hosts disagree on whether the reported size counts the terminating NUL (ORT 1.24 does, 1.32 does
+     * not), so read into one spare byte and terminate there ourselves. */
+    size_t bytes = 0;
     OrtStatus* st = ort->ReadOpAttr(attr, ORT_OP_ATTR_STRING, NULL, 0, &bytes);
     if (st != NULL) ort->ReleaseStatus(st);
-    if (bytes == 0) bytes = 1;
-    char* tmp = malloc(bytes);
+    char* tmp = malloc(bytes + 1);
     if (tmp == NULL) return false;
     size_t got = 0;
-    st = ort->ReadOpAttr(attr, ORT_OP_ATTR_STRING, tmp, bytes, &got);
+    st = ort->ReadOpAttr(attr, ORT_OP_ATTR_STRING, tmp, bytes + 1, &got);
     if (st != NULL) {
         ort->ReleaseStatus(st);
         free(tmp);
         return false;
     }
-    tmp[bytes - 1] = '\0';
+    tmp[bytes] = '\0';
     if (cap > 0) snprintf(buf, cap, "%s", tmp);
     free(tmp);
     return true;

@@ -22,7 +22,7 @@ struct epabi_options {
     int min_num_runs_before_cuda_graph_capture;    /* >= 0, default 2 */
     int device_id;                                 /* >= 0, default: the EP device's own ordinal */
     bool device_id_given;
-    bool compile_only;                             /* session.compile_only = "1" */
+    bool compile_only;                             /* session.compile_only = "1" (or ep.context_enable = "1" before API 27) */
     char* force_cpu_nodes;                         /* owned copy of "force_cpu_nodes", NULL when absent */
 };
 

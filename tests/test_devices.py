@@ -139,3 +139,16 @@ def test_gpu_ep_on_api_24_host(library_path: str) -> None:
         assert len(dev.memory_infos) == 2
         with _create(host, [dev]) as ep:
             assert "Sync" not in ep.members
+
+
+@pytest.mark.parametrize(("api", "accepted"), [(26, True), (30, False)])
+def test_context_enable_marks_compile_only_on_old_hosts(library_path: str, api: int, accepted: bool) -> None:
+    # hosts before API 27 have no session.compile_only; their compile API sets ep.context_enable=1 instead
+    with _register([epabi.cpu_device()], library_path, "epabi.virtual", api=api) as host:
+        (dev,) = _ours(host)
+        if accepted:
+            with _create(host, [dev], {"ep.context_enable": "1"}) as ep:
+                assert ep.name == epabi.get_ep_name()
+        else:
+            with pytest.raises(epabi.OrtStatusError, match="virtual"):
+                _create(host, [dev], {"ep.context_enable": "1"})

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from magika_model import batch, model_path
 
 import epabi
+from magika_model import batch, model_path
 
 EP = "EpAbiExecutionProvider"
 

@@ -290,15 +290,9 @@ def test_virtual_device_refuses_a_normal_session(version: str, library_path: str
 
 
 # onnxruntime 1.24.4 knows no session.compile_only key (not even in its binary); its ModelCompiler marks a
-# compile session only with ep.context_enable=1, so our CreateEp treats it as a normal session on the virtual
-# device and refuses it. Observed; strict so that the fix shows up as XPASS.
-_COMPILE_ONLY_UNSEEN = pytest.mark.xfail(strict=True, reason=(
-    "plugin defect: CreateEp detects compile-only sessions only by session.compile_only=1, which onnxruntime "
-    "1.24.4's ModelCompiler does not set (it sets ep.context_enable=1)"))
-
-
-@pytest.mark.parametrize("version", [pytest.param(v, marks=_COMPILE_ONLY_UNSEEN) if v == "1.24.4" else v
-                                     for v in HOSTS])
+# compile session only with ep.context_enable=1, which our CreateEp accepts as the compile-only signal on
+# hosts older than API 27 (observed).
+@pytest.mark.parametrize("version", HOSTS)
 def test_virtual_device_serves_model_compiler(version: str, library_path: str, model_path: str, tmp_path) -> None:
     compiled = tmp_path / "compiled.onnx"
     result, _, _ = run_json(version, COMPILE_SCRIPT, NO_SOFTWARE, [library_path, model_path, str(compiled)])
