@@ -23,7 +23,8 @@ class KernelContext:
     """``OrtKernelContext`` of one fused-node ``Compute``: input values, lazily created outputs."""
 
     def __init__(self, inputs: list[OrtValue], input_ptrs: list[Any], output_types: list[int],
-                 output_names: list[str], logger: Any, preallocated: dict[int, OrtValue] | None = None) -> None:
+                 output_names: list[str], logger: Any, preallocated: dict[int, OrtValue] | None = None,
+                 allocator: Any = None) -> None:
         self.inputs = inputs
         self.input_ptrs = input_ptrs  # one handle per use, so concurrent runs never share a handle
         self.output_types = output_types
@@ -31,6 +32,7 @@ class KernelContext:
         self.outputs: list[OrtValue | None] = [None] * len(output_types)
         self.output_ptrs: list[Any] = [ffi.NULL] * len(output_types)
         self.preallocated = preallocated or {}
+        self.allocator = allocator  # DeviceAllocator when outputs live in EP device memory
         self.logger = logger
         self.ptr: Any = ffi.NULL
 
@@ -122,8 +124,7 @@ class ValueApi:
         return ffi.NULL
 
     def GetTensorMemoryInfo(self, v: Any, out: Any) -> Any:  # noqa: N802
-        self._value(v)
-        out[0] = self.s.host.cpu_memory.ptr
+        out[0] = getattr(self._value(v), "memory_info", self.s.host.cpu_memory).ptr
         return ffi.NULL
 
     # -- kernel context -------------------------------------------------------------------------------
@@ -167,7 +168,11 @@ class ValueApi:
             return self.s.error(OrtErrorCode.NOT_IMPLEMENTED, f"output '{ctx.output_names[index]}' has element type "
                                 f"{ctx.output_types[index]}, which the epabi host does not allocate")
         target = ctx.preallocated.get(index)
-        if target is not None and target.shape() == shape and target.array.dtype == dtype:
+        if ctx.allocator is not None:
+            from .device_memory import DeviceValue
+
+            value = DeviceValue(ctx.allocator, shape, ctx.output_types[index])
+        elif target is not None and target.shape() == shape and target.array.dtype == dtype:
             value = target  # a bound output: the EP writes straight into the caller's buffer
         else:
             value = OrtValue(np.empty(shape, dtype=dtype))
@@ -237,5 +242,5 @@ class EpGraphApi:
         return self.s.get(c, NodeComputeContext, "node compute context").c_name
 
     def Value_GetMemoryDevice(self, v: Any) -> Any:  # noqa: N802
-        self.s.get(v, OrtValue, "OrtValue")
-        return self.s.host.cpu_memory.device_ptr
+        value = self.s.get(v, OrtValue, "OrtValue")
+        return getattr(value, "memory_info", self.s.host.cpu_memory).device_ptr

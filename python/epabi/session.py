@@ -22,8 +22,10 @@ from onnx.reference import ReferenceEvaluator
 
 from ._ffi import ffi
 from .errors import ConductError, OrtErrorCode, OrtStatusError
+from .device_memory import DataTransfer, DeviceAllocator, DeviceValue
 from .graph_view import GraphView, NodeView, model_graph
 from .io_binding import IOBinding
+from .objects import OrtDeviceMemoryType
 from .partition import FusedGroup, Unit, build_groups, order_units
 from .run_options import RunOptions
 from .served_values import GraphSupportInfo, KernelContext, NodeComputeContext
@@ -106,6 +108,9 @@ class InferenceSession:
         self._states: list[Any] = []
         self._infos: Any = ffi.NULL
         self._exposed: list[GraphView] = []
+        self._allocator: DeviceAllocator | None = None
+        self._transfer: DataTransfer | None = None
+        self._device_initializers: dict[str, DeviceValue] = {}
         self.options = sess_options or SessionOptions()
         self.model, model_path = load_model(path_or_bytes)
         self.graph = model_graph(self.model, model_path)
@@ -134,6 +139,10 @@ class InferenceSession:
         host = self.host
         self._ep = host.create_ep(self.options)
         ep = self._ep
+        memory = self.options.provider_devices[0].memory_info(OrtDeviceMemoryType.DEFAULT)
+        if memory is not None:  # the EP computes in its own memory: allocate and copy through the plugin
+            self._allocator = DeviceAllocator(host, ep.factory, memory)
+            self._transfer = DataTransfer(host, ep.factory, memory)
         host.expose_graph(self.graph)
         self._exposed.append(self.graph)
         support = GraphSupportInfo(self.graph)
@@ -272,6 +281,11 @@ class InferenceSession:
             self._states = []
             if self._groups and "ReleaseNodeComputeInfos" in ep.members and self._infos != ffi.NULL:
                 ep.call("ReleaseNodeComputeInfos", self._infos, len(self._groups))
+            for value in self._device_initializers.values():
+                value.release()
+            self._device_initializers = {}
+            if self._allocator is not None:
+                self._allocator.close()
             ep.close()
         for graph in self._exposed:
             self.host.unexpose_graph(graph)
@@ -318,16 +332,16 @@ class InferenceSession:
                                f"{bad[0]} Got: {array.shape[bad[0]]} Expected: {arg.shape[bad[0]]}")
         return value if isinstance(value, OrtValue) else array
 
-    def _execute(self, feeds: dict[str, OrtValue], prealloc: dict[str, OrtValue],
+    def _execute(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
                  run_options: RunOptions | None) -> dict[str, Any]:
         if self._closed:
             raise _invalid("the session is closed")
         missing = [i.name for i in self._inputs if i.name not in feeds]
         if missing:
             raise _invalid(f"Required inputs ({missing}) are missing from input feed ({list(feeds)}).")
-        values: dict[str, Any] = {name: v for name, v in feeds.items()}
+        run = _Run(dict(feeds))
         for vi in self.graph.initializers:
-            values.setdefault(vi.name, vi.initializer)
+            run.values.setdefault(vi.name, vi.initializer)
         run_options = run_options or RunOptions()
         ep, host = self._ep, self.host
         if ep is not None:
@@ -337,33 +351,61 @@ class InferenceSession:
                 ep.call_status("OnRunStart", run_options.ptr)
             for unit in self._units:
                 if unit.cpu_node is not None:
-                    self._run_cpu(unit, values)
+                    self._run_cpu(unit, run)
                 else:
-                    self._run_fused(unit, values, prealloc)
+                    self._run_fused(unit, run, prealloc)
             if ep is not None and "OnRunEnd" in ep.members:
                 ep.call_status("OnRunEnd", run_options.ptr, True)
+            out: dict[str, Any] = {}
+            for arg in self._outputs:
+                target = prealloc.get(arg.name)
+                result = run.values[arg.name]
+                if isinstance(result, DeviceValue):
+                    if target is not None and target.shape() == result.shape() and \
+                            target.element_type() == result.element_type():
+                        self._transfer.copy(result, target)  # straight into the caller's bound buffer
+                        result = target
+                    else:
+                        result = self._transfer.to_host(result)
+                if target is not None and result is not target:
+                    array = result.array if isinstance(result, OrtValue) else np.asarray(result)
+                    target.update_inplace(array.astype(target.array.dtype, copy=False).reshape(target.array.shape))
+                    result = target
+                out[arg.name] = result
+            return out
         finally:
+            for value in run.temps:
+                value.release()
             if ep is not None:
                 host.handles.drop(run_options.ptr)
                 run_options.ptr = ffi.NULL
-        out: dict[str, Any] = {}
-        for arg in self._outputs:
-            result = values[arg.name]
-            target = prealloc.get(arg.name)
-            if target is not None and result is not target:
-                array = result.array if isinstance(result, OrtValue) else np.asarray(result)
-                target.update_inplace(array.astype(target.array.dtype, copy=False).reshape(target.array.shape))
-                result = target
-            out[arg.name] = result
-        return out
 
-    def _run_cpu(self, unit: Unit, values: dict[str, Any]) -> None:
+    def _host_value(self, name: str, run: _Run) -> Any:
+        x = run.values[name]
+        if not isinstance(x, DeviceValue):
+            return x.array if isinstance(x, OrtValue) else x
+        if name not in run.on_host:
+            run.on_host[name] = self._transfer.to_host(x).array
+        return run.on_host[name]
+
+    def _device_value(self, name: str, run: _Run) -> OrtValue:
+        x = run.values[name]
+        if self._allocator is None or isinstance(x, DeviceValue):
+            return _as_value(x)
+        if name in self._device_initializers:
+            return self._device_initializers[name]
+        if name not in run.on_device:
+            dev = self._transfer.to_device(_as_value(x), self._allocator)
+            if name in self.graph.values and self.graph.values[name].constant_initializer:
+                self._device_initializers[name] = dev  # copied once, as ORT places initializers at init
+            else:
+                run.temps.append(dev)
+            run.on_device[name] = dev
+        return run.on_device[name]
+
+    def _run_cpu(self, unit: Unit, run: _Run) -> None:
         node = unit.cpu_node
-        feeds = {}
-        for v in (*node.inputs, *node.implicit_inputs):
-            if v is not None:
-                x = values[v.name]
-                feeds[v.name] = x.array if isinstance(x, OrtValue) else x
+        feeds = {v.name: self._host_value(v.name, run) for v in (*node.inputs, *node.implicit_inputs) if v is not None}
         try:
             results = self._evaluators[id(unit)].run(None, feeds)
         except Exception as exc:  # noqa: BLE001
@@ -371,11 +413,11 @@ class InferenceSession:
                                  f"({node.op_type}): {exc}") from exc
         for v, r in zip(node.outputs, results, strict=False):
             if v is not None:
-                values[v.name] = r
+                run.values[v.name] = r
 
-    def _run_fused(self, unit: Unit, values: dict[str, Any], prealloc: dict[str, OrtValue]) -> None:
+    def _run_fused(self, unit: Unit, run: _Run, prealloc: dict[str, OrtValue]) -> None:
         host, ep, group = self.host, self._ep, unit.group
-        inputs = [_as_value(values[name]) for name in group.inputs]
+        inputs = [self._device_value(name, run) for name in group.inputs]
         input_ptrs = [host.handles.issue(v, "OrtValue*") for v in inputs]
         for ptr in input_ptrs:
             host.mark_host_owned(ptr)
@@ -383,8 +425,9 @@ class InferenceSession:
         for name in group.outputs:
             info = group.subgraph.values[name].type_info
             types.append(info.tensor.elem_type if info is not None and info.tensor is not None else 0)
-        targets = {i: prealloc[name] for i, name in enumerate(group.outputs) if name in prealloc}
-        ctx = KernelContext(inputs, input_ptrs, types, list(group.outputs), ep.logger, targets)
+        targets = {} if self._allocator is not None else \
+            {i: prealloc[name] for i, name in enumerate(group.outputs) if name in prealloc}
+        ctx = KernelContext(inputs, input_ptrs, types, list(group.outputs), ep.logger, targets, self._allocator)
         ctx.ptr = host.handles.issue(ctx, "OrtKernelContext*")
         index = group.index
         info = self._infos[index]
@@ -395,10 +438,25 @@ class InferenceSession:
         finally:
             for ptr in (ctx.ptr, *input_ptrs, *ctx.output_ptrs):
                 host.release_handle(ptr)
+            run.temps.extend(v for v in ctx.outputs if isinstance(v, DeviceValue))
         for name, value in zip(group.outputs, ctx.outputs, strict=True):
             if value is None:
                 raise ConductError(f"{ep.name}: Compute of {group.name} succeeded without producing output '{name}'")
-            values[name] = value
+            run.values[name] = value
+
+    def allocator_stats(self) -> dict[str, str]:
+        """The EP device allocator's statistics (``OrtAllocator::GetStats``); {} without device memory."""
+        return {} if self._allocator is None else self._allocator.stats()
+
+
+class _Run:
+    """State of one run: values by name, per-run copies between host and device, buffers to free."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.values = values
+        self.on_host: dict[str, np.ndarray] = {}
+        self.on_device: dict[str, OrtValue] = {}
+        self.temps: list[DeviceValue] = []
 
 
 def _as_value(x: Any) -> OrtValue:
