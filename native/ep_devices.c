@@ -3,8 +3,10 @@
  *
  *  - GPU: every GPU-typed hardware device with NVIDIA's vendor id, with default and read-only memory infos.
  *  - Software adapter: only with EPABI_ALLOW_SOFTWARE_ADAPTER=1 and no GPU listed; one EP device on the
- *    CPU hardware device, with a warning that it is a software device, and one DEFAULT memory info
- *    "EpAbi_Software" (see attach_software_memory) served by the factory's arena and data transfer.
+ *    CPU hardware device, with a warning that it is a software device. It computes in the host's own
+ *    memory (no memory info: zero copies, and bound host buffers are what a captured graph replays on),
+ *    unless EPABI_SOFTWARE_DEVICE_MEMORY=device gives it a DEFAULT memory info "EpAbi_Software" (see
+ *    attach_software_memory) served by the factory's arena and data transfer, like a discrete device.
  *  - Virtual: when the host's environment config has allow_virtual_devices=1 (ORT sets it for a
  *    registration name ending in ".virtual"), a GPU hardware device we create ourselves, metadata
  *    is_virtual=1, no memory infos; usable only by compile-only sessions (see ep.c).
@@ -18,6 +20,12 @@
 static bool is_virtual_hw(const struct epabi_api* api, const OrtHardwareDevice* hw) {
     const char* v = epabi_kv_get(api, api->ort->HardwareDevice_Metadata(hw), "is_virtual");
     return v != NULL && strcmp(v, "1") == 0;
+}
+
+/* EPABI_SOFTWARE_DEVICE_MEMORY=device: the software adapter owns device memory (see attach_software_memory). */
+static bool software_device_memory(void) {
+    const char* v = getenv("EPABI_SOFTWARE_DEVICE_MEMORY");
+    return v != NULL && strcmp(v, "device") == 0;
 }
 
 static bool software_adapter_allowed(void) {
@@ -91,7 +99,7 @@ static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* h
         if (st == NULL)
             st = attach_memory_info(f, dev, "EpAbi_GPU_readonly", OrtMemoryInfoDeviceType_GPU, ordinal,
                                     OrtReadOnlyAllocator, NULL);
-    } else if (kind == EPABI_DEVICE_SOFTWARE) {
+    } else if (kind == EPABI_DEVICE_SOFTWARE && software_device_memory()) {
         st = attach_software_memory(f, dev);
     }
     if (st != NULL) {

@@ -44,11 +44,21 @@ def test_devices_software_adapter_json(software_adapter, capsys, library_path):
     cpu = epabi.cpu_device()
     assert dev["device"] == {"type": "CPU", "vendor": cpu.vendor, "vendor_id": f"{cpu.vendor_id:#06x}",
                              "device_id": 0, "metadata": {}}
-    # the software adapter's DEFAULT memory: host memory presented as device memory (GPU-typed, 0x10DE),
-    # served by the plugin's arena
-    (mem,) = dev["memory_infos"]
+    # by default the software adapter computes in host memory: no memory info
+    assert dev["memory_infos"] == []
+
+
+def test_devices_software_adapter_device_memory(software_adapter, capsys, monkeypatch):
+    # EPABI_SOFTWARE_DEVICE_MEMORY=device: host memory presented as device memory (GPU-typed, 0x10DE),
+    # served by the plugin's arena and data transfer
+    monkeypatch.setenv("EPABI_SOFTWARE_DEVICE_MEMORY", "device")
+    doc = run_json(capsys, "devices", "--cpu-only", "--json")
+    (mem,) = doc["devices"][0]["memory_infos"]
     assert mem["name"] == "EpAbi_Software"
     assert mem["device_type"] == "GPU" and mem["memory_type"] == "DEFAULT" and mem["allocator_type"] == "DEVICE"
+    assert cli.main(["devices", "--cpu-only"]) == 0
+    assert "memory infos:  EpAbi_Software: GPU memory DEFAULT, DEVICE allocator, vendor 0x10de" in \
+        capsys.readouterr().out
 
 
 def test_devices_software_adapter_human(software_adapter, capsys):
@@ -58,7 +68,7 @@ def test_devices_software_adapter_human(software_adapter, capsys):
     assert "[0] EpAbiExecutionProvider (vendor epabi)" in captured.out
     assert re.search(r"device:\s+CPU\s+vendor", captured.out)
     assert "device_kind=software" in captured.out
-    assert "memory infos:  EpAbi_Software: GPU memory DEFAULT, DEVICE allocator, vendor 0x10de" in captured.out
+    assert "memory infos:  (none)" in captured.out
     # the plugin's warning about the software adapter reaches stderr through logging
     assert "offering the CPU software adapter" in captured.err
 

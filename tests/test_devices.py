@@ -68,12 +68,22 @@ def test_software_adapter_on_cpu_with_a_warning(library_path: str, software_adap
             (dev,) = _ours(host)
             assert dev.device is cpu
             assert dev.ep_metadata["device_kind"] == "software"
-            (mem,) = dev.memory_infos  # host memory presented as device memory, served by the plugin
-            assert mem.name == "EpAbi_Software" and mem.device_type == epabi.OrtMemoryInfoDeviceType.GPU
+            assert dev.memory_infos == []  # computes in host memory unless EPABI_SOFTWARE_DEVICE_MEMORY=device
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "epabi.plugin"]
     assert len(warnings) == 1 and "software device" in warnings[0].getMessage()
     # the negotiation note is logged at VERBOSE -> DEBUG
     assert any(r.levelno == logging.DEBUG and "negotiated API" in r.getMessage() for r in caplog.records)
+
+
+def test_software_adapter_with_device_memory(library_path: str, software_adapter: None,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EPABI_SOFTWARE_DEVICE_MEMORY", "device")
+    with _register([epabi.cpu_device()], library_path) as host:
+        (dev,) = _ours(host)
+        (mem,) = dev.memory_infos  # host memory presented as device memory, served by the plugin
+        assert mem.name == "EpAbi_Software" and mem.device_type == epabi.OrtMemoryInfoDeviceType.GPU
+        assert (mem.vendor_id, mem.allocator_type) == (0x10DE, OrtAllocatorType.DEVICE)
+        assert dev.factory.data_transfer != epabi._ffi.ffi.NULL
 
 
 @pytest.mark.parametrize("name", ["epabi.virtual", "epabi"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import onnx
 import pytest
@@ -164,7 +166,26 @@ def test_initializer_constant_reaches_kernel(host: epabi.Host) -> None:
         np.testing.assert_allclose(session.run(None, {"x": x})[0], x @ w)
 
 
-def test_device_memory_goes_through_plugin_allocator_and_data_transfer(host: epabi.Host) -> None:
+@pytest.fixture
+def device_memory_host(library_path: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[epabi.Host]:
+    """The software adapter with its own device memory (EPABI_SOFTWARE_DEVICE_MEMORY=device)."""
+    monkeypatch.setenv("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
+    monkeypatch.setenv("EPABI_SOFTWARE_DEVICE_MEMORY", "device")
+    with epabi.Host(hardware=[epabi.cpu_device()]) as h:
+        h.register_execution_provider_library("epabi", library_path)
+        yield h
+
+
+def test_host_memory_mode_needs_no_copies(host: epabi.Host) -> None:
+    model = mlp(layers=2, width=8)
+    with _session(host, model) as session:
+        session.run(None, sample_inputs(model))
+        assert session.allocator_stats() == {}
+    assert "OrtDataTransferImpl::CopyTensors" not in host.trace and "OrtEpFactory::CreateAllocator" not in host.trace
+
+
+def test_device_memory_goes_through_plugin_allocator_and_data_transfer(device_memory_host: epabi.Host) -> None:
+    host = device_memory_host
     model = mlp(layers=3, width=16)
     feeds = sample_inputs(model)
     (dev,) = host.get_ep_devices()
@@ -189,3 +210,19 @@ def test_device_memory_goes_through_plugin_allocator_and_data_transfer(host: epa
         # at rest only the initializers (3 weights + 3 biases) stay in use
         assert int(stats["InUse"]) >= (3 * 16 * 16 + 3 * 16) * 4
     assert host.trace[-1] == "OrtEpFactory::ReleaseEp"
+
+
+def test_device_memory_mode_matches_host_mode(device_memory_host: epabi.Host) -> None:
+    # the same partitioned model (CPU node in the middle) gives the same numbers when every crossing goes
+    # through the plugin's data transfer
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["a"], name="mm"),
+             helper.make_node("Softplus", ["a"], ["s"], name="softplus"),
+             helper.make_node("Add", ["s", "a"], ["y"], name="add")]
+    w = np.random.default_rng(1).standard_normal((4, 4)).astype(np.float32)
+    model = _model(nodes, [helper.make_tensor_value_info("x", T.FLOAT, [3, 4])],
+                   [helper.make_tensor_value_info("y", T.FLOAT, [3, 4])], [numpy_helper.from_array(w, "w")])
+    x = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
+    with _session(device_memory_host, model) as session:
+        assert session.node_assignment["softplus"] == "CPUExecutionProvider"
+        (y,) = session.run(None, {"x": x})
+    np.testing.assert_allclose(y, ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)

@@ -21,8 +21,8 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 
 from ._ffi import ffi
-from .errors import ConductError, OrtErrorCode, OrtStatusError
 from .device_memory import DataTransfer, DeviceAllocator, DeviceValue
+from .errors import ConductError, OrtErrorCode, OrtStatusError
 from .graph_view import GraphView, NodeView, model_graph
 from .io_binding import IOBinding
 from .objects import OrtDeviceMemoryType
