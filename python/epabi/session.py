@@ -21,6 +21,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 
 from ._ffi import ffi
+from .capture import GraphCapture
 from .device_memory import DataTransfer, DeviceAllocator, DeviceValue
 from .errors import ConductError, OrtErrorCode, OrtStatusError
 from .graph_view import GraphView, NodeView, model_graph
@@ -124,11 +125,13 @@ class InferenceSession:
             if devices:
                 self._create_ep()
             self._units = order_units(self.graph, self._groups)
+            self._tls = threading.local()  # the calling thread's last run (graph capture pins its values)
             self._evaluators = {id(u): self._evaluator(u.cpu_node) for u in self._units if u.cpu_node is not None}
             for unit in self._units:
                 if unit.cpu_node is not None:
                     node = unit.cpu_node
                     self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = "CPUExecutionProvider"
+            self.graph_capture = GraphCapture(self)
         except BaseException:
             self.close()
             raise
@@ -255,14 +258,23 @@ class InferenceSession:
         names = [o.name for o in self._outputs] if not output_names else list(output_names)
         for name in names:
             self._check_output_name(name)
-        results = self._execute(feeds, {}, run_options)
+        results = self._run(feeds, {}, run_options)
+        if results is None:  # a replay hands no fresh outputs to a plain run, as in ORT
+            _log.warning("graph replay: run() returns no outputs; bind pre-allocated outputs with io_binding()")
+            return []
         return [results[name].numpy() if isinstance(results[name], OrtValue) else results[name] for name in names]
 
     def run_with_iobinding(self, binding: IOBinding, run_options: RunOptions | None = None) -> None:
         """Runs with bound inputs; bound outputs are written in place, unbound ones allocated."""
         feeds = {name: self._feed_value(name, value) for name, value in binding.inputs.items()}
         prealloc = {name: v for name, v in binding.outputs.items() if v is not None}
-        results = self._execute(feeds, prealloc, run_options)
+        results = self._run(feeds, prealloc, run_options)
+        if results is None:
+            unbound = [name for name in binding.outputs if name not in prealloc]
+            if unbound:
+                raise OrtStatusError(OrtErrorCode.INVALID_ARGUMENT, f"output(s) {unbound} are not bound to "
+                                     "pre-allocated buffers; a replayed graph writes only into the buffers it captured")
+            results = dict(prealloc)
         binding._results = [binding.outputs[name] or _as_value(results[name]) for name in binding.outputs]
 
     def close(self) -> None:
@@ -332,6 +344,13 @@ class InferenceSession:
                                f"{bad[0]} Got: {array.shape[bad[0]]} Expected: {arg.shape[bad[0]]}")
         return value if isinstance(value, OrtValue) else array
 
+    def _run(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
+             run_options: RunOptions | None) -> dict[str, Any] | None:
+        """One user call: plain execution, or ORT's capture/replay loop (None = replayed, nothing fresh)."""
+        if not getattr(self, "graph_capture", None) or not self.graph_capture.enabled:
+            return self._execute(feeds, prealloc, run_options)
+        return self.graph_capture.run(lambda: self._execute(feeds, prealloc, run_options), run_options, lambda: None)
+
     def _execute(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
                  run_options: RunOptions | None) -> dict[str, Any]:
         if self._closed:
@@ -340,6 +359,7 @@ class InferenceSession:
         if missing:
             raise _invalid(f"Required inputs ({missing}) are missing from input feed ({list(feeds)}).")
         run = _Run(dict(feeds))
+        self._tls.last_run = run
         for vi in self.graph.initializers:
             run.values.setdefault(vi.name, vi.initializer)
         run_options = run_options or RunOptions()

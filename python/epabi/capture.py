@@ -1,0 +1,100 @@
+"""Graph capture as ONNX Runtime's core drives it (``InferenceSession::Initialize`` and ``Run``, API 26+).
+
+At session creation, when the EP says ``IsGraphCaptureEnabled`` (and implements ``IsGraphCaptured`` and
+``ReplayGraph``): models with control-flow nodes are refused, and ``GetGraphCaptureNodeAssignmentPolicy``
+decides whether nodes left to the CPU are tolerated (ALLOW_CPU_FOR_SHAPES) or fail the session
+(ALL_NODES_ON_EP). A run: when ``IsGraphCaptured(id)`` the host only calls ``ReplayGraph(id)`` (then ``Sync``
+on hosts >= 1.27); otherwise it executes normally and, while the graph of ``id`` is not captured, executes
+again inside the same call, at most 8 times, then fails with ORT's message. ``id`` comes from the run option
+``gpu_graph_id`` (0 when absent or unparsable, -1 = never capture or replay). ORT itself counts no warm-up
+runs: the EP decides when it captures.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from .errors import OrtErrorCode, OrtStatusError
+
+if TYPE_CHECKING:
+    from .run_options import RunOptions
+
+_log = logging.getLogger("epabi.session")
+
+MAX_CAPTURE_RUNS = 8
+ALL_NODES_ON_EP, ALLOW_CPU_FOR_SHAPES = 0, 1
+_CONTROL_FLOW = {"If", "Loop", "Scan"}
+_SYNC_AFTER_REPLAY_SINCE = 27  # hosts >= 1.27 call OrtEp::Sync right after a replay
+
+
+def annotation_id(run_options: RunOptions | None) -> int:
+    """The run's graph annotation id: ``gpu_graph_id``, 0 when absent or not an integer."""
+    text = None if run_options is None else run_options.config.get("gpu_graph_id")
+    try:
+        return int(text) if text is not None else 0
+    except ValueError:
+        return 0
+
+
+class GraphCapture:
+    """Whether a session uses graph capture, and the run loop that does."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.enabled = False
+        ep = session._ep
+        if ep is None or "IsGraphCaptureEnabled" not in ep.members or not ep.call("IsGraphCaptureEnabled"):
+            return
+        if not {"IsGraphCaptured", "ReplayGraph"} <= set(ep.members):
+            _log.warning("%s did not implement IsGraphCaptured and ReplayGraph; ORT will not use this EP for "
+                         "graph capture/replay", ep.name)
+            return
+        if any(n.op_type in _CONTROL_FLOW for n in session.graph.nodes):
+            raise OrtStatusError(OrtErrorCode.FAIL, "This session cannot use the graph capture feature as requested "
+                                 f"by the user as the model has control flow nodes which can't be supported by "
+                                 f"{ep.name}")
+        policy = ep.call("GetGraphCaptureNodeAssignmentPolicy") \
+            if "GetGraphCaptureNodeAssignmentPolicy" in ep.members else ALL_NODES_ON_EP
+        on_cpu = [n for n, where in session.node_assignment.items() if where != ep.name]
+        if on_cpu and policy == ALL_NODES_ON_EP:
+            raise OrtStatusError(OrtErrorCode.FAIL, "This session cannot use the graph capture feature as requested "
+                                 f"by the user as all the graph nodes have not been assigned to {ep.name}")
+        if on_cpu:
+            _log.warning("Some nodes were not assigned to the preferred execution providers which may or may not "
+                         "have an negative impact on performance. e.g. ORT explicitly assigns shape related ops "
+                         "to CPU to improve perf. (on the CPU: %s)", ", ".join(on_cpu))
+        _log.info("This session will use the graph capture feature as requested by the user with %s", ep.name)
+        self.enabled = True
+        self.replays = 0
+        self._pinned: dict[tuple[int, int], Any] = {}
+
+    def run(self, execute: Callable[[], dict[str, Any]], run_options: RunOptions | None,
+            replayed: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """``execute`` runs the graph once (returns its outputs); ``replayed`` gives the outputs after a replay."""
+        ep = self.session._ep
+        graph_id = annotation_id(run_options)
+        executions = 0
+        while True:
+            if graph_id != -1 and ep.call("IsGraphCaptured", graph_id):
+                ep.call_status("ReplayGraph", graph_id)
+                if ep.factory.library.host.api_version >= _SYNC_AFTER_REPLAY_SINCE and "Sync" in ep.members:
+                    ep.call_status("Sync")
+                ep.call("IsGraphCaptureEnabled")
+                ep.call("IsGraphCaptured", graph_id)
+                self.replays += 1
+                return replayed()
+            outputs = execute()
+            executions += 1
+            if graph_id == -1 or not ep.call("IsGraphCaptureEnabled"):
+                return outputs
+            if ep.call("IsGraphCaptured", graph_id):
+                # values the captured launches read (CPU-node outputs among them) must outlive the call
+                self._pinned[(threading.get_ident(), graph_id)] = self.session._tls.last_run
+                return outputs
+            if executions >= MAX_CAPTURE_RUNS:
+                raise OrtStatusError(OrtErrorCode.FAIL, f"Graph capture did not complete after {MAX_CAPTURE_RUNS} "
+                                     f"internal runs for {ep.name} (annotation id {graph_id})")
+            _log.info("Start another run for necessary memory allocation or graph capture.")
