@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from . import models
 from .ep import Ep
 from .errors import ConductError, HostLimitationError, OrtErrorCode, OrtStatusError, PluginLoadError
 from .hardware import cpu_device, discover_hardware, nvidia_gpu_device
@@ -63,5 +64,5 @@ __all__ = [
     "OrtHardwareDeviceType", "OrtMemoryInfoDeviceType", "OrtStatusError", "PluginLoadError", "RELEASES",
     "SessionOptions", "InferenceSession", "RunOptions", "OrtValue", "IOBinding", "NodeArg",
     "cpu_device", "discover_hardware", "get_ep_name", "get_library_path",
-    "nvidia_gpu_device", "read_min_onnxruntime_version",
+    "nvidia_gpu_device", "read_min_onnxruntime_version", "models",
 ]
