@@ -6,18 +6,10 @@
  * shape input is read in run(), as kernel.h allows; it may be int32 or int64.
  */
 #include "kernel.h"
+#include "strided_copy.h"
 
 #include <stdio.h>
 #include <string.h>
-
-struct expand_copy {
-    const unsigned char* src;
-    unsigned char* dst;
-    size_t elsize;
-    int rank;
-    int64_t dims[EPABI_MAX_RANK];
-    int64_t strides[EPABI_MAX_RANK];  /* in elements; 0 on broadcast dims */
-};
 
 static bool is_index_type(ONNXTensorElementDataType t) {
     return t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
@@ -37,65 +29,6 @@ static bool expand_supports(const struct epabi_node* node, char* why, size_t why
         return false;
     }
     return true;
-}
-
-/* Fills a row from a source that either advances (stride 1) or repeats one element (stride 0). */
-static void fill_row(unsigned char* dst, const unsigned char* src, int64_t n, int64_t stride, size_t elsize) {
-    if (stride != 0) {
-        memcpy(dst, src, (size_t)n * elsize);
-        return;
-    }
-    switch (elsize) {
-    case 1: memset(dst, *src, (size_t)n); break;
-    case 2: for (int64_t i = 0; i < n; ++i) memcpy(dst + i * 2, src, 2); break;
-    case 4: for (int64_t i = 0; i < n; ++i) memcpy(dst + i * 4, src, 4); break;
-    case 8: for (int64_t i = 0; i < n; ++i) memcpy(dst + i * 8, src, 8); break;
-    default: for (int64_t i = 0; i < n; ++i) memcpy(dst + (size_t)i * elsize, src, elsize); break;
-    }
-}
-
-static void expand_launch(const void* p) {
-    const struct expand_copy* a = p;
-    const int r = a->rank;
-    const int64_t inner = a->dims[r - 1];
-    int64_t outer = 1;
-    for (int k = 0; k < r - 1; ++k) outer *= a->dims[k];
-    int64_t idx[EPABI_MAX_RANK] = {0};
-    ptrdiff_t off = 0;
-    unsigned char* dst = a->dst;
-    for (int64_t o = 0; o < outer; ++o) {
-        fill_row(dst, a->src + off * (ptrdiff_t)a->elsize, inner, a->strides[r - 1], a->elsize);
-        dst += (size_t)inner * a->elsize;
-        for (int k = r - 2; k >= 0; --k) {
-            off += (ptrdiff_t)a->strides[k];
-            if (++idx[k] < a->dims[k]) break;
-            off -= (ptrdiff_t)(a->strides[k] * a->dims[k]);
-            idx[k] = 0;
-        }
-    }
-}
-
-/* Drops unit dims and merges dims that are contiguous (or both broadcast) in the source, so the innermost
- * row is as long as possible. After this the innermost stride is 0 or 1. Leaves at least one dim. */
-static void simplify(struct expand_copy* a) {
-    int r = 0;
-    for (int k = 0; k < a->rank; ++k) {
-        if (a->dims[k] == 1) continue;
-        if (r > 0 && a->strides[r - 1] == a->strides[k] * a->dims[k]) {
-            a->dims[r - 1] *= a->dims[k];
-            a->strides[r - 1] = a->strides[k];
-            continue;
-        }
-        a->dims[r] = a->dims[k];
-        a->strides[r] = a->strides[k];
-        ++r;
-    }
-    if (r == 0) {
-        a->dims[0] = 1;
-        a->strides[0] = 1;
-        r = 1;
-    }
-    a->rank = r;
 }
 
 static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in,
@@ -121,7 +54,7 @@ static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const str
             return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: shape[%d] = %lld is negative", i,
                                (long long)req[i]);
     }
-    struct expand_copy a = {0};
+    struct epabi_strided_copy a = {0};
     if (!epabi_broadcast_shape(x->rank, x->dims, n, req, &a.rank, a.dims)) {
         /* Name the first clash from the right, where numpy broadcasting aligns the shapes. */
         for (int i = 1; i <= x->rank && i <= n; ++i) {
@@ -152,8 +85,7 @@ static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const str
     if (epabi_numel(a.rank, a.dims) == 0) return NULL;
     a.src = x->data;
     a.dst = y->data;
-    simplify(&a);
-    return epabi_exec_launch(ex, expand_launch, &a, sizeof a);
+    return epabi_strided_copy_launch(ex, &a);
 }
 
 const struct epabi_kernel epabi_kernels_expand[] = {

@@ -7,6 +7,7 @@
  * inputs are read in run(), as kernel.h allows; each may be int32 or int64.
  */
 #include "kernel.h"
+#include "strided_copy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,16 +18,6 @@ struct slice_state {
     int n;
     bool has_axes;
     int64_t starts[EPABI_MAX_RANK], ends[EPABI_MAX_RANK], axes[EPABI_MAX_RANK];
-};
-
-/* A contiguous output filled from a strided view of the input. Strides are in elements. */
-struct slice_copy {
-    const unsigned char* src;          /* the first element of the view */
-    unsigned char* dst;
-    size_t elsize;
-    int rank;
-    int64_t dims[EPABI_MAX_RANK];
-    int64_t strides[EPABI_MAX_RANK];
 };
 
 /* The slice parameters in one place, whichever opset they came from. */
@@ -187,65 +178,6 @@ static int64_t span_count(int64_t start, int64_t end, int64_t step) {
     return start > end ? (int64_t)(1 + (uint64_t)(start - end - 1) / ((uint64_t)0 - (uint64_t)step)) : 0;
 }
 
-static void copy_row(unsigned char* dst, const unsigned char* src, int64_t n, int64_t stride, size_t elsize) {
-    if (stride == 1) {
-        memcpy(dst, src, (size_t)n * elsize);
-        return;
-    }
-    const ptrdiff_t step = (ptrdiff_t)stride * (ptrdiff_t)elsize;
-    switch (elsize) {
-    case 1: for (int64_t i = 0; i < n; ++i, src += step) dst[i] = *src; break;
-    case 2: for (int64_t i = 0; i < n; ++i, src += step) memcpy(dst + i * 2, src, 2); break;
-    case 4: for (int64_t i = 0; i < n; ++i, src += step) memcpy(dst + i * 4, src, 4); break;
-    case 8: for (int64_t i = 0; i < n; ++i, src += step) memcpy(dst + i * 8, src, 8); break;
-    default: for (int64_t i = 0; i < n; ++i, src += step) memcpy(dst + (size_t)i * elsize, src, elsize); break;
-    }
-}
-
-static void slice_launch(const void* p) {
-    const struct slice_copy* a = p;
-    const int r = a->rank;
-    const int64_t inner = a->dims[r - 1];
-    int64_t outer = 1;
-    for (int k = 0; k < r - 1; ++k) outer *= a->dims[k];
-    int64_t idx[EPABI_MAX_RANK] = {0};
-    ptrdiff_t off = 0;
-    unsigned char* dst = a->dst;
-    for (int64_t o = 0; o < outer; ++o) {
-        copy_row(dst, a->src + off * (ptrdiff_t)a->elsize, inner, a->strides[r - 1], a->elsize);
-        dst += (size_t)inner * a->elsize;
-        for (int k = r - 2; k >= 0; --k) {
-            off += (ptrdiff_t)a->strides[k];
-            if (++idx[k] < a->dims[k]) break;
-            off -= (ptrdiff_t)(a->strides[k] * a->dims[k]);
-            idx[k] = 0;
-        }
-    }
-}
-
-/* Drops unit dims and merges dims that are contiguous in the source, so slices of outer axes become a few
- * long memcpy rows. Leaves at least one dim. */
-static void simplify(struct slice_copy* a) {
-    int r = 0;
-    for (int k = 0; k < a->rank; ++k) {
-        if (a->dims[k] == 1) continue;
-        if (r > 0 && a->strides[r - 1] == a->strides[k] * a->dims[k]) {
-            a->dims[r - 1] *= a->dims[k];
-            a->strides[r - 1] = a->strides[k];
-            continue;
-        }
-        a->dims[r] = a->dims[k];
-        a->strides[r] = a->strides[k];
-        ++r;
-    }
-    if (r == 0) {
-        a->dims[0] = 1;
-        a->strides[0] = 1;
-        r = 1;
-    }
-    a->rank = r;
-}
-
 static OrtStatus* slice_apply(struct epabi_exec* ex, const struct epabi_tensor* x, const struct slice_params* p) {
     const struct epabi_api* api = epabi_exec_api(ex);
     const int r = x->rank;
@@ -255,7 +187,7 @@ static OrtStatus* slice_apply(struct epabi_exec* ex, const struct epabi_tensor* 
         in_strides[k] = s;
         s *= x->dims[k];
     }
-    struct slice_copy a = {0};
+    struct epabi_strided_copy a = {0};
     a.rank = r;
     a.elsize = epabi_dtype_size(x->dtype);
     for (int k = 0; k < r; ++k) {
@@ -305,8 +237,7 @@ static OrtStatus* slice_apply(struct epabi_exec* ex, const struct epabi_tensor* 
     if (epabi_numel(r, a.dims) == 0) return NULL;
     a.src = (const unsigned char*)x->data + (size_t)base * a.elsize;
     a.dst = y->data;
-    simplify(&a);
-    return epabi_exec_launch(ex, slice_launch, &a, sizeof a);
+    return epabi_strided_copy_launch(ex, &a);
 }
 
 static OrtStatus* slice1_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in,

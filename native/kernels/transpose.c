@@ -5,6 +5,7 @@
  * size (epabi_dtype_size() != 0) is exact.
  */
 #include "kernel.h"
+#include "strided_copy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,15 +17,6 @@ struct transpose_state {
 };
 
 /* A contiguous output filled from a strided view of the input. Strides are in elements. */
-struct transpose_copy {
-    const unsigned char* src;
-    unsigned char* dst;
-    size_t elsize;
-    int rank;
-    int64_t dims[EPABI_MAX_RANK];
-    int64_t strides[EPABI_MAX_RANK];
-};
-
 static bool is_permutation(const int64_t* perm, size_t n) {
     bool seen[EPABI_MAX_RANK] = {false};
     for (size_t i = 0; i < n; ++i) {
@@ -81,67 +73,6 @@ static void transpose_release(void* state) {
     free(state);
 }
 
-/* Copies one row of n elements that are `stride` elements apart. Fixed-size memcpy lets the compiler emit
- * plain loads and stores without type-punning the data. */
-static void copy_row(unsigned char* dst, const unsigned char* src, int64_t n, int64_t stride, size_t elsize) {
-    if (stride == 1) {
-        memcpy(dst, src, (size_t)n * elsize);
-        return;
-    }
-    const ptrdiff_t step = (ptrdiff_t)stride * (ptrdiff_t)elsize;
-    switch (elsize) {
-    case 1: for (int64_t i = 0; i < n; ++i, src += step) dst[i] = *src; break;
-    case 2: for (int64_t i = 0; i < n; ++i, src += step) memcpy(dst + i * 2, src, 2); break;
-    case 4: for (int64_t i = 0; i < n; ++i, src += step) memcpy(dst + i * 4, src, 4); break;
-    case 8: for (int64_t i = 0; i < n; ++i, src += step) memcpy(dst + i * 8, src, 8); break;
-    default: for (int64_t i = 0; i < n; ++i, src += step) memcpy(dst + (size_t)i * elsize, src, elsize); break;
-    }
-}
-
-static void transpose_launch(const void* p) {
-    const struct transpose_copy* a = p;
-    const int r = a->rank;
-    const int64_t inner = a->dims[r - 1];
-    int64_t outer = 1;
-    for (int k = 0; k < r - 1; ++k) outer *= a->dims[k];
-    int64_t idx[EPABI_MAX_RANK] = {0};
-    ptrdiff_t off = 0;
-    unsigned char* dst = a->dst;
-    for (int64_t o = 0; o < outer; ++o) {
-        copy_row(dst, a->src + off * (ptrdiff_t)a->elsize, inner, a->strides[r - 1], a->elsize);
-        dst += (size_t)inner * a->elsize;
-        for (int k = r - 2; k >= 0; --k) {
-            off += (ptrdiff_t)a->strides[k];
-            if (++idx[k] < a->dims[k]) break;
-            off -= (ptrdiff_t)(a->strides[k] * a->dims[k]);
-            idx[k] = 0;
-        }
-    }
-}
-
-/* Drops unit dims and merges dims that are contiguous in the source, so the common "swap two blocks"
- * transposes become a few long memcpy rows. Leaves at least one dim. */
-static void simplify(struct transpose_copy* a) {
-    int r = 0;
-    for (int k = 0; k < a->rank; ++k) {
-        if (a->dims[k] == 1) continue;
-        if (r > 0 && a->strides[r - 1] == a->strides[k] * a->dims[k]) {
-            a->dims[r - 1] *= a->dims[k];
-            a->strides[r - 1] = a->strides[k];
-            continue;
-        }
-        a->dims[r] = a->dims[k];
-        a->strides[r] = a->strides[k];
-        ++r;
-    }
-    if (r == 0) {
-        a->dims[0] = 1;
-        a->strides[0] = 1;
-        r = 1;
-    }
-    a->rank = r;
-}
-
 static OrtStatus* transpose_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in,
                                 int n_in, int n_out) {
     (void)n_in;
@@ -165,7 +96,7 @@ static OrtStatus* transpose_run(struct epabi_exec* ex, const void* state, const 
         in_strides[k] = s;
         s *= x->dims[k];
     }
-    struct transpose_copy a = {0};
+    struct epabi_strided_copy a = {0};
     a.elsize = epabi_dtype_size(x->dtype);
     a.rank = r;
     for (int i = 0; i < r; ++i) {
@@ -178,8 +109,7 @@ static OrtStatus* transpose_run(struct epabi_exec* ex, const void* state, const 
     if (epabi_numel(r, a.dims) == 0) return NULL;
     a.src = x->data;
     a.dst = y->data;
-    simplify(&a);
-    return epabi_exec_launch(ex, transpose_launch, &a, sizeof a);
+    return epabi_strided_copy_launch(ex, &a);
 }
 
 const struct epabi_kernel epabi_kernels_transpose[] = {
