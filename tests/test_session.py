@@ -226,3 +226,17 @@ def test_device_memory_mode_matches_host_mode(device_memory_host: epabi.Host) ->
         assert session.node_assignment["softplus"] == "CPUExecutionProvider"
         (y,) = session.run(None, {"x": x})
     np.testing.assert_allclose(y, ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_gather_out_of_range_index_is_an_error(host: epabi.Host) -> None:
+    model = _model([helper.make_node("Gather", ["x", "i"], ["y"], axis=0)],
+                   [helper.make_tensor_value_info("x", T.FLOAT, [3, 2]),
+                    helper.make_tensor_value_info("i", T.INT64, [2])],
+                   [helper.make_tensor_value_info("y", T.FLOAT, [2, 2])])
+    x = np.arange(6, dtype=np.float32).reshape(3, 2)
+    with _session(host, model) as session:
+        assert session.node_assignment["Gather_0"] == EP
+        np.testing.assert_array_equal(session.run(None, {"x": x, "i": np.array([2, -3])})[0], x[[2, -3]])
+        with pytest.raises(epabi.OrtStatusError, match=r"index 3 at position 1 is out of range \[-3, 3\)") as info:
+            session.run(None, {"x": x, "i": np.array([0, 3])})
+        assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT

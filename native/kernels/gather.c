@@ -128,6 +128,19 @@ static OrtStatus* gather_run(struct epabi_exec* ex, const void* state, const str
         dims[j++] = x->dims[k];
         inner *= x->dims[k];
     }
+    /* Indices are validated here, on the host stream where earlier launches have already run (also while
+     * capturing), so a bad index is an error rather than silently zero-filled output. The launch still
+     * bounds-checks: a replay reads whatever the captured index buffer holds then. */
+    const int64_t n_indices = epabi_numel(idx->rank, idx->dims);
+    const int64_t axis_dim = x->dims[axis];
+    for (int64_t i = 0; i < n_indices; ++i) {
+        const int64_t v = idx->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? ((const int64_t*)idx->data)[i]
+                                                                          : ((const int32_t*)idx->data)[i];
+        if (v < -axis_dim || v >= axis_dim)
+            return epabi_error(api, ORT_INVALID_ARGUMENT,
+                               "Gather: index %lld at position %lld is out of range [-%lld, %lld) for axis %d",
+                               (long long)v, (long long)i, (long long)axis_dim, (long long)axis_dim, axis);
+    }
     OrtStatus* status = NULL;
     struct epabi_tensor* y = epabi_exec_output(ex, 0, x->dtype, r, dims, &status);
     if (y == NULL) return status;

@@ -11,8 +11,9 @@
  *               touches input or output *data* except through a launch, so that a captured run can be
  *               replayed from the recorded launches alone (graph capture on the host stream). The one
  *               exception: run() may read small integer inputs that decide output *shapes* (Reshape's
- *               shape, Expand's shape, Slice's starts/ends/axes/steps, axes inputs); those must be
- *               host-readable, as ORT's ALLOW_CPU_FOR_SHAPES placement guarantees on devices.
+ *               shape, Expand's shape, Slice's starts/ends/axes/steps, axes inputs), and validate
+ *               small integer index inputs (Gather) so that bad input is an error, not wrong numbers;
+ *               those must be host-readable, as ORT's ALLOW_CPU_FOR_SHAPES placement guarantees on devices.
  *   release()   frees the state.
  * Thread-safety: init/release run under the EP's compile; run() may run on several threads at once for
  * one state (concurrent runs), so run() must treat the state as read-only.
