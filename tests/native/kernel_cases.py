@@ -1,22 +1,22 @@
 #!/usr/bin/env python3
 """Checks the float32 math kernels (matmul, conv, pool, softmax, layernorm, reduce) through kernel_harness.c.
 
-Builds the harness with gcc (-std=c11 -Wall -Wextra -Werror), writes one case file, runs it, and compares every
-result with onnx.reference.ReferenceEvaluator on a one-node model (numpy where the reference lacks the
-semantics, i.e. Softmax before opset 13). Cases that must be refused by supports() or fail at run time are
-checked for that outcome and for a message naming the problem.
+Builds the harness (harness_build.py: -std=c11 -Wall -Wextra -Werror, every native/kernels/*.c), writes one
+case file, runs it, and compares every result with onnx.reference.ReferenceEvaluator on a one-node model (numpy
+where the reference lacks the semantics, i.e. Softmax before opset 13). Cases that must be refused by supports()
+or fail at run time are checked for that outcome and for a message naming the problem.
 
-Usage (from the repository root, in the project venv that has numpy and onnx):
-    .venv/bin/python tests/native/kernel_cases.py [--variant asan|blas|opt ...] [-k SUBSTRING] [-v]
-Variants: asan = built-in loop under AddressSanitizer + UBSan (default), blas = -DEPABI_HAVE_CBLAS against
-OpenBLAS (skipped when no cblas.h is found), opt = -O3 -march=native loop, no sanitizers. Exit status 0 when
-every case passes.
+Usage (from anywhere, in the project venv that has numpy and onnx):
+    .venv/bin/python tests/native/kernel_cases.py [--variant asan|plain|blas|opt ...] [-k SUBSTRING] [-v]
+        [--build-dir DIR]
+Variants: asan = built-in loop under AddressSanitizer + UBSan (default), plain = -O2 built-in loop, blas =
+-DEPABI_HAVE_CBLAS against OpenBLAS (skipped when no cblas.h is found), opt = -O3 -march=native loop, no
+sanitizers. Exit status 0 when every case passes.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -28,8 +28,9 @@ import numpy as np
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
-ROOT = Path(__file__).resolve().parents[2]
-KERNEL_SOURCES = ["registry", "tensor_util", "matmul", "conv", "pool", "softmax", "layernorm", "reduce"]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness_build  # noqa: E402
+
 CBLAS_DIRS = ["/usr/include/x86_64-linux-gnu/openblas-pthread", "/usr/include/openblas", "/usr/include"]
 RTOL, ATOL = 1e-4, 1e-5
 
@@ -417,7 +418,7 @@ def parse_results(text):
 
 def compare(case: Case, res) -> str | None:
     if res is None:
-        return "no result (harness crashed?)"
+        return "no result (the harness stopped)"
     if case.expect != "ok":
         if res["status"] != case.expect:
             return f"expected {case.expect}, got {res['status']}: {res['text']}"
@@ -457,66 +458,73 @@ def find_cblas():
     return None
 
 
-def build(variant, outdir: Path) -> Path | None:
-    exe = outdir / f"kernel_harness_{variant}"
-    srcs = [str(ROOT / "tests/native/kernel_harness.c")] + [str(ROOT / f"native/kernels/{s}.c") for s in KERNEL_SOURCES]
-    cmd = ["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-g", f"-I{ROOT / 'native/include'}",
-           f"-I{ROOT / 'native'}"]
-    libs = ["-lm"]
-    if variant == "asan":
-        cmd += ["-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer"]
-    elif variant == "opt":
-        cmd += ["-O3", "-march=native"]
-    elif variant == "blas":
-        inc = find_cblas()
-        if inc is None:
-            print("blas: no cblas.h found; skipped")
-            return None
-        cmd += ["-O2", "-DEPABI_HAVE_CBLAS", f"-I{inc}"]
-        libs = ["-lopenblas"] + libs
-    subprocess.run(cmd + srcs + ["-o", str(exe)] + libs, check=True)
-    return exe
+def build(variant, build_dir: Path) -> Path | None:
+    """Builds the harness for a variant (harness_build.py: every native/kernels/*.c); None when blas has no
+    cblas.h here."""
+    if variant != "blas":
+        return harness_build.build("kernel_harness", variant, build_dir)
+    inc = find_cblas()
+    if inc is None:
+        return None
+    return harness_build.build("kernel_harness", "plain", build_dir, extra_flags=["-DEPABI_HAVE_CBLAS", f"-I{inc}"],
+                               extra_libs=["-lopenblas"], label="blas")
+
+
+def all_cases(k: str = "") -> list[Case]:
+    cases = [c for f in ALL for c in f() if k in c.name]
+    names = [c.name for c in cases]
+    assert len(set(names)) == len(names), "duplicate case names"
+    return cases
+
+
+def run_cases(exe: Path, variant: str, cases: list[Case], workdir: Path, verbose: bool = False) -> list[str]:
+    """Runs the cases through a built harness; returns one line per failure ("NAME: why"), the harness's own
+    failure (a non-zero exit, e.g. a sanitizer report) as "<harness>: ...". Prints each case when verbose."""
+    case_file = Path(workdir) / "kernel_cases.txt"
+    with open(case_file, "w") as f:
+        for c in cases:
+            write_case(f, c)
+    proc = subprocess.run([str(exe), str(case_file)], capture_output=True, text=True,
+                          env=harness_build.harness_env(variant))
+    failures = []
+    results = parse_results(proc.stdout)
+    if proc.returncode != 0:
+        # The harness flushes after every case: the first case without a result is the one it died in.
+        at = next((c.name for c in cases if c.name not in results), "?")
+        failures.append(f"<harness>: exited {proc.returncode} in case {at}\n{proc.stderr[-4000:]}")
+    for c in cases:
+        msg = compare(c, results.get(c.name))
+        if msg is not None:
+            failures.append(f"{c.name}: {msg}")
+        elif verbose:
+            res = results[c.name]
+            print(f"ok   [{variant}] {c.name}"
+                  + (f" ({res['status']}: {res['text']})" if res["status"] != "ok" else ""))
+    return failures
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--variant", action="append", choices=["asan", "blas", "opt"])
+    ap.add_argument("--variant", action="append", choices=["asan", "plain", "blas", "opt"])
     ap.add_argument("-k", default="", help="only cases whose name contains this")
     ap.add_argument("-v", action="store_true", help="print every case")
+    ap.add_argument("--build-dir", type=Path, help="build here (objects are reused) instead of a temp dir")
     args = ap.parse_args()
-    variants = args.variant or ["asan"]
-    cases = [c for f in ALL for c in f() if args.k in c.name]
-    names = [c.name for c in cases]
-    assert len(set(names)) == len(names), "duplicate case names"
+    cases = all_cases(args.k)
     failed = 0
     with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
-        case_file = tmp / "cases.txt"
-        with open(case_file, "w") as f:
-            for c in cases:
-                write_case(f, c)
-        for variant in variants:
-            exe = build(variant, tmp)
+        build_dir = args.build_dir or Path(tmp)
+        for variant in args.variant or ["asan"]:
+            exe = build(variant, build_dir)
             if exe is None:
+                print(f"{variant}: no cblas.h found; skipped")
                 continue
-            env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=1", UBSAN_OPTIONS="print_stacktrace=1")
-            proc = subprocess.run([str(exe), str(case_file)], capture_output=True, text=True, env=env)
-            if proc.returncode != 0:
-                print(f"{variant}: harness exited {proc.returncode}\n{proc.stderr[-4000:]}")
-                failed += 1
-            results = parse_results(proc.stdout)
-            bad = 0
-            for c in cases:
-                msg = compare(c, results.get(c.name))
-                if msg is not None:
-                    bad += 1
-                    print(f"FAIL [{variant}] {c.name}: {msg}")
-                elif args.v:
-                    res = results[c.name]
-                    print(f"ok   [{variant}] {c.name}" + (f" ({res['status']}: {res['text']})"
-                                                           if res["status"] != "ok" else ""))
+            failures = run_cases(exe, variant, cases, Path(tmp), args.v)
+            for line in failures:
+                print(f"FAIL [{variant}] {line}")
+            bad = len([f for f in failures if not f.startswith("<harness>")])
             print(f"{variant}: {len(cases) - bad}/{len(cases)} cases passed")
-            failed += bad
+            failed += len(failures)
     return 1 if failed else 0
 
 

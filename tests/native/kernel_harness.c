@@ -3,8 +3,8 @@
  *
  * It stands in for the executor and the host: epabi_exec_* over malloc, epabi_attr_* over a small attribute
  * array (struct epabi_node.ort points at it), epabi_error over a private OrtStatus. Never linked into the
- * plugin. Built together with registry.c, tensor_util.c and the kernel files under test; a family that is
- * not linked is simply absent (registry.c declares the families weak).
+ * plugin. Built together with registry.c, tensor_util.c and the kernel files (harness_build.py links every C
+ * file in native/kernels/); a family that is not linked is simply absent (registry.c declares families weak).
  *
  * Beyond computing results, it checks the kernel contract (kernel.h):
  *   - launches are deferred until run() has returned, and the outputs are overwritten with NaN between

@@ -25,9 +25,11 @@
  * Output (stdout), per case: "case NAME" then one of "nokernel", "refused REASON", "error MESSAGE", or one
  * "out DTYPE RANK D... : V..." line per output; then "endcase". Contract violations abort with a message.
  *
- * Build (from the repository root; add -fsanitize=address,undefined for the sanitizer run):
+ * Built by harness_build.py (driven by shape_cases.py) from this file, native/api.c and every C file in
+ * native/kernels/ (the family files and their helpers: tensor_util.c, strided_copy.c, ...). By hand, from the
+ * repository root (add -fsanitize=address,undefined for the sanitizer run):
  *   gcc -std=c11 -Wall -Wextra -Werror -Inative -Inative/kernels -Inative/include tests/native/shape_harness.c \
- *       native/api.c native/kernels/tensor_util.c native/kernels/{transpose,reshape,expand,concat,slice,gather,shape}.c
+ *       native/api.c native/kernels/[a-z]*.c
  */
 #define _DEFAULT_SOURCE
 #include "kernel.h"

@@ -1,0 +1,433 @@
+#!/usr/bin/env python3
+"""Checks the data-movement kernels (transpose, reshape, squeeze/unsqueeze/identity, expand, concat, slice,
+gather, shape) through shape_harness.c.
+
+Builds the harness (harness_build.py: every native/kernels/*.c plus native/api.c), feeds it every case on
+stdin, and compares each result exactly with onnx.reference.ReferenceEvaluator on a one-node model, or with
+an explicit expectation where ONNX Runtime (which the plugin follows) and the reference differ; a seeded Slice
+fuzz is checked against spec_slice(). Cases that supports() must refuse, or that must fail at run time, are
+checked for that outcome. The harness itself aborts on a contract violation (see shape_harness.c).
+
+Usage (from anywhere, in the project venv that has numpy and onnx):
+    .venv/bin/python tests/native/shape_cases.py [--variant asan|plain ...] [-k SUBSTRING] [-v]
+        [--onnx-backend] [--build-dir DIR]
+Variants: asan = AddressSanitizer + UBSan (default), plain = -O2. --onnx-backend adds the ONNX backend node
+test cases of these ops (their stored outputs; slow to collect, and tests/test_conformance.py already runs
+them through the plugin). Exit status 0 when every case passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness_build  # noqa: E402
+from shape_check import DT, I32MAX, I64MAX, I64MIN, Case, run_cases  # noqa: E402
+
+ALL_DT = [np.float32, np.int32, np.int64, np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.float16, np.float64,
+          np.uint32, np.uint64]
+OPS = {"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Expand", "Concat", "Slice", "Gather", "Shape"}
+
+
+def spec_slice(x, starts, ends, axes=None, steps=None):
+    """The spec's clamping plus ONNX Runtime's INT_MAX-end rule (what slice.c implements)."""
+    sl = [slice(None)] * x.ndim
+    if axes is None:
+        axes = range(len(starts))
+    if steps is None:
+        steps = [1] * len(starts)
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = a + x.ndim if a < 0 else a
+        d = x.shape[a]
+        if d == 0:
+            sl[a] = slice(0, 0)
+            continue
+        s = s + d if s < 0 else s
+        if st < 0 and e in (I32MAX, I64MAX):
+            e = -1
+        else:
+            e = e + d if e < 0 else e
+        if st > 0:
+            s, e = min(max(s, 0), d), min(max(e, 0), d)
+            idx = list(range(s, e, st))
+        else:
+            s, e = min(max(s, 0), d - 1), min(max(e, -1), d - 1)
+            idx = list(range(s, e, st))
+        sl[a] = np.array(idx, dtype=np.int64)
+    # np.ix_-style indexing one axis at a time keeps it simple
+    out = x
+    for a, s in enumerate(sl):
+        if isinstance(s, np.ndarray):
+            out = np.take(out, s, axis=a)
+        else:
+            out = out[(slice(None),) * a + (s,)]
+    return out
+
+
+def all_cases(substring: str = "") -> list[Case]:
+    """The hand-written cases (deterministic: seeded), those whose name contains substring."""
+    rng = np.random.default_rng(1234)
+    cases = []
+
+    def add(*a, **k):
+        cases.append(Case(*a, **k))
+
+    def arr(shape, dtype=np.float32):
+        n = int(np.prod(shape)) if len(shape) else 1
+        if np.dtype(dtype) == np.bool_:
+            return (rng.integers(0, 2, n) == 1).reshape(shape)
+        if np.dtype(dtype).kind == "f":
+            return rng.standard_normal(n).astype(dtype).reshape(shape)
+        info = np.iinfo(dtype)
+        return rng.integers(max(info.min, -1000), min(info.max, 1000), n, endpoint=True).astype(dtype).reshape(shape)
+
+    def i64(*v):
+        return np.array(v, dtype=np.int64)
+
+    def i32(*v):
+        return np.array(v, dtype=np.int32)
+
+    # ---- Transpose ------------------------------------------------------------------------------------
+    for v in (1, 13, 21, 23, 24, 25):
+        add(f"tr_default_v{v}", "Transpose", v, [(arr((2, 3, 4)), "")])
+    for dt in ALL_DT:
+        add(f"tr_dt_{np.dtype(dt).name}", "Transpose", 13, [(arr((3, 5, 2), dt), "")], {"perm": [2, 0, 1]})
+    for perm in itertools.permutations(range(4)):
+        add("tr_p4_" + "".join(map(str, perm)), "Transpose", 13, [(arr((2, 3, 4, 5)), "")], {"perm": list(perm)})
+    add("tr_scalar", "Transpose", 13, [(np.array(3.5, np.float32), "")])
+    add("tr_scalar_perm_empty", "Transpose", 13, [(np.array(7, np.int64), "")], {"perm": []},
+        expect=[np.array(7, np.int64)])
+    add("tr_1d", "Transpose", 13, [(arr((7,), np.int32), "")])
+    add("tr_empty", "Transpose", 13, [(arr((3, 0, 2), np.bool_), "")], {"perm": [2, 1, 0]})
+    add("tr_unit_dims", "Transpose", 13, [(arr((1, 5, 1, 3)), "")], {"perm": [3, 1, 0, 2]})
+    add("tr_big", "Transpose", 13, [(arr((64, 33, 17)), "")], {"perm": [2, 0, 1]})
+    add("tr_rank8", "Transpose", 13, [(arr((2, 1, 3, 2, 1, 2, 3, 2)), "")], {"perm": [7, 0, 6, 1, 5, 2, 4, 3]})
+    add("tr_neg_perm", "Transpose", 13, [(arr((2, 3)), "")], {"perm": [-1, 0]}, expect="refused")
+    add("tr_dup_perm", "Transpose", 13, [(arr((2, 3)), "")], {"perm": [0, 0]}, expect="refused")
+    add("tr_perm_len", "Transpose", 13, [(arr((2, 3)), "")], {"perm": [0, 1, 2]}, expect="refused")
+    add("tr_perm_len_runtime", "Transpose", 13, [(arr((2, 3)), "u")], {"perm": [1, 0, 2]}, expect="error")
+
+    # ---- Reshape --------------------------------------------------------------------------------------
+    x234 = arr((2, 3, 4))
+    for v in (5, 13, 14, 19, 21, 23, 24, 25):
+        add(f"rs_basic_v{v}", "Reshape", v, [(x234, ""), (i64(4, -1), "s")])
+    for nm, shp in [("m1", (-1,)), ("zero_m1", (0, -1)), ("zeros", (0, 0, 4)), ("flat", (24,)), ("unit", (2, 3, 4, 1)),
+                    ("zero_mid", (2, 0, 2, -1)), ("m1_first", (-1, 6))]:
+        add(f"rs_{nm}", "Reshape", 13, [(x234, ""), (i64(*shp), "s")])
+    add("rs_int32_shape", "Reshape", 13, [(x234, ""), (i32(6, -1), "s")], expect=[x234.reshape(6, -1)])
+    add("rs_to_scalar", "Reshape", 13, [(arr((1, 1), np.int64), ""), (np.zeros((0,), np.int64), "s")])
+    add("rs_from_scalar", "Reshape", 13, [(np.array(5, np.int32), ""), (i64(1, 1, -1), "s")])
+    add("rs_empty_allowzero", "Reshape", 14, [(arr((0, 3)), ""), (i64(3, 0), "s")], {"allowzero": 1})
+    add("rs_empty_copyzero", "Reshape", 14, [(arr((0, 3)), ""), (i64(0, 3, 1), "s")])
+    add("rs_empty_m1", "Reshape", 14, [(arr((2, 0)), ""), (i64(-1, 5), "s")], expect=[np.zeros((0, 5), np.float32)])
+    add("rs_bool", "Reshape", 13, [(arr((4, 6), np.bool_), ""), (i64(3, 8), "s")])
+    add("rs_const_shape", "Reshape", 13, [(x234, ""), (i64(12, 2), "sc")])
+    add("rs_err_count", "Reshape", 13, [(x234, ""), (i64(5, -1), "s")], expect="error")
+    add("rs_err_count2", "Reshape", 13, [(x234, ""), (i64(5, 5), "s")], expect="error")
+    add("rs_err_two_m1", "Reshape", 13, [(x234, ""), (i64(-1, -1), "s")], expect="error")
+    add("rs_err_neg", "Reshape", 13, [(x234, ""), (i64(-2, 12), "s")], expect="error")
+    add("rs_err_zero_oob", "Reshape", 13, [(arr((24,)), ""), (i64(0, 0), "s")], expect="error")
+    add("rs_err_allowzero_m1", "Reshape", 14, [(arr((0, 3)), ""), (i64(0, -1), "s")], {"allowzero": 1}, expect="error")
+    add("rs_err_2d_shape", "Reshape", 13, [(x234, ""), (np.array([[24]], np.int64), "s")], expect="error")
+    add("rs_err_huge", "Reshape", 13, [(x234, ""), (i64(I64MAX, 4), "s")], expect="error")
+    add("rs_err_rank9", "Reshape", 13, [(x234, ""), (i64(1, 1, 1, 1, 1, 1, 2, 3, 4), "s")], expect="error")
+    add("rs_refuse_float_shape", "Reshape", 13, [(x234, ""), (np.array([24], np.float32), "s")], expect="refused")
+    add("rs_refuse_v1", "Reshape", 1, [(x234, "")], {"shape": [24]}, expect="nokernel")
+
+    # ---- Squeeze / Unsqueeze ------------------------------------------------------------------------------
+    x1312 = arr((1, 3, 1, 2))
+    add("sq_v1_attr", "Squeeze", 1, [(x1312, "")], {"axes": [0, 2]})
+    add("sq_v1_none", "Squeeze", 1, [(x1312, "")])
+    add("sq_v11_neg", "Squeeze", 11, [(x1312, "")], {"axes": [-2]})
+    for v in (13, 21, 23, 24, 25):
+        add(f"sq_v{v}_input", "Squeeze", v, [(x1312, ""), (i64(0, -2), "s")])
+    add("sq_13_none", "Squeeze", 13, [(x1312, "")])
+    add("sq_13_absent", "Squeeze", 13, [(x1312, ""), None])
+    add("sq_13_int32", "Squeeze", 13, [(x1312, ""), (i32(2), "s")], expect=[x1312.reshape(1, 3, 2)])
+    add("sq_13_empty_axes", "Squeeze", 13, [(x1312, ""), (np.zeros((0,), np.int64), "s")],
+        expect=[x1312.reshape(3, 2)])  # ONNX Runtime: an empty axes list squeezes every 1
+    add("sq_13_dup", "Squeeze", 13, [(x1312, ""), (i64(0, 0), "s")], expect=[x1312.reshape(3, 1, 2)])
+    add("sq_scalar", "Squeeze", 13, [(np.array(2.0, np.float32), "")])
+    add("sq_all_ones", "Squeeze", 13, [(arr((1, 1, 1), np.int64), "")])
+    add("sq_empty_tensor", "Squeeze", 13, [(arr((1, 0, 1)), "")])
+    add("sq_err_not1", "Squeeze", 13, [(x1312, ""), (i64(1), "s")], expect="error")
+    add("sq_err_oob", "Squeeze", 13, [(x1312, ""), (i64(4), "s")], expect="error")
+    add("sq_err_oob_attr", "Squeeze", 11, [(x1312, "")], {"axes": [-5]}, expect="error")
+
+    x34 = arr((3, 4), np.int64)
+    add("usq_v1", "Unsqueeze", 1, [(x34, "")], {"axes": [0]})
+    add("usq_v11_neg", "Unsqueeze", 11, [(x34, "")], {"axes": [-1]})
+    add("usq_v11_multi", "Unsqueeze", 11, [(x34, "")], {"axes": [0, 3]})
+    add("usq_v11_multi2", "Unsqueeze", 11, [(x34, "")], {"axes": [1, -1]})
+    for v in (13, 21, 23, 24, 25):
+        add(f"usq_v{v}_input", "Unsqueeze", v, [(x34, ""), (i64(3, 0), "s")])
+    add("usq_13_unsorted", "Unsqueeze", 13, [(x34, ""), (i64(-1, 1, 0), "s")])
+    add("usq_13_int32", "Unsqueeze", 13, [(x34, ""), (i32(1), "s")], expect=[x34.reshape(3, 1, 4)])
+    add("usq_13_scalar_axes", "Unsqueeze", 13, [(x34, ""), (np.array(1, np.int64), "s")], expect=[x34.reshape(3, 1, 4)])
+    add("usq_scalar", "Unsqueeze", 13, [(np.array(9, np.int32), ""), (i64(0), "s")])
+    add("usq_empty", "Unsqueeze", 13, [(arr((0, 2), np.bool_), ""), (i64(1), "s")])
+    add("usq_err_dup", "Unsqueeze", 13, [(x34, ""), (i64(0, 0), "s")], expect="error")
+    add("usq_err_dup_neg", "Unsqueeze", 13, [(x34, ""), (i64(3, -1), "s")], expect="error")
+    add("usq_err_oob", "Unsqueeze", 13, [(x34, ""), (i64(3), "s")], expect="error")
+    add("usq_err_rank9", "Unsqueeze", 13, [(arr((1, 1, 1, 1, 1, 1, 1, 1)), ""), (i64(0), "s")], expect="error")
+    add("usq_refuse_missing_axes", "Unsqueeze", 13, [(x34, "")], expect="refused")
+    add("usq_refuse_missing_attr", "Unsqueeze", 11, [(x34, "")], expect="refused")
+
+    for v in (1, 13, 14, 16, 19, 21, 23, 24, 25):
+        add(f"id_v{v}", "Identity", v, [(arr((2, 5)), "")])
+    for dt in ALL_DT:
+        add(f"id_{np.dtype(dt).name}", "Identity", 16, [(arr((3,), dt), "")])
+    add("id_scalar", "Identity", 13, [(np.array(True), "")])
+    add("id_empty", "Identity", 13, [(arr((0, 4)), "")])
+
+    # ---- Expand ---------------------------------------------------------------------------------------
+    for v in (8, 13):
+        add(f"ex_v{v}", "Expand", v, [(arr((3, 1)), ""), (i64(2, 1, 6), "s")])
+    for nm, shp, ishp in [("1to4", (4,), (1,)), ("scalar", (2, 3), ()), ("smaller", (1,), (2, 3)),
+                          ("bidir", (3, 1), (1, 3)), ("zero_out", (1, 5), (0, 1)), ("to_zero", (0,), (1, 1)),
+                          ("same", (2, 3), (2, 3)), ("mid", (2, 4, 3), (2, 1, 3)), ("lead1", (1, 1, 2, 3), (2, 3)),
+                          ("big", (50, 300, 7), (1, 300, 1)), ("empty_shape", (), (2, 2)),
+                          ("rank8", (2, 1, 2, 1, 2, 1, 2, 3), (1, 2, 1, 2, 1, 1, 3))]:
+        for dt in (np.float32, np.int64, np.bool_, np.int32, np.float16, np.int8):
+            add(f"ex_{nm}_{np.dtype(dt).name}", "Expand", 13, [(arr(ishp, dt), ""), (i64(*shp), "s")])
+    add("ex_int32_shape", "Expand", 13, [(arr((3, 1)), ""), (i32(3, 4), "s")], expect=None)
+    cases[-1].expect = [np.broadcast_to(cases[-1].inputs[0][0], (3, 4)).copy()]
+    add("ex_err_clash", "Expand", 13, [(arr((2, 3)), ""), (i64(4,), "s")], expect="error")
+    add("ex_err_clash0", "Expand", 13, [(arr((2, 3)), ""), (i64(0, 3, 2), "s")], expect="error")
+    add("ex_err_neg", "Expand", 13, [(arr((2, 3)), ""), (i64(-1, 3), "s")], expect="error")
+    add("ex_err_2d", "Expand", 13, [(arr((2, 3)), ""), (np.array([[2, 3]], np.int64), "s")], expect="error")
+
+    # ---- Concat ---------------------------------------------------------------------------------------
+    a23, a21 = arr((2, 3)), arr((2, 1))
+    add("cc_v1_default_axis", "Concat", 1, [(a23, ""), (a21, "")], expect=[np.concatenate([a23, a21], 1)])
+    add("cc_v4_no_axis", "Concat", 4, [(arr((2, 3)), ""), (arr((2, 1)), "")], expect="refused")
+    for v in (4, 11, 13):
+        add(f"cc_v{v}", "Concat", v, [(arr((2, 3)), ""), (arr((4, 3)), "")], {"axis": 0})
+    for dt in ALL_DT:
+        add(f"cc_{np.dtype(dt).name}", "Concat", 13, [(arr((2, 3, 2), dt), ""), (arr((2, 1, 2), dt), ""),
+                                                       (arr((2, 4, 2), dt), "")], {"axis": 1})
+    for ax in (-3, -2, -1, 0, 1, 2):
+        sh = [2, 3, 4]
+        ins = []
+        for k in range(3):
+            s = list(sh)
+            s[ax] = k + 1
+            ins.append((arr(tuple(s), np.int64), ""))
+        add(f"cc_axis{ax}", "Concat", 13, ins, {"axis": ax})
+    add("cc_single", "Concat", 13, [(arr((5,)), "")], {"axis": 0})
+    add("cc_many", "Concat", 13, [(arr((1, 2), np.int32), "") for _ in range(40)], {"axis": 0})
+    add("cc_1d_int64", "Concat", 13,
+        [(i64(1, 2), ""), (i64(3), ""), (np.zeros((0,), np.int64), ""), (i64(4, 5, 6), "")], {"axis": 0})
+    add("cc_empty_axis", "Concat", 13, [(arr((2, 0)), ""), (arr((2, 3)), ""), (arr((2, 0)), "")], {"axis": 1})
+    add("cc_all_empty", "Concat", 13, [(arr((0, 3)), ""), (arr((0, 3)), "")], {"axis": 0})
+    add("cc_empty_other", "Concat", 13, [(arr((0, 3)), ""), (arr((0, 3)), "")], {"axis": 1})
+    a23 = arr((2, 3))
+    add("cc_skip_empty_mismatch", "Concat", 13, [(a23, ""), (np.zeros((0,), np.float32), "")], {"axis": 0},
+        expect=[a23])  # ONNX Runtime skips empty inputs that do not match
+    add("cc_err_mismatch", "Concat", 13, [(arr((2, 3)), ""), (arr((3, 3)), "")], {"axis": 1}, expect="error")
+    add("cc_err_rank", "Concat", 13, [(arr((2, 3)), ""), (arr((2, 3, 1)), "u")], {"axis": 0}, expect="error")
+    add("cc_err_axis", "Concat", 13, [(arr((2, 3)), "u"), (arr((2, 3)), "u")], {"axis": 2}, expect="error")
+    add("cc_refuse_axis", "Concat", 13, [(arr((2, 3)), ""), (arr((2, 3)), "")], {"axis": -3}, expect="refused")
+    add("cc_refuse_dtype", "Concat", 13, [(arr((2, 3)), ""), (arr((2, 3), np.int32), "")], {"axis": 0},
+        expect="refused")
+    add("cc_big", "Concat", 13, [(arr((40, 70, 9)), ""), (arr((40, 5, 9)), "")], {"axis": 1})
+
+    # ---- Slice ----------------------------------------------------------------------------------------
+    x567 = arr((5, 6, 7))
+
+    add("sl_v1", "Slice", 1, [(x567, "")], {"starts": [1, 0], "ends": [3, -1]})
+    add("sl_v1_axes", "Slice", 1, [(x567, "")], {"starts": [-2], "ends": [1000], "axes": [2]})
+    add("sl_v1_oob", "Slice", 1, [(x567, "")], {"starts": [-100, 4], "ends": [100, 2], "axes": [0, 1]})
+    add("sl_v1_refuse_len", "Slice", 1, [(x567, "")], {"starts": [1, 2], "ends": [3]}, expect="refused")
+    add("sl_v1_refuse_missing", "Slice", 1, [(x567, "")], {"starts": [1]}, expect="refused")
+    for v in (10, 11, 13):
+        add(f"sl_v{v}", "Slice", v,
+            [(x567, ""), (i64(1, 0), "s"), (i64(4, 6), "s"), (i64(0, 2), "s"), (i64(2, 3), "s")])
+    add("sl_neg_axes", "Slice", 13, [(x567, ""), (i64(1), "s"), (i64(-1), "s"), (i64(-2), "s")])
+    add("sl_no_axes_steps", "Slice", 13, [(x567, ""), (i64(1, 2, 3), "s"), (i64(4, 5, 6), "s")])
+    add("sl_absent_axes", "Slice", 13, [(x567, ""), (i64(0), "s"), (i64(3), "s"), None, (i64(2), "s")])
+    add("sl_rev", "Slice", 13, [(x567, ""), (i64(-1), "s"), (i64(I64MIN), "s"), (i64(1), "s"), (i64(-1), "s")])
+    add("sl_rev_all", "Slice", 13, [(x567, ""), (i64(-1, -1, -1), "s"), (i64(-I64MAX, -I64MAX, -I64MAX), "s"),
+                                     (i64(0, 1, 2), "s"), (i64(-1, -2, -3), "s")])
+    add("sl_int32", "Slice", 13, [(x567, ""), (i32(1, -3), "s"), (i32(I32MAX, -1), "s"), (i32(1, 2), "s"),
+                                   (i32(2, 1), "s")],
+        expect=[x567[:, 1::2, -3:-1]])
+    add("sl_empty", "Slice", 13, [(x567, ""), (i64(3), "s"), (i64(1), "s"), (i64(0), "s")])
+    add("sl_empty_input", "Slice", 13, [(arr((0, 4)), ""), (i64(0, 1), "s"), (i64(5, 3), "s")])
+    add("sl_empty_input_neg", "Slice", 13, [(arr((0, 4)), ""), (i64(-1), "s"), (i64(I64MIN), "s"), (i64(0), "s"),
+                                             (i64(-1), "s")])
+    add("sl_1d_bool", "Slice", 13, [(arr((9,), np.bool_), ""), (i64(8), "s"), (i64(0), "s"), (i64(0), "s"),
+                                     (i64(-3), "s")])
+    add("sl_huge_step", "Slice", 13, [(x567, ""), (i64(1), "s"), (i64(I64MAX), "s"), (i64(1), "s"), (i64(I64MAX), "s")])
+    add("sl_huge_neg_step", "Slice", 13, [(x567, ""), (i64(-1), "s"), (i64(I64MIN), "s"), (i64(1), "s"),
+                                           (i64(I64MIN), "s")])
+    add("sl_int64max_end_neg_step", "Slice", 13, [(x567, ""), (i64(4), "s"), (i64(I64MAX), "s"), (i64(0), "s"),
+                                                   (i64(-1), "s")],
+        expect=[x567[4::-1]])  # ONNX Runtime: INT64_MAX end with a negative step means "to the beginning"
+    add("sl_start_below_neg_step", "Slice", 13, [(x567, ""), (i64(-100), "s"), (i64(-200), "s"), (i64(0), "s"),
+                                                  (i64(-1), "s")],
+        expect=[x567[0:1]])  # spec and ONNX Runtime clamp start to 0 (numpy would give nothing)
+    add("sl_err_step0", "Slice", 13, [(x567, ""), (i64(0), "s"), (i64(1), "s"), (i64(0), "s"), (i64(0), "s")],
+        expect="error")
+    add("sl_err_dup_axes", "Slice", 13, [(x567, ""), (i64(0, 0), "s"), (i64(1, 1), "s"), (i64(0, -3), "s")],
+        expect="error")
+    add("sl_err_axis_oob", "Slice", 13, [(x567, ""), (i64(0), "s"), (i64(1), "s"), (i64(3), "s")], expect="error")
+    add("sl_err_len", "Slice", 13, [(x567, ""), (i64(0, 1), "s"), (i64(1), "s")], expect="error")
+    add("sl_refuse_float", "Slice", 13, [(x567, ""), (np.array([0.0], np.float32), "s"), (i64(1), "s")],
+        expect="refused")
+    # fuzz against the explicit spec model, and against onnx.reference where numpy and the spec agree
+    vals = [-9, -7, -6, -5, -2, -1, 0, 1, 2, 4, 5, 6, 7, 9, I64MAX, I64MIN, -I64MAX, I32MAX]
+    stepv = [1, 2, 3, 7, -1, -2, -3, -7, I64MAX, I64MIN]
+    for i in range(600):
+        dt = [np.float32, np.int64, np.int32, np.bool_][i % 4]
+        shape = tuple(int(d) for d in rng.integers(0, 7, rng.integers(1, 4)))
+        x = arr(shape, dt)
+        n = int(rng.integers(1, len(shape) + 1))
+        axes = [int(a) for a in rng.permutation(len(shape))[:n]]
+        axes = [a - len(shape) if rng.random() < 0.3 else a for a in axes]
+        st = [int(rng.choice(vals)) for _ in range(n)]
+        en = [int(rng.choice(vals)) for _ in range(n)]
+        sp = [int(rng.choice(stepv)) for _ in range(n)]
+        exp = [spec_slice(x, st, en, axes, sp)]
+        add(f"sl_fuzz{i}", "Slice", 13, [(x, ""), (i64(*st), "s"), (i64(*en), "s"), (i64(*axes), "s"), (i64(*sp), "s")],
+            expect=exp)
+    for i in range(100):
+        shape = tuple(int(d) for d in rng.integers(1, 6, 3))
+        x = arr(shape)
+        st = [int(v) for v in rng.integers(-7, 7, 3)]
+        en = [int(v) for v in rng.integers(-7, 7, 3)]
+        sp = [int(v) for v in rng.choice([1, 2, 3, -1, -2], 3)]
+        add(f"sl_ref{i}", "Slice", 13,
+            [(x, ""), (i64(*st), "s"), (i64(*en), "s"), (i64(0, 1, 2), "s"), (i64(*sp), "s")],
+            expect=[spec_slice(x, st, en, [0, 1, 2], sp)])
+        ok_with_numpy = all(not (s < -d and p < 0) for s, d, p in zip(st, shape, sp))
+        if ok_with_numpy:
+            add(f"sl_ref{i}_onnxref", "Slice", 13, cases[-1].inputs)
+
+    # ---- Gather ---------------------------------------------------------------------------------------
+    xg = arr((5, 4, 3))
+    for v in (1, 11, 13):
+        add(f"ga_v{v}", "Gather", v, [(xg, ""), (i64(0, 4, 2), "s")])
+    for ax in (-3, -2, -1, 0, 1, 2):
+        add(f"ga_axis{ax}", "Gather", 13, [(xg, ""), (i64(1, -1, 0), "s")], {"axis": ax})
+        add(f"ga_axis{ax}_i32_2d", "Gather", 13, [(xg, ""), (i32(-2, 1, 0, 2).reshape(2, 2), "s")], {"axis": ax})
+        add(f"ga_axis{ax}_scalar_idx", "Gather", 13, [(xg, ""), (np.array(-1, np.int64), "s")], {"axis": ax})
+    for dt in ALL_DT:
+        add(f"ga_{np.dtype(dt).name}", "Gather", 13, [(arr((6, 2), dt), ""), (i64(5, 0, 5, -6), "s")])
+    add("ga_empty_idx", "Gather", 13, [(xg, ""), (np.zeros((0,), np.int64), "s")], {"axis": 1})
+    add("ga_empty_data", "Gather", 13, [(arr((3, 0)), ""), (i64(2, 0), "s")])
+    add("ga_1d_scalar", "Gather", 13, [(i64(10, 20, 30), ""), (np.array(1, np.int64), "s")])
+    add("ga_const_idx", "Gather", 13, [(xg, ""), (i64(3, -5), "cs")])
+    add("ga_refuse_const_oob", "Gather", 13, [(xg, ""), (i64(3, 5), "cs")], expect="refused")
+    add("ga_refuse_const_oob_neg", "Gather", 13, [(xg, ""), (i32(-6), "cs")], expect="refused")
+    add("ga_refuse_idx_float", "Gather", 13, [(xg, ""), (np.array([1.0], np.float32), "s")], expect="refused")
+    add("ga_refuse_axis", "Gather", 13, [(xg, ""), (i64(0), "s")], {"axis": 3}, expect="refused")
+    add("ga_err_runtime_oob", "Gather", 13, [(xg, ""), (i64(1, 7, -9), "s")], expect="error",
+        match="index 7 at position 1 is out of range")
+    add("ga_err_runtime_oob_neg_i32", "Gather", 13, [(xg, ""), (i32(0, -6), "s")], {"axis": 0}, expect="error",
+        match="index -6 at position 1")
+    add("ga_err_scalar_data", "Gather", 13, [(np.array(1.0, np.float32), "u"), (i64(0), "s")], expect="error")
+    add("ga_err_rank", "Gather", 13, [(arr((1, 1, 1, 1, 1)), ""), (np.zeros((1, 1, 1, 1, 1), np.int64), "s")],
+        expect="error")
+    add("ga_big", "Gather", 13, [(arr((1000, 64)), ""), (rng.integers(-1000, 1000, (30, 7)).astype(np.int64), "s")])
+
+    # ---- Shape ----------------------------------------------------------------------------------------
+    for v in (1, 13, 15, 19, 21, 23, 24, 25):
+        add(f"sh_v{v}", "Shape", v, [(arr((2, 3, 4)), "")])
+    add("sh_scalar", "Shape", 13, [(np.array(1, np.int32), "")])
+    add("sh_empty", "Shape", 13, [(arr((0, 7), np.bool_), "")])
+    for s, e in [(1, None), (None, -1), (-2, None), (-10, 10), (2, 1), (0, 0), (3, 3), (-1, -1), (1, 2)]:
+        at = {}
+        if s is not None:
+            at["start"] = s
+        if e is not None:
+            at["end"] = e
+        add(f"sh15_{s}_{e}", "Shape", 15, [(arr((2, 3, 4)), "")], at)
+    add("sh_v13_ignores_start", "Shape", 13, [(arr((2, 3, 4)), "")], {"start": 1},
+        expect=[np.array([2, 3, 4], np.int64)])
+
+    cases = [c for c in cases if substring in c.name]
+    names = [c.name for c in cases]
+    assert len(set(names)) == len(names), "duplicate case names"
+    return cases
+
+
+# The ONNX backend node cases of our ops; the inputs run() may read (shapes, axes, Gather's indices) are marked "s".
+SHAPE_IN = {"Reshape": {1}, "Expand": {1}, "Slice": {1, 2, 3, 4}, "Squeeze": {1}, "Unsqueeze": {1}, "Gather": {1}}
+
+
+def onnx_backend_cases(substring: str = "") -> list[Case]:
+    """ONNX backend node test cases with one node of our ops, against their stored outputs (name prefix onnx_)."""
+    from onnx.backend.test.case import node
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tcs = node.collect_testcases(None)
+    cases = []
+    for tc in tcs:
+        if tc.model is None or not tc.data_sets or substring not in f"onnx_{tc.name}":
+            continue
+        g = tc.model.graph
+        if len(g.node) != 1 or g.node[0].op_type not in OPS or g.node[0].domain not in ("", "ai.onnx"):
+            continue
+        n = g.node[0]
+        opset = max(o.version for o in tc.model.opset_import if o.domain in ("", "ai.onnx"))
+        since = onnx.defs.get_schema(n.op_type, opset).since_version
+        feeds_in, outs = tc.data_sets[0]
+        by_name = dict(zip([i.name for i in g.input], feeds_in))
+        for init in g.initializer:
+            by_name[init.name] = onnx.numpy_helper.to_array(init)
+        ins = []
+        for i, nm in enumerate(n.input):
+            if nm == "":
+                ins.append(None)
+                continue
+            ins.append((np.asarray(by_name[nm]), "s" if i in SHAPE_IN.get(n.op_type, ()) else ""))
+        if any(x is not None and x[0].dtype not in DT for x in ins) or any(np.asarray(o).dtype not in DT
+                                                                          for o in outs):
+            continue  # a dtype the harness does not carry (strings, bfloat16, ...)
+        attrs = {}
+        for at in n.attribute:
+            v = onnx.helper.get_attribute_value(at)
+            attrs[at.name] = list(v) if isinstance(v, (list, tuple)) else v
+        cases.append(Case(f"onnx_{tc.name}", n.op_type, since, ins, attrs, expect=[np.asarray(o) for o in outs],
+                          nout=len(n.output)))
+    return cases
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--variant", action="append", choices=["asan", "plain", "opt"])
+    ap.add_argument("-k", default="", help="only cases whose name contains this")
+    ap.add_argument("-v", action="store_true", help="print refusals and errors")
+    ap.add_argument("--onnx-backend", action="store_true", help="also run the ONNX backend node cases")
+    ap.add_argument("--build-dir", type=Path, help="build here (objects are reused) instead of a temp dir")
+    args = ap.parse_args()
+    cases = all_cases(args.k) + (onnx_backend_cases(args.k) if args.onnx_backend else [])
+    counts: dict[str, int] = {}
+    for c in cases:
+        counts[c.op] = counts.get(c.op, 0) + 1
+    failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        build_dir = args.build_dir or Path(tmp)
+        for variant in args.variant or ["asan"]:
+            exe = harness_build.build("shape_harness", variant, build_dir)
+            failures = run_cases(exe, cases, harness_build.harness_env(variant), args.v)
+            for line in failures:
+                print(f"FAIL [{variant}] {line}")
+            bad = len([f for f in failures if not f.startswith("<harness>")])
+            print(f"{variant}: {len(cases) - bad}/{len(cases)} cases passed; per op: {counts}")
+            failed += len(failures)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

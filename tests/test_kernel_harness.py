@@ -1,0 +1,86 @@
+"""The standalone kernel harnesses (tests/native/README.md): every case passes, plain and under ASan + UBSan.
+
+kernel_harness.c runs kernel_cases.py's float32 math cases (matmul, gemm, conv, pool, softmax, layernorm,
+reduce); shape_harness.c runs shape_cases.py's data-movement cases (transpose, reshape, squeeze/unsqueeze,
+identity, expand, concat, slice, gather, shape). Each harness is built from every native/kernels/*.c with
+-std=c11 -Wall -Wextra -Werror, at -O2 and with -fsanitize=address,undefined (skipped where the compiler or the
+machine cannot run sanitized code). Needs a C compiler ($CC, gcc or cc); skipped without one.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "native"))
+import harness_build  # noqa: E402
+import kernel_cases  # noqa: E402
+import shape_cases  # noqa: E402
+import shape_check  # noqa: E402
+
+NAMED, SHOWN = 100, 20  # failing cases an assertion message names, and describes in full
+
+
+@pytest.fixture(scope="module")
+def cc() -> str:
+    found = harness_build.compiler()
+    if found is None:
+        pytest.skip("no C compiler ($CC, gcc or cc) to build the kernel harnesses")
+    return found
+
+
+@pytest.fixture(scope="module")
+def build_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("harness_build")
+
+
+@pytest.fixture(scope="module", params=["plain", "asan"])
+def variant(request: pytest.FixtureRequest, cc: str, build_dir: Path) -> str:
+    if request.param == "asan":
+        problem = harness_build.sanitizer_problem(cc, build_dir / "probe")
+        if problem is not None:
+            pytest.skip(f"ASan + UBSan variant: {problem}")
+    return request.param
+
+
+def build(harness: str, variant: str, cc: str, build_dir: Path) -> Path:
+    try:
+        return harness_build.build(harness, variant, build_dir, cc=cc)
+    except RuntimeError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+def report(harness: str, variant: str, total: int, failures: list[str]) -> str:
+    """Names the failing cases (the harness's own failure first, when it died) and describes the first few."""
+    names = [f.split(":", 1)[0] for f in failures if not f.startswith("<harness>")]
+    more = f" and {len(names) - NAMED} more" if len(names) > NAMED else ""
+    return (f"{harness} ({variant}): {len(names)} of {total} cases failed: {', '.join(names[:NAMED])}{more}\n\n"
+            + "\n".join(f[:1500] for f in failures[:SHOWN]))
+
+
+def test_kernel_harness_cases(variant: str, cc: str, build_dir: Path, tmp_path: Path) -> None:
+    exe = build("kernel_harness", variant, cc, build_dir)
+    cases = kernel_cases.all_cases()
+    failures = kernel_cases.run_cases(exe, variant, cases, tmp_path)
+    assert not failures, report("kernel_harness", variant, len(cases), failures)
+
+
+def test_shape_harness_cases(variant: str, cc: str, build_dir: Path) -> None:
+    exe = build("shape_harness", variant, cc, build_dir)
+    cases = shape_cases.all_cases()
+    failures = shape_check.run_cases(exe, cases, harness_build.harness_env(variant))
+    assert not failures, report("shape_harness", variant, len(cases), failures)
+
+
+def test_shape_harness_faults_on_data_read_in_run(cc: str, build_dir: Path) -> None:
+    """The contract check is live: Reshape's shape input not marked readable in run() makes run() fault."""
+    exe = build("shape_harness", "plain", cc, build_dir)
+    bad = shape_check.Case("rs_shape_protected", "Reshape", 13,
+                           [(np.zeros((3, 2), np.float32), ""), (np.array([2, 3], np.int64), "")])
+    p = subprocess.run([str(exe)], input=shape_check.serialize(bad) + "\n", capture_output=True, text=True)
+    assert p.returncode == 3, (p.returncode, p.stdout[-500:], p.stderr[-500:])
+    assert "run() read non-shape input data" in p.stderr
