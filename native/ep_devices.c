@@ -23,8 +23,11 @@ static bool is_virtual_hw(const struct epabi_api* api, const OrtHardwareDevice* 
 }
 
 /* EPABI_SOFTWARE_DEVICE_MEMORY=device: the software adapter owns device memory (see attach_software_memory). */
-static bool software_device_memory(void) {
+static bool software_device_memory(const struct epabi_factory* f) {
     const char* v = getenv("EPABI_SOFTWARE_DEVICE_MEMORY");
+    if (v != NULL && strcmp(v, "device") != 0 && strcmp(v, "host") != 0 && v[0] != '\0')
+        EPABI_LOG(&f->api, f->logger, ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": EPABI_SOFTWARE_DEVICE_MEMORY='%s' is neither 'host' nor 'device'; using host", v);
     return v != NULL && strcmp(v, "device") == 0;
 }
 
@@ -99,7 +102,7 @@ static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* h
         if (st == NULL)
             st = attach_memory_info(f, dev, "EpAbi_GPU_readonly", OrtMemoryInfoDeviceType_GPU, ordinal,
                                     OrtReadOnlyAllocator, NULL);
-    } else if (kind == EPABI_DEVICE_SOFTWARE && software_device_memory()) {
+    } else if (kind == EPABI_DEVICE_SOFTWARE && software_device_memory(f)) {
         st = attach_software_memory(f, dev);
     }
     if (st != NULL) {

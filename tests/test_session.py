@@ -240,3 +240,62 @@ def test_gather_out_of_range_index_is_an_error(host: epabi.Host) -> None:
         with pytest.raises(epabi.OrtStatusError, match=r"index 3 at position 1 is out of range \[-3, 3\)") as info:
             session.run(None, {"x": x, "i": np.array([0, 3])})
         assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+
+
+def test_unregistering_the_library_closes_its_sessions(library_path: str, software_adapter: None) -> None:
+    host = epabi.Host(hardware=[epabi.cpu_device()])
+    host.register_execution_provider_library("epabi", library_path)
+    session = _session(host, mlp(layers=1, width=4))
+    host.unregister_execution_provider_library("epabi")  # ORT would crash later; epabi closes the session
+    with pytest.raises(epabi.OrtStatusError, match="session is closed"):
+        session.run(None, {"x": np.zeros((1, 4), np.float32)})
+
+
+def test_relu_keeps_nan_and_integer_division_by_zero_is_an_error(host: epabi.Host) -> None:
+    relu = _model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", T.FLOAT, [3])],
+                  [helper.make_tensor_value_info("y", T.FLOAT, [3])])
+    with _session(host, relu) as session:
+        y = session.run(None, {"x": np.array([np.nan, -1, 2], np.float32)})[0]
+    assert np.isnan(y[0]) and y[1] == 0 and y[2] == 2
+    div = _model([helper.make_node("Div", ["a", "b"], ["c"])],
+                 [helper.make_tensor_value_info("a", T.INT64, [2]), helper.make_tensor_value_info("b", T.INT64, [2])],
+                 [helper.make_tensor_value_info("c", T.INT64, [2])])
+    with _session(host, div) as session:
+        assert session.node_assignment["Div_0"] == EP
+        out = session.run(None, {"a": np.array([7, -7]), "b": np.array([2, 2])})[0]
+        np.testing.assert_array_equal(out, [3, -3])  # C-style truncation, as ORT's CPU EP
+        with pytest.raises(epabi.OrtStatusError, match="integer division by zero"):
+            session.run(None, {"a": np.array([7, 1]), "b": np.array([2, 0])})
+
+
+def test_io_binding_refuses_mismatched_outputs_and_null_inputs(host: epabi.Host) -> None:
+    model = mlp(layers=1, width=4)
+    with _session(host, model) as session:
+        binding = session.io_binding()
+        with pytest.raises(TypeError, match="'y' is float32"):
+            binding.bind_ortvalue_output("y", epabi.OrtValue.ortvalue_from_shape_and_type([1, 4], np.int32))
+        with pytest.raises(ValueError, match="buffer_ptr is NULL"):
+            binding.bind_input("x", "cpu", 0, np.float32, [1, 4], 0)
+        binding.bind_cpu_input("x", np.ones((1, 4), np.float32))
+        binding.bind_ortvalue_output("y", epabi.OrtValue.ortvalue_from_shape_and_type([4, 1], np.float32))
+        with pytest.raises(epabi.OrtStatusError, match=r"bound output 'y' is float32\[4, 1\]"):
+            session.run_with_iobinding(binding)
+
+
+def test_output_that_is_an_input_is_a_copy(host: epabi.Host) -> None:
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [helper.make_tensor_value_info("x", T.FLOAT, [2])],
+                   [helper.make_tensor_value_info("y", T.FLOAT, [2]), helper.make_tensor_value_info("x", T.FLOAT, [2])])
+    x = np.array([1.0, -1.0], np.float32)
+    with _session(host, model) as session:
+        _, x_out = session.run(None, {"x": x})
+    x_out[0] = 42
+    assert x[0] == 1.0
+
+
+def test_onnxruntime_style_keywords(host: epabi.Host) -> None:
+    with pytest.raises(ValueError, match="add_provider_for_devices"):
+        epabi.InferenceSession(mlp(layers=1, width=4), providers=["EpAbiExecutionProvider"])
+    with epabi.InferenceSession(mlp(layers=1, width=4), providers=["CPUExecutionProvider"], enable_fallback=0) as s:
+        assert s.get_providers() == ["CPUExecutionProvider"]
+        with pytest.raises(TypeError, match="RunOptions"):
+            s.run(None, {"x": np.zeros((1, 4), np.float32)}, run_options="gpu_graph_id=1")

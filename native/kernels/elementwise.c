@@ -5,7 +5,7 @@
  * double base and a float, double, int32 or int64 exponent; Equal on bool, float, double, int32, int64
  * (output bool); Where on a bool condition and any two same-typed 1/2/4/8-byte values. Max and Min are
  * variadic (one or more inputs). Integer arithmetic wraps (two's complement) instead of overflowing, and
- * integer division by zero yields 0 rather than trapping. Max/Min propagate NaN.
+ * integer division by zero is refused in run_div (the launch itself yields 0 rather than trapping). Max/Min propagate NaN.
  */
 #include <math.h>
 #include <stdio.h>
@@ -444,8 +444,30 @@ static OrtStatus* run_binary(struct epabi_exec* ex, enum ew_op op, const struct 
 ARITH_RUN(add, OP_ADD)
 ARITH_RUN(sub, OP_SUB)
 ARITH_RUN(mul, OP_MUL)
-ARITH_RUN(div, OP_DIV)
 #undef ARITH_RUN
+
+/* An integer divisor of zero is an error, as in ORT's CPU EP; the divisor is checked here on the host
+ * stream (earlier launches have run), and the launch still yields 0 rather than trapping on a replay. */
+static OrtStatus* run_div(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
+                          int n_out) {
+    (void)state;
+    (void)n_out;
+    if (n_in != 2 || in[0] == NULL || in[1] == NULL)
+        return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "expected 2 inputs");
+    EPABI_RETURN_IF_ERROR(check_same_dtype(ex, in, 0, n_in));
+    const struct epabi_tensor* b = in[1];
+    const int64_t n = epabi_numel(b->rank, b->dims);
+    for (int64_t i = 0; i < n; ++i) {
+        const bool zero = b->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32   ? ((const int32_t*)b->data)[i] == 0
+                          : b->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? ((const int64_t*)b->data)[i] == 0
+                                                                            : false;
+        if (zero)
+            return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT,
+                               "Div: integer division by zero (divisor element %lld)", (long long)i);
+        if (b->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 && b->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) break;
+    }
+    return run_binary(ex, OP_DIV, in, n_in, in[0]->dtype);
+}
 
 static OrtStatus* run_pow(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
                           int n_out) {

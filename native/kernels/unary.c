@@ -70,9 +70,9 @@ static void un_launch(const void* vargs) {
         else if (is_d) UN_LOOP(double, sigmoid_d(x));
         break;
     case UN_RELU:
-        /* NaN > 0 is false, so NaN becomes 0 */
-        if (is_f) UN_LOOP(float, x > 0 ? x : 0.0f);
-        else if (is_d) UN_LOOP(double, x > 0 ? x : 0.0);
+        /* x < 0 is false for NaN, so NaN stays NaN (as ORT's CPU EP and the ONNX reference) */
+        if (is_f) UN_LOOP(float, x < 0 ? 0.0f : x);
+        else if (is_d) UN_LOOP(double, x < 0 ? 0.0 : x);
         else if (a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) UN_LOOP(int32_t, x > 0 ? x : 0);
         else if (a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) UN_LOOP(int64_t, x > 0 ? x : 0);
         break;

@@ -87,6 +87,8 @@ class Host:
             OrtStatusError: the plugin refused (e.g. host older than its minimum).
             ConductError: the plugin broke the contract.
         """
+        if not isinstance(registration_name, str) or not registration_name:
+            raise ValueError(f"registration name {registration_name!r}: a non-empty string is required")
         if registration_name in self._libraries:
             raise ValueError(f"EP library is already registered under {registration_name}")
         library = PluginLibrary(self, registration_name, path)
@@ -98,7 +100,7 @@ class Host:
         self._libraries[registration_name] = library
 
     def unregister_execution_provider_library(self, registration_name: str) -> None:
-        """Releases the library's EP devices and factories and unloads it.
+        """Closes the library's live sessions, releases its EP devices and factories and unloads it.
 
         Raises:
             ValueError: nothing is registered under that name.

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 
 def _wrap(buffer_ptr: int, element_type: Any, shape: list[int]) -> OrtValue:
+    if not buffer_ptr and int(np.prod(shape, dtype=np.int64)) != 0:
+        raise ValueError(f"buffer_ptr is NULL for a non-empty tensor of shape {list(shape)}")
     dtype = np.dtype(element_type) if not isinstance(element_type, int) else ONNX_TO_NUMPY[element_type]
     count = int(np.prod(shape, dtype=np.int64))
     raw = ffi.buffer(ffi.cast("void*", buffer_ptr), count * dtype.itemsize)
@@ -48,7 +50,11 @@ class IOBinding:
         self.bind_ortvalue_input(name, _wrap(buffer_ptr, element_type, list(shape)))
 
     def bind_ortvalue_output(self, name: str, ortvalue: OrtValue) -> None:
+        """Binds an output to ``ortvalue`` (its dtype must be the output's; the shape is checked per run)."""
         self._session._check_output_name(name)
+        expected = self._session._output_dtype(name)
+        if expected is not None and ortvalue.array.dtype != expected:
+            raise TypeError(f"bind_ortvalue_output: '{name}' is {expected}, the value is {ortvalue.array.dtype}")
         self.outputs[name] = ortvalue
 
     def bind_output(self, name: str, device_type: str = "cpu", device_id: int = 0, element_type: Any = None,
@@ -60,7 +66,7 @@ class IOBinding:
         if buffer_ptr is not None:
             if element_type is None or shape is None:
                 raise ValueError("bind_output: element_type and shape are required with buffer_ptr")
-            self.outputs[name] = _wrap(buffer_ptr, element_type, list(shape))
+            self.bind_ortvalue_output(name, _wrap(buffer_ptr, element_type, list(shape)))
         else:
             self.outputs[name] = None
 

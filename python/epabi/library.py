@@ -9,6 +9,7 @@ Not thread-safe: the host serialises registration.
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +78,7 @@ class PluginLibrary:
         self.name = name
         self.path = str(Path(path).resolve()) if Path(path).exists() else str(path)
         self.factories: list[Factory] = []
+        self.sessions: weakref.WeakSet[Any] = weakref.WeakSet()  # live sessions on this library's EPs
         self._lib: Any = None
         self._c_name = ffi.new("char[]", name.encode())
 
@@ -158,6 +160,8 @@ class PluginLibrary:
     def close(self, check_leaks: bool = True) -> None:
         """Releases everything in ONNX Runtime's order; raises ConductError for leaked statuses afterwards."""
         host = self.host
+        for session in list(self.sessions):  # ORT crashes here; we close them, so later runs raise cleanly
+            session.close()
         for factory in self.factories:
             for device in factory.ep_devices:
                 host.forget_ep_device(device)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,16 @@ def _parse_device(text: str) -> tuple[str, int | None]:
     return kind, int(index) if index else None
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"runs {text!r}: expected an integer >= 1")
+    return value
+
+
 def _parse_input(text: str) -> tuple[str, str]:
     name, sep, path = text.partition("=")
     if not sep or not name or not path:
@@ -52,7 +64,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                      help="which host loads the plugin (default: emulated)")
     run.add_argument("--input", type=_parse_input, action="append", default=[], metavar="NAME=FILE.npy",
                      help="input from a .npy file (repeatable); missing inputs are random with a fixed seed")
-    run.add_argument("--runs", type=int, default=3, help="number of timed runs (default: 3)")
+    run.add_argument("--runs", type=_positive, default=3, help="number of timed runs (default: 3)")
     run.add_argument("--library", default=None, metavar="PATH", help="plugin library (default: epabi's own)")
     run.set_defaults(func=cmd_run)
 
@@ -94,10 +106,12 @@ def _time_runs(run: Any, runs: int) -> tuple[list[Any], list[float]]:
 
 
 def run_emulated(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device: tuple[str, int | None],
-                 runs: int, library: str) -> dict[str, Any]:
+                 runs: int, library: str, cpu_only: bool = False) -> dict[str, Any]:
     import epabi
 
-    with epabi.Host() as host:
+    # the software adapter is offered only when no GPU is listed, so asking for it means a CPU-only host
+    cpu_only = cpu_only or device[0] == "software"
+    with epabi.Host(hardware=[epabi.cpu_device()] if cpu_only else None) as host:
         host.register_execution_provider_library("epabi", library)
         dev = _select(host.get_ep_devices(), *device, metadata=lambda d: d.ep_metadata)
         so = epabi.SessionOptions()
@@ -110,8 +124,20 @@ def run_emulated(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device: t
                     "outputs": dict(zip(names, outputs)), "run_ms": times}
 
 
+def _ort_placement(session: Any) -> dict[str, str]:
+    """Node -> EP from onnxruntime's assignment info; the ORT objects die with this frame, before the plugin
+    library is unregistered (ORT crashes when they outlive it)."""
+    placement: dict[str, str] = {}
+    getter = getattr(session, "get_provider_graph_assignment_info", None)
+    if getter is not None:
+        for subgraph in getter():
+            for node in subgraph.get_nodes():
+                placement[node.name or node.op_type] = subgraph.ep_name
+    return placement
+
+
 def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device: tuple[str, int | None],
-                    runs: int, library: str) -> dict[str, Any]:
+                    runs: int, library: str, cpu_only: bool = False) -> dict[str, Any]:
     try:
         import onnxruntime as ort
     except ImportError as exc:
@@ -122,23 +148,20 @@ def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device
         dev = _select(ort.get_ep_devices(), *device, metadata=lambda d: dict(d.ep_metadata))
         kind = dict(dev.ep_metadata).get("device_kind")
         so = ort.SessionOptions()
+        if logging.getLogger("epabi").isEnabledFor(logging.INFO):
+            so.log_severity_level = 1  # -v: show the plugin's INFO messages (why a node stays on the CPU)
         so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
         so.add_provider_for_devices([dev], {})
         session = ort.InferenceSession(model.SerializeToString(), sess_options=so, enable_fallback=0)
         providers = session.get_providers()
         if providers[0] != EP_NAME:
             raise RunError(f"onnxruntime did not use the plugin EP (providers: {providers})")
-        placement: dict[str, str] = {}
-        getter = getattr(session, "get_provider_graph_assignment_info", None)
-        if getter is not None:
-            for sub in getter():
-                for node in sub.get_nodes():
-                    placement[node.name or node.op_type] = sub.ep_name
+        placement = _ort_placement(session)
         outputs, times = _time_runs(lambda: session.run(None, feeds), runs)
         names = [o.name for o in session.get_outputs()]
         result = {"host": f"onnxruntime {ort.__version__}", "providers": providers, "device_kind": kind,
                   "placement": placement, "outputs": dict(zip(names, outputs)), "run_ms": times}
-        session = None  # released before the library is unregistered (ORT crashes otherwise)
+        session = dev = so = None  # released before the library is unregistered (ORT crashes otherwise)
         return result
     finally:
         import gc
@@ -158,24 +181,43 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
     return {**result, "outputs": outputs}
 
 
+def _gpu_unusable(exc: BaseException) -> bool:
+    return "NOT_IMPLEMENTED" in str(exc) or "no software-adapter device" in str(exc)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """The ``run`` subcommand; raises RunError for problems the user must fix."""
     import epabi
 
+    if args.verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        logging.getLogger("epabi").addHandler(handler)
+        logging.getLogger("epabi").setLevel(logging.INFO)
     if args.device[0] in ("auto", "software"):
         os.environ.setdefault("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
-    if args.model is None:
-        model, label = mlp(), "built-in MLP (3 layers, width 64, batch 1)"
-    else:
-        if not Path(args.model).is_file():
-            raise RunError(f"model {args.model}: no such file")
-        model, label = epabi.session.load_model(args.model)[0], args.model
-    feeds = _feeds(model, args.input)
-    library = args.library or epabi.get_library_path()
-    runner = run_emulated if args.host == "emulated" else run_onnxruntime
     try:
-        result = _summary(runner(model, feeds, args.device, args.runs, library))
-    except (epabi.OrtStatusError, epabi.ConductError) as exc:
+        if args.model is None:
+            model, label = mlp(), "built-in MLP (3 layers, width 64, batch 1)"
+        else:
+            if not Path(args.model).is_file():
+                raise RunError(f"model {args.model}: no such file")
+            model, label = epabi.session.load_model(args.model)[0], args.model
+        feeds = _feeds(model, args.input)
+        library = args.library or epabi.get_library_path()
+        runner = run_emulated if args.host == "emulated" else run_onnxruntime
+        try:
+            raw = runner(model, feeds, args.device, args.runs, library, args.cpu_only)
+        except (epabi.OrtStatusError, RunError) as exc:
+            # auto on a GPU machine: this build has no CUDA kernels yet, so the GPU device cannot run a
+            # session; the CPU software adapter (offered only when no GPU is listed) can
+            if args.device[0] != "auto" or args.cpu_only or not _gpu_unusable(exc):
+                raise
+            print(f"note: the GPU EP device cannot run this session ({str(exc).splitlines()[0]}); "
+                  "using the CPU software adapter", file=sys.stderr)
+            raw = runner(model, feeds, ("software", None), args.runs, library, True)
+        result = _summary(raw)
+    except (epabi.OrtStatusError, epabi.ConductError, epabi.HostLimitationError) as exc:
         raise RunError(str(exc)) from exc
     except Exception as exc:  # onnxruntime raises its own exception types
         if type(exc).__module__.startswith("onnxruntime"):
@@ -188,8 +230,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"model: {label}")
     print(f"host: {result['host']}; providers: {', '.join(result['providers'])}; device: {result['device_kind']}")
     for name, out in result["outputs"].items():
-        print(f"output {name}: {out['dtype']}{out['shape']} sum={out['sum']:.6g} mean={out['mean']:.6g}"
-              if out["sum"] is not None else f"output {name}: {out['dtype']}{out['shape']}")
+        sums = "" if out["sum"] is None else f" sum={out['sum']:.6g}"
+        means = "" if out["mean"] is None else f" mean={out['mean']:.6g}"
+        print(f"output {name}: {out['dtype']}{out['shape']}{sums}{means}")
     on_ep = [n for n, ep in result["placement"].items() if ep == EP_NAME]
     print(f"nodes on {EP_NAME}: {len(on_ep)} of {len(result['placement'])}")
     for node, ep in result["placement"].items():

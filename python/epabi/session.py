@@ -64,6 +64,9 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto) -> tuple[onn
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, "the model has an empty graph (truncated or not a model?)")
     try:
         onnx.checker.check_model(model)
+    except Exception as exc:  # noqa: BLE001 - ORT accepts some models the checker rejects (untyped outputs)
+        _log.warning("onnx.checker: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    try:
         model = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception as exc:  # noqa: BLE001
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, f"the model is not valid ONNX: {exc}") from exc
@@ -101,8 +104,14 @@ class InferenceSession:
     """
 
     def __init__(self, path_or_bytes: str | bytes | Path | onnx.ModelProto,
-                 sess_options: SessionOptions | None = None, host: Any = None) -> None:
+                 sess_options: SessionOptions | None = None, providers: list[Any] | None = None,
+                 provider_options: Any = None, enable_fallback: int = 1, host: Any = None) -> None:
         self._lock = threading.Lock()
+        self._closed = True  # until the EP exists, close() has nothing to release
+        if providers and any((p[0] if isinstance(p, tuple) else p) != "CPUExecutionProvider" for p in providers):
+            raise ValueError(f"providers={providers!r}: plugin EPs are selected with "
+                             "SessionOptions.add_provider_for_devices(devices, options), as in onnxruntime >= 1.23")
+        del provider_options, enable_fallback  # epabi never falls back silently: every failure raises
         self._closed = False
         self._ep: Any = None
         self._groups: list[FusedGroup] = []
@@ -142,6 +151,7 @@ class InferenceSession:
         host = self.host
         self._ep = host.create_ep(self.options)
         ep = self._ep
+        ep.factory.library.sessions.add(self)
         memory = self.options.provider_devices[0].memory_info(OrtDeviceMemoryType.DEFAULT)
         if memory is not None:  # the EP computes in its own memory: allocate and copy through the plugin
             self._allocator = DeviceAllocator(host, ep.factory, memory)
@@ -254,6 +264,7 @@ class InferenceSession:
             OrtStatusError: INVALID_ARGUMENT for unknown/missing inputs, wrong dtype or shape; the plugin's
                 error for a failed Compute.
         """
+        _check_run_options(run_options)
         feeds = {name: self._feed_value(name, value) for name, value in input_feed.items()}
         names = [o.name for o in self._outputs] if not output_names else list(output_names)
         for name in names:
@@ -262,10 +273,13 @@ class InferenceSession:
         if results is None:  # a replay hands no fresh outputs to a plain run, as in ORT
             _log.warning("graph replay: run() returns no outputs; bind pre-allocated outputs with io_binding()")
             return []
-        return [results[name].numpy() if isinstance(results[name], OrtValue) else results[name] for name in names]
+        # copies: an output may be a feed or an initializer passed straight through
+        return [results[name].numpy() if isinstance(results[name], OrtValue) else np.array(results[name], copy=True)
+                for name in names]
 
     def run_with_iobinding(self, binding: IOBinding, run_options: RunOptions | None = None) -> None:
         """Runs with bound inputs; bound outputs are written in place, unbound ones allocated."""
+        _check_run_options(run_options)
         feeds = {name: self._feed_value(name, value) for name, value in binding.inputs.items()}
         prealloc = {name: v for name, v in binding.outputs.items() if v is not None}
         results = self._run(feeds, prealloc, run_options)
@@ -321,6 +335,10 @@ class InferenceSession:
         if name not in {i.name for i in self._inputs}:
             raise _invalid(f"Invalid input name: {name}; the model's inputs are {[i.name for i in self._inputs]}")
 
+    def _output_dtype(self, name: str) -> np.dtype | None:
+        arg = next(o for o in self._outputs if o.name == name)
+        return None if arg.elem_type == 0 else np.dtype(onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type))
+
     def _check_output_name(self, name: str) -> None:
         if name not in {o.name for o in self._outputs}:
             raise _invalid(f"Invalid output name: {name}; the model's outputs are {[o.name for o in self._outputs]}")
@@ -333,6 +351,9 @@ class InferenceSession:
             return value
         array = value.array if isinstance(value, OrtValue) else np.asarray(value)
         expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
+        if expected == np.dtype(object) and array.dtype.kind in "US":  # str tensors, as onnxruntime accepts
+            array = array.astype(object)
+            value = array
         if array.dtype != expected:
             raise _invalid(f"Unexpected input data type for '{name}'. Actual: ({array.dtype}), expected: ({expected})")
         if arg.shape is not None:
@@ -354,7 +375,7 @@ class InferenceSession:
     def _execute(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
                  run_options: RunOptions | None) -> dict[str, Any]:
         if self._closed:
-            raise _invalid("the session is closed")
+            raise _invalid("the session is closed (closed by close(), or its EP library was unregistered)")
         missing = [i.name for i in self._inputs if i.name not in feeds]
         if missing:
             raise _invalid(f"Required inputs ({missing}) are missing from input feed ({list(feeds)}).")
@@ -389,7 +410,10 @@ class InferenceSession:
                         result = self._transfer.to_host(result)
                 if target is not None and result is not target:
                     array = result.array if isinstance(result, OrtValue) else np.asarray(result)
-                    target.update_inplace(array.astype(target.array.dtype, copy=False).reshape(target.array.shape))
+                    if array.shape != target.array.shape or array.dtype != target.array.dtype:
+                        raise _invalid(f"bound output '{arg.name}' is {target.array.dtype}{list(target.array.shape)}"
+                                       f" but the run produced {array.dtype}{list(array.shape)}")
+                    target.update_inplace(array)
                     result = target
                 out[arg.name] = result
             return out
@@ -477,6 +501,11 @@ class _Run:
         self.on_host: dict[str, np.ndarray] = {}
         self.on_device: dict[str, OrtValue] = {}
         self.temps: list[DeviceValue] = []
+
+
+def _check_run_options(run_options: Any) -> None:
+    if run_options is not None and not isinstance(run_options, RunOptions):
+        raise TypeError(f"run_options must be an epabi.RunOptions, not {type(run_options).__name__}")
 
 
 def _as_value(x: Any) -> OrtValue:
