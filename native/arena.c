@@ -1,7 +1,9 @@
 /*
  * arena.c - see arena.h. Layout of a chunk: one 64-byte header, then the user block. Size class c holds
  * blocks of 2^c bytes (c >= EPABI_ARENA_MIN_CLASS). Every chunk is also on a doubly linked list of all
- * chunks, so the last release can free chunks the host never returned.
+ * chunks, so the last release can free chunks the host never returned. A chunk a capture pool holds is
+ * "in use" for the arena; the pool links it through `pool`/`next_pooled` (and `next_free` while it is free
+ * on the pool's own lists, magic kMagicPooled).
  */
 #include "arena.h"
 
@@ -18,6 +20,7 @@ enum {
 
 static const uint64_t kMagicInUse = 0x45504142494e5553ull;  /* "EPABINUS" */
 static const uint64_t kMagicFree = 0x4550414249465245ull;   /* "EPABIFRE" */
+static const uint64_t kMagicPooled = 0x455041424950464cull; /* "EPABIPFL": free on a capture pool's list */
 
 struct chunk {
     uint64_t magic;
@@ -27,7 +30,8 @@ struct chunk {
     struct chunk* next_all;
     uint32_t size_class;
     uint32_t pad_;
-    uint64_t pad2_[2];
+    struct epabi_arena_pool* pool;   /* the capture pool holding it, or NULL */
+    struct chunk* next_pooled;       /* list of all chunks that pool holds */
 };
 _Static_assert(sizeof(struct chunk) == EPABI_ARENA_ALIGNMENT, "chunk header must be one alignment unit");
 
@@ -116,7 +120,8 @@ void epabi_arena_free(struct epabi_arena* a, void* p) {
     if (p == NULL) return;
     struct chunk* c = (struct chunk*)((unsigned char*)p - sizeof(struct chunk));
     pthread_mutex_lock(&a->lock);
-    if (c->owner == a && c->magic == kMagicInUse && c->size_class < NUM_CLASSES) {
+    /* a block a capture pool holds goes back only through the pool (its captured graph still uses it) */
+    if (c->owner == a && c->magic == kMagicInUse && c->pool == NULL && c->size_class < NUM_CLASSES) {
         c->magic = kMagicFree;
         c->next_free = a->free_lists[c->size_class];
         a->free_lists[c->size_class] = c;
@@ -150,4 +155,75 @@ void epabi_arena_get_stats(struct epabi_arena* a, struct epabi_arena_stats* out)
     pthread_mutex_lock(&a->lock);
     *out = a->stats;
     pthread_mutex_unlock(&a->lock);
+}
+
+/* ---- capture pools ---------------------------------------------------------------------------------- */
+
+struct epabi_arena_pool {
+    struct epabi_arena* arena;       /* one reference */
+    struct chunk* free_lists[NUM_CLASSES];
+    struct chunk* held;              /* every chunk taken from the arena, through next_pooled */
+    struct epabi_arena_pool_stats stats;
+};
+
+static struct chunk* chunk_of(void* p) {
+    return (struct chunk*)((unsigned char*)p - sizeof(struct chunk));
+}
+
+struct epabi_arena_pool* epabi_arena_pool_create(struct epabi_arena* a) {
+    struct epabi_arena_pool* pool = calloc(1, sizeof *pool);
+    if (pool == NULL) return NULL;
+    pool->arena = a;
+    epabi_arena_retain(a);
+    return pool;
+}
+
+void* epabi_arena_pool_alloc(struct epabi_arena_pool* pool, size_t bytes) {
+    unsigned cls = class_of(bytes);
+    if (cls >= NUM_CLASSES) return NULL;
+    struct chunk* c = pool->free_lists[cls];
+    if (c != NULL) {
+        pool->free_lists[cls] = c->next_free;
+        c->next_free = NULL;
+        c->magic = kMagicInUse;
+        return (unsigned char*)c + sizeof(struct chunk);
+    }
+    void* p = epabi_arena_alloc(pool->arena, bytes);
+    if (p == NULL) return NULL;
+    c = chunk_of(p);
+    /* the chunk is in use, so the arena touches none of these fields until the pool gives it back */
+    c->pool = pool;
+    c->next_pooled = pool->held;
+    pool->held = c;
+    pool->stats.blocks++;
+    pool->stats.bytes += (uint64_t)1 << c->size_class;
+    return p;
+}
+
+void epabi_arena_pool_free(struct epabi_arena_pool* pool, void* p) {
+    if (p == NULL) return;
+    struct chunk* c = chunk_of(p);
+    if (c->pool != pool || c->magic != kMagicInUse || c->size_class >= NUM_CLASSES) return;
+    c->magic = kMagicPooled;
+    c->next_free = pool->free_lists[c->size_class];
+    pool->free_lists[c->size_class] = c;
+}
+
+void epabi_arena_pool_get_stats(const struct epabi_arena_pool* pool, struct epabi_arena_pool_stats* out) {
+    *out = pool->stats;
+}
+
+void epabi_arena_pool_destroy(struct epabi_arena_pool* pool) {
+    if (pool == NULL) return;
+    for (struct chunk* c = pool->held; c != NULL;) {
+        struct chunk* next = c->next_pooled;
+        c->pool = NULL;
+        c->next_pooled = NULL;
+        c->next_free = NULL;
+        c->magic = kMagicInUse;   /* pooled-free or handed out: either way the arena sees it in use */
+        epabi_arena_free(pool->arena, (unsigned char*)c + sizeof(struct chunk));
+        c = next;
+    }
+    epabi_arena_release(pool->arena);
+    free(pool);
 }

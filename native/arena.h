@@ -35,10 +35,41 @@ void epabi_arena_release(struct epabi_arena* a);
 /* A 64-byte aligned block of at least `bytes` bytes (0 is allowed and yields a valid, unique block);
  * NULL when the system is out of memory or bytes is absurdly large. */
 void* epabi_arena_alloc(struct epabi_arena* a, size_t bytes);
-/* NULL is ignored; a pointer this arena did not hand out, or one freed twice, is ignored too. */
+/* NULL is ignored; a pointer this arena did not hand out, or one freed twice, is ignored too, and so is a
+ * block a capture pool holds (see below). */
 void epabi_arena_free(struct epabi_arena* a, void* p);
 /* Returns every free chunk to the system. */
 void epabi_arena_shrink(struct epabi_arena* a);
 void epabi_arena_get_stats(struct epabi_arena* a, struct epabi_arena_stats* out);
+
+/*
+ * Capture pools: private memory for one captured graph (like PyTorch's graph memory pool).
+ *
+ * A pool hands out blocks of its arena, but a block freed to the pool goes on the pool's own free lists,
+ * where only later allocations from the same pool find it; nothing goes back to the arena until the pool is
+ * destroyed. A capturing run therefore reuses memory inside itself exactly as a regular run reuses arena
+ * memory (same size classes, same last-in-first-out order), so a warmed-up arena serves a capture without
+ * reserving new chunks, while no other run can ever receive a block the captured launches still point at.
+ *
+ * Ownership: a pool holds one arena reference; epabi_arena_pool_destroy returns every block it ever took
+ * (handed out or free) to the arena and drops the reference. Thread-safety: a pool belongs to one thread at
+ * a time (the capturing thread, then whoever destroys its graph); the arena calls inside lock the arena.
+ */
+struct epabi_arena_pool;
+
+struct epabi_arena_pool_stats {
+    uint64_t blocks;           /* blocks the pool took from the arena (and still holds) */
+    uint64_t bytes;            /* their chunk bytes */
+};
+
+/* NULL when out of memory. */
+struct epabi_arena_pool* epabi_arena_pool_create(struct epabi_arena* a);
+/* A block from the pool's free list of that size class, else from the arena. NULL like epabi_arena_alloc. */
+void* epabi_arena_pool_alloc(struct epabi_arena_pool* pool, size_t bytes);
+/* Back to the pool (not the arena). NULL, foreign pointers and double frees are ignored. */
+void epabi_arena_pool_free(struct epabi_arena_pool* pool, void* p);
+void epabi_arena_pool_get_stats(const struct epabi_arena_pool* pool, struct epabi_arena_pool_stats* out);
+/* NULL is ignored. */
+void epabi_arena_pool_destroy(struct epabi_arena_pool* pool);
 
 #endif

@@ -1,5 +1,6 @@
 #include "ep.h"
 
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -332,7 +333,14 @@ static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state,
         return epabi_error(&ci->ep->factory->api, ORT_INVALID_ARGUMENT,
                            EPABI_EP_NAME ": Compute of '%s' got a state or kernel context it did not create",
                            epabi_plan_name(ci->plan));
-    return epabi_plan_run(ci->plan, kernel_context);
+    if (!ci->ep->graph_capture) return epabi_plan_run(ci->plan, kernel_context, NULL);
+    /* the calling thread's stream; inside its capture window also the window's pool */
+    struct epabi_thread_context* tc = epabi_gc_find(&ci->ep->gc);
+    struct epabi_run_env env;
+    epabi_gc_run_env(tc, &env);
+    OrtStatus* st = epabi_plan_run(ci->plan, kernel_context, &env);
+    epabi_gc_note_compute(tc, st == NULL);
+    return st;
 }
 
 static void ReleaseStateImpl(OrtNodeComputeInfo* this_ptr, void* compute_state) {
@@ -390,34 +398,51 @@ static void ReleaseNodeComputeInfosImpl(OrtEp* this_ptr, OrtNodeComputeInfo** no
     for (size_t i = 0; i < num; ++i) destroy_compute_info(node_compute_infos[i]);
 }
 
+/* Runs share no per-run state (each has its own executor state, each thread its own stream), so they may
+ * run concurrently, unless the user gave one stream for everything (user_compute_stream). */
 static OrtStatus* IsConcurrentRunSupportedImpl(OrtEp* this_ptr, bool* is_supported) {
-    (void)this_ptr;
-    if (is_supported != NULL) *is_supported = true;   /* no per-run state is shared between runs */
+    const struct epabi_ep* ep = ep_of(this_ptr);
+    if (is_supported == NULL)
+        return epabi_error(&ep->factory->api, ORT_INVALID_ARGUMENT,
+                           EPABI_EP_NAME ": IsConcurrentRunSupported got a NULL output pointer");
+    *is_supported = !ep->options.user_compute_stream_given;
     return NULL;
 }
 
+/* Waits for the calling thread's stream; the host stream has nothing in flight. */
 static OrtStatus* SyncImpl(OrtEp* this_ptr) {
-    (void)this_ptr;
-    return NULL;   /* nothing is queued asynchronously */
+    const struct epabi_ep* ep = ep_of(this_ptr);
+    return ep->graph_capture ? epabi_gc_sync(&ep->gc) : NULL;
 }
 
-/* Graph capture: the members exist so hosts >= 1.26 see a consistent table; capture itself is not part of
- * this build, so the EP answers "not enabled" and a replay request names the missing id. */
+/* OnRunStart/OnRunEnd: warm-up counting and capture windows (graph_capture.h); free when capture is off. */
+static OrtStatus* OnRunStartImpl(OrtEp* this_ptr, const OrtRunOptions* run_options) {
+    const struct epabi_ep* ep = ep_of(this_ptr);
+    return ep->graph_capture ? epabi_gc_run_start(&ep->gc, run_options) : NULL;
+}
+
+static OrtStatus* OnRunEndImpl(OrtEp* this_ptr, const OrtRunOptions* run_options, bool sync_stream) {
+    const struct epabi_ep* ep = ep_of(this_ptr);
+    return ep->graph_capture ? epabi_gc_run_end(&ep->gc, run_options, sync_stream) : NULL;
+}
+
 static bool IsGraphCaptureEnabledImpl(const OrtEp* this_ptr) {
-    (void)this_ptr;
-    return false;
+    return ep_of(this_ptr)->graph_capture;
 }
 
+/* The calling thread's graphs only: a graph captured on another thread is not visible here. */
 static bool IsGraphCapturedImpl(const OrtEp* this_ptr, int graph_annotation_id) {
-    (void)this_ptr;
-    (void)graph_annotation_id;
-    return false;
+    const struct epabi_ep* ep = ep_of(this_ptr);
+    return ep->graph_capture && epabi_gc_is_captured(&ep->gc, graph_annotation_id);
 }
 
 static OrtStatus* ReplayGraphImpl(OrtEp* this_ptr, int graph_annotation_id) {
     const struct epabi_ep* ep = ep_of(this_ptr);
-    return epabi_error(&ep->factory->api, ORT_INVALID_ARGUMENT,
-                       EPABI_EP_NAME ": no graph was captured for annotation id %d", graph_annotation_id);
+    if (!ep->graph_capture)
+        return epabi_error(&ep->factory->api, ORT_INVALID_ARGUMENT,
+                           EPABI_EP_NAME ": no graph was captured for annotation id %d (graph capture is off: "
+                           "enable_cuda_graph is not set)", graph_annotation_id);
+    return epabi_gc_replay(&ep->gc, graph_annotation_id);
 }
 
 static OrtGraphCaptureNodeAssignmentPolicy GetGraphCaptureNodeAssignmentPolicyImpl(const OrtEp* this_ptr) {
@@ -436,8 +461,8 @@ static void fill_table(struct epabi_ep* ep) {
     t->GetPreferredDataLayout = NULL;        /* host default: NCHW */
     t->ShouldConvertDataLayoutForOp = NULL;
     t->SetDynamicOptions = NULL;             /* no dynamic options */
-    t->OnRunStart = NULL;                    /* no per-run work */
-    t->OnRunEnd = NULL;
+    t->OnRunStart = OnRunStartImpl;          /* 1.23 members, read by every host; free when capture is off */
+    t->OnRunEnd = OnRunEndImpl;
     t->CreateAllocator = NULL;               /* the factory's allocators are used */
     t->CreateSyncStreamForDevice = NULL;     /* not stream aware */
     t->GetCompiledModelCompatibilityInfo = NULL;
@@ -454,7 +479,7 @@ static void fill_table(struct epabi_ep* ep) {
     t->GetAvailableResource = NULL;          /* no resource budget */
     t->OnSessionInitializationEnd = NULL;
     t->GetDefaultMemoryDevice = NULL;
-    t->ReleaseCapturedGraph = NULL;
+    t->ReleaseCapturedGraph = NULL;          /* graphs go with their thread, the EP, or the last EP release */
     t->GetWeightlessSupport = NULL;
 }
 
@@ -469,11 +494,6 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
                            EPABI_EP_NAME ": the selected EP device is virtual (is_virtual=1): it has no hardware to run "
                            "on and serves only compile-only sessions (session.compile_only=1)");
     }
-    if (opts.enable_cuda_graph) {
-        EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_WARNING,
-                  EPABI_EP_NAME ": enable_cuda_graph=1 was requested but graph capture is not part of this build; "
-                  "runs execute eagerly");
-    }
     struct epabi_ep* ep = calloc(1, sizeof *ep);
     if (ep == NULL) {
         epabi_options_release(&opts);
@@ -483,6 +503,36 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
     ep->logger = logger;
     ep->options = opts;
     ep->device = *device;
+    if (opts.user_compute_stream_given)
+        EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_INFO,
+                  EPABI_EP_NAME ": user_compute_stream=0x%" PRIxPTR " given: one unified stream, no concurrent runs%s",
+                  opts.user_compute_stream, opts.enable_cuda_graph ? "; each thread's graph stream adopts it" : "");
+    if (opts.enable_cuda_graph && !epabi_has(api, EPABI_SINCE_GRAPH_CAPTURE)) {
+        EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": enable_cuda_graph=1 needs ONNX Runtime API %d or newer, and ONNX Runtime %s speaks "
+                  "API %u; runs execute without graph capture", (int)EPABI_SINCE_GRAPH_CAPTURE, api->host_version,
+                  (unsigned)api->version);
+    } else if (opts.enable_cuda_graph) {
+        ep->graph_capture = true;
+        ep->gc.api = api;
+        ep->gc.logger = logger;
+        ep->gc.arena = f->arena;
+        ep->gc.min_runs = opts.min_num_runs_before_cuda_graph_capture;
+        ep->gc.user_stream_given = opts.user_compute_stream_given;
+        ep->gc.user_stream = opts.user_compute_stream;
+        OrtStatus* st = epabi_gc_attach(&ep->gc);
+        if (st != NULL) {
+            epabi_options_release(&ep->options);
+            free(ep);
+            return st;
+        }
+        bool runs_kernels = device->kind == EPABI_DEVICE_SOFTWARE;
+        EPABI_LOG(api, logger, runs_kernels ? ORT_LOGGING_LEVEL_INFO : ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": enable_cuda_graph=1: each thread captures an annotation id (run option "
+                  "gpu_graph_id) after %d regular run(s) of it (min_num_runs_before_cuda_graph_capture)%s",
+                  opts.min_num_runs_before_cuda_graph_capture,
+                  runs_kernels ? "" : "; this device runs no kernels in this build, so captured graphs are empty");
+    }
     fill_table(ep);
     *out = &ep->base;
     return NULL;
@@ -491,6 +541,7 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
 void epabi_ep_destroy(OrtEp* ep) {
     if (ep == NULL) return;
     struct epabi_ep* e = (struct epabi_ep*)ep;
+    if (e->graph_capture) epabi_gc_detach(&e->gc);   /* this thread's graphs now; other threads' lazily */
     epabi_options_release(&e->options);
     free(e);
 }

@@ -6,15 +6,24 @@
  * OrtNodeComputeInfo; Compute runs the plan. A GPU device claims nothing yet (no GPU kernels), nor does a
  * virtual device.
  *
+ * Graph capture (enable_cuda_graph=1, hosts with API >= 26): OnRunStart/OnRunEnd drive warm-up counting
+ * and capture, IsGraphCaptured/ReplayGraph/Sync serve ORT's replay loop, all on the calling thread's
+ * context (graph_capture.h); Compute runs plans on that thread's stream, inside a capture window with the
+ * window's capture pool. With capture off, OnRunStart/OnRunEnd return at once and Compute runs plans with
+ * no stream (launches execute directly).
+ *
  * Ownership: created by OrtEpFactory::CreateEp, destroyed by OrtEpFactory::ReleaseEp; owns its options
- * (force_cpu_nodes). Each OrtNodeComputeInfo owns its plan and is freed by ReleaseNodeComputeInfos.
- * Thread-safety: the host may call the const members (GetName, IsGraphCaptured, ...) from any thread; they
- * read immutable state. Compute may run concurrently for one fused node: plans are read-only at run time.
+ * (force_cpu_nodes) and its graph-capture registration (a serial; the per-thread contexts belong to their
+ * threads and refer to the EP only by that serial). Each OrtNodeComputeInfo owns its plan and is freed by
+ * ReleaseNodeComputeInfos. Thread-safety: the host may call the const members from any thread; they read
+ * immutable state or the calling thread's own context. Compute may run concurrently for one fused node:
+ * plans are read-only at run time and each thread has its own stream.
  */
 #ifndef EPABI_EP_H
 #define EPABI_EP_H
 
 #include "ep_factory.h"
+#include "graph_capture.h"
 #include "options.h"
 
 struct epabi_ep {
@@ -23,6 +32,8 @@ struct epabi_ep {
     const OrtLogger* logger;           /* the session logger */
     struct epabi_options options;
     struct epabi_device_record device;
+    bool graph_capture;                /* enable_cuda_graph=1 and the host speaks API >= 26 */
+    struct epabi_gc_owner gc;          /* attached when graph_capture */
 };
 
 /* Validates options and the device, then fills the OrtEp table gated by the negotiated API version.

@@ -3,6 +3,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,28 @@ static OrtStatus* read_nonneg_int(const struct epabi_api* api, const OrtKeyValue
     return NULL;
 }
 
+/* A handle value: decimal digits, or 0x/0X and hex digits; nothing else (no sign, no blanks). */
+static OrtStatus* read_handle(const struct epabi_api* api, const OrtKeyValuePairs* cfg, const char* key,
+                              uintptr_t* out, bool* given) {
+    char full[160];
+    const char* v = lookup(api, cfg, key, full, sizeof full);
+    if (v == NULL) return NULL;
+    bool hex = v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
+    const char* digits = hex ? v + 2 : v;
+    char* end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(digits, &end, hex ? 16 : 10);
+    bool ok = (hex ? isxdigit((unsigned char)digits[0]) : isdigit((unsigned char)digits[0])) && *end == '\0' &&
+              errno != ERANGE && n <= UINTPTR_MAX;
+    if (!ok)
+        return epabi_error(api, ORT_INVALID_ARGUMENT,
+                           "EpAbiExecutionProvider: option '%s' has value '%s'; expected a stream handle as a "
+                           "decimal or 0x-hexadecimal integer", full, v);
+    *out = (uintptr_t)n;
+    *given = true;
+    return NULL;
+}
+
 OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptions* session_options,
                               struct epabi_options* out) {
     memset(out, 0, sizeof *out);
@@ -69,6 +92,8 @@ OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptio
     if (st == NULL)
         st = read_nonneg_int(api, cfg, "min_num_runs_before_cuda_graph_capture",
                              &out->min_num_runs_before_cuda_graph_capture, NULL);
+    if (st == NULL)
+        st = read_handle(api, cfg, "user_compute_stream", &out->user_compute_stream, &out->user_compute_stream_given);
     if (st == NULL) st = read_nonneg_int(api, cfg, "device_id", &out->device_id, &out->device_id_given);
     if (st == NULL) {
         const char* co = epabi_kv_get(api, cfg, "session.compile_only");

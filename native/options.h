@@ -7,6 +7,8 @@
  * full key and the value; nothing is silently defaulted.
  *
  * Keys: enable_cuda_graph (0/1/true/false), min_num_runs_before_cuda_graph_capture (int >= 0),
+ * user_compute_stream (a stream handle as a decimal or 0x-hexadecimal integer, 0 included: the user's
+ * stream, which forces one unified stream; presence is what counts, not a non-zero value),
  * device_id (int >= 0), force_cpu_nodes (comma-separated node names that the EP never claims; they stay
  * with the host's CPU EP), plus the host's own session.compile_only.
  */
@@ -14,12 +16,15 @@
 #define EPABI_OPTIONS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "api.h"
 
 struct epabi_options {
     bool enable_cuda_graph;                        /* default false */
     int min_num_runs_before_cuda_graph_capture;    /* >= 0, default 2 */
+    bool user_compute_stream_given;                /* the key is present (even with the value 0) */
+    uintptr_t user_compute_stream;                 /* the handle value; never dereferenced here */
     int device_id;                                 /* >= 0, default: the EP device's own ordinal */
     bool device_id_given;
     bool compile_only;                             /* session.compile_only = "1" (or ep.context_enable = "1" before API 27) */

@@ -60,6 +60,8 @@ struct epabi_plan {
 struct epabi_exec {
     const struct epabi_plan* plan;
     OrtKernelContext* ctx;
+    struct epabi_stream* stream;       /* NULL: launches execute at once */
+    struct epabi_arena_pool* pool;     /* non-NULL inside a capture window */
     const struct plan_step* step;      /* the step being run */
     struct epabi_tensor* tensors;      /* per value */
     unsigned char* ready;              /* per value */
@@ -484,6 +486,16 @@ const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex) {
     return ex->plan->api;
 }
 
+/* Run memory: the capture pool inside a capture window, else the plan's arena. */
+static void* exec_alloc(struct epabi_exec* ex, size_t bytes) {
+    return ex->pool != NULL ? epabi_arena_pool_alloc(ex->pool, bytes) : epabi_arena_alloc(ex->plan->arena, bytes);
+}
+
+static void exec_free(struct epabi_exec* ex, void* p) {
+    if (ex->pool != NULL) epabi_arena_pool_free(ex->pool, p);
+    else epabi_arena_free(ex->plan->arena, p);
+}
+
 /* Element count and byte size of a shape, refusing negative dims and overflow. */
 static bool shape_bytes(int rank, const int64_t* dims, size_t esize, size_t* bytes) {
     uint64_t n = 1;
@@ -548,7 +560,7 @@ struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTen
         }
         t->data = data;
     } else {
-        void* data = epabi_arena_alloc(p->arena, bytes);
+        void* data = exec_alloc(ex, bytes);
         if (data == NULL) {
             *status = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory: %zu bytes for value '%s' of '%s'",
                                   bytes, v->name, p->name);
@@ -574,7 +586,7 @@ void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status
         ex->scratch = s;
         ex->cap_scratch = cap;
     }
-    void* data = epabi_arena_alloc(p->arena, bytes);
+    void* data = exec_alloc(ex, bytes);
     if (data == NULL) {
         *status = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory: %zu scratch bytes for node '%s'", bytes,
                               ex->step != NULL ? ex->step->node_name : "?");
@@ -584,14 +596,14 @@ void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status
     return data;
 }
 
-/* The software adapter's host stream runs work at once. Kept as the one place where work is issued, so
- * that graph capture can record launches here later. */
+/* The one place where work is issued: straight to fn on the calling thread without a stream (graph
+ * capture off), else through the thread's graph stream, which records the launch while capturing. */
 OrtStatus* epabi_exec_launch(struct epabi_exec* ex, epabi_launch_fn fn, const void* args, size_t args_size) {
-    (void)args_size;   /* run synchronously: the caller's args outlive the call */
     if (fn == NULL)
         return epabi_error(ex->plan->api, ORT_EP_FAIL, EPABI_EP_NAME ": node '%s' launched a NULL function",
                            ex->step != NULL ? ex->step->node_name : "?");
-    fn(args);
+    if (ex->stream != NULL) return epabi_stream_launch(ex->stream, fn, args, args_size);
+    fn(args);   /* synchronous: the caller's args outlive the call */
     return NULL;
 }
 
@@ -677,7 +689,7 @@ static OrtStatus* run_steps(struct epabi_exec* ex) {
         }
         for (int f = 0; f < s->n_frees; ++f) {
             int id = s->frees[f];
-            epabi_arena_free(p->arena, ex->owned[id]);
+            exec_free(ex, ex->owned[id]);
             ex->owned[id] = NULL;
         }
     }
@@ -685,11 +697,15 @@ static OrtStatus* run_steps(struct epabi_exec* ex) {
     return NULL;
 }
 
-OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx) {
+OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx, const struct epabi_run_env* env) {
     struct epabi_exec ex;
     memset(&ex, 0, sizeof ex);
     ex.plan = p;
     ex.ctx = ctx;
+    if (env != NULL) {
+        ex.stream = env->stream;
+        ex.pool = env->capture_pool;
+    }
     size_t nv = p->n_values > 0 ? (size_t)p->n_values : 1;
     ex.tensors = calloc(nv, sizeof *ex.tensors);
     ex.ready = calloc(nv, 1);
@@ -706,9 +722,10 @@ OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx) {
         st = bind_inputs(&ex);
         if (st == NULL) st = run_steps(&ex);
     }
+    /* inside a capture window these go back to the pool: the captured launches keep pointing at them */
     if (ex.owned != NULL)
-        for (int v = 0; v < p->n_values; ++v) epabi_arena_free(p->arena, ex.owned[v]);
-    for (int i = 0; i < ex.n_scratch; ++i) epabi_arena_free(p->arena, ex.scratch[i]);
+        for (int v = 0; v < p->n_values; ++v) exec_free(&ex, ex.owned[v]);
+    for (int i = 0; i < ex.n_scratch; ++i) exec_free(&ex, ex.scratch[i]);
     free(ex.scratch);
     free(ex.owned);
     free(ex.ready);

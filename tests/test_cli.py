@@ -284,7 +284,7 @@ def test_inspect_human_output(software_adapter, capsys, library_path):
     assert "exports: CreateEpFactories, ReleaseEpFactory" in out
     assert re.search(r"^API 23 \(1\.23\.2\): registration failed: OrtStatusError: .*1\.24\.4", out, re.M)
     assert re.search(r"^API 24 \(1\.24\.4\): registered; 1 factory; 1 device\(s\); .*EP EpAbiExecutionProvider: "
-                     r"4 members$", out, re.M)
+                     r"6 members$", out, re.M)
     lines = out.splitlines()
 
     def row(label: str) -> str:
@@ -343,3 +343,34 @@ def test_inspect_without_pyelftools(software_adapter, capsys, library_path, monk
     assert doc["exports_note"].startswith("unavailable: pyelftools is not installed")
     assert doc["missing_required_exports"] is None
     assert [v["registered"] for v in doc["versions"]][-1] is True
+
+
+def test_run_edge_cases_exit_cleanly(tmp_path, capsys, software_adapter):
+    import numpy as np
+    import onnx
+    from onnx import TensorProto as T
+    from onnx import helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", T.FLOAT, ["N", 3])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, ["N", 3])])
+    path = tmp_path / "dyn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    np.save(tmp_path / "empty.npy", np.zeros((0, 3), np.float32))
+    assert cli.main(["run", str(path), "--input", f"x={tmp_path / 'empty.npy'}", "--cpu-only"]) == 0
+    assert "output y: float32[0, 3]" in capsys.readouterr().out
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"\x00\x01not a model at all")
+    assert cli.main(["run", str(garbage)]) == 1
+    assert "epabi run: error:" in capsys.readouterr().err
+    assert cli.main(["run", "--runs", "0"]) == 2
+
+
+def test_run_on_onnxruntime_host_exits_cleanly():
+    pytest.importorskip("onnxruntime")  # installed with magika, a test dependency
+    proc = subprocess.run([sys.executable, "-m", "epabi", "run", "--host", "onnxruntime", "--json", "--cpu-only"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["providers"][0] == "EpAbiExecutionProvider"
+    assert set(doc["placement"].values()) == {"EpAbiExecutionProvider"}

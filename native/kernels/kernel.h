@@ -86,7 +86,9 @@ struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTen
 void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status);
 
 /* Runs fn(args) on the device stream. args is copied (args_size bytes), so callers may pass a stack
- * struct; pointers inside it must stay valid for the whole run (tensor data, scratch, state). */
+ * struct. Pointers inside it may point only at tensor data, scratch or the kernel state, never at run()'s
+ * stack or at the epabi_tensor structs: a graph capture records the copy and replays it after run() has
+ * returned, and the executor keeps exactly those buffers alive for the captured graph (stream.h). */
 typedef void (*epabi_launch_fn)(const void* args);
 OrtStatus* epabi_exec_launch(struct epabi_exec* ex, epabi_launch_fn fn, const void* args, size_t args_size);
 

@@ -403,6 +403,11 @@ class _OrtApiImpl(GraphApi, ValueApi):
     def GetEpApi(self) -> Any:  # noqa: N802
         return self.s.ep_api
 
+    def GetRunConfigEntry(self, options: Any, key: Any) -> Any:  # noqa: N802
+        from .run_options import RunOptions
+
+        return self.s.get(options, RunOptions, "run options").c_value(pystr(key) or "")
+
 
 class _OrtEpApiImpl(EpGraphApi):
     """Served ``OrtEpApi`` members."""

@@ -13,6 +13,7 @@ runs: the EP decides when it captures.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -30,13 +31,16 @@ _CONTROL_FLOW = {"If", "Loop", "Scan"}
 _SYNC_AFTER_REPLAY_SINCE = 27  # hosts >= 1.27 call OrtEp::Sync right after a replay
 
 
+_INT = re.compile(r"-?[0-9]+")
+
+
 def annotation_id(run_options: RunOptions | None) -> int:
-    """The run's graph annotation id: ``gpu_graph_id``, 0 when absent or not an integer."""
+    """The run's graph annotation id: ``gpu_graph_id`` read as ORT core reads it (optional '-', digits, int
+    range; no blanks, no '+'), 0 when absent or anything else."""
     text = None if run_options is None else run_options.config.get("gpu_graph_id")
-    try:
-        return int(text) if text is not None else 0
-    except ValueError:
+    if text is None or not _INT.fullmatch(text) or not -(2**31) <= int(text) < 2**31:
         return 0
+    return int(text)
 
 
 class GraphCapture:

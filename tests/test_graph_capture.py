@@ -1,0 +1,294 @@
+"""Graph capture and replay on the software adapter, driven by the emulated host exactly as ORT core does.
+
+Mirrors ONNX Runtime's CUDA plugin graph tests (capture + replay, update in place, mempool option, two
+annotation ids with different shapes, an Add model, user stream, threads) plus warm-up counting, ids -1 and
+garbage, missing ids, the allocation-during-capture detector and version gating.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper
+
+import epabi
+from epabi.models import mlp, sample_inputs
+
+EP = "EpAbiExecutionProvider"
+
+
+def _matmul_model() -> onnx.ModelProto:
+    graph = helper.make_graph([helper.make_node("MatMul", ["A", "B"], ["C"], name="mm")], "mm",
+                              [helper.make_tensor_value_info("A", T.FLOAT, ["M", "K"]),
+                               helper.make_tensor_value_info("B", T.FLOAT, ["K", "N"])],
+                              [helper.make_tensor_value_info("C", T.FLOAT, ["M", "N"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _add_model() -> onnx.ModelProto:
+    graph = helper.make_graph([helper.make_node("Add", ["x", "y"], ["z"], name="add")], "add",
+                              [helper.make_tensor_value_info("x", T.FLOAT, [3, 2]),
+                               helper.make_tensor_value_info("y", T.FLOAT, [3, 2])],
+                              [helper.make_tensor_value_info("z", T.FLOAT, [3, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _session(host: epabi.Host, model: onnx.ModelProto, **options: str) -> epabi.InferenceSession:
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(host.get_ep_devices(), {"enable_cuda_graph": "1", **options})
+    return epabi.InferenceSession(model, so)
+
+
+def _bind(session: epabi.InferenceSession, feeds: dict[str, np.ndarray], out_shapes: dict[str, list[int]]):
+    binding = session.io_binding()
+    values = {name: epabi.OrtValue.ortvalue_from_numpy(a) for name, a in feeds.items()}
+    outs = {name: epabi.OrtValue.ortvalue_from_shape_and_type(shape, np.float32) for name, shape in out_shapes.items()}
+    for name, v in values.items():
+        binding.bind_ortvalue_input(name, v)
+    for name, v in outs.items():
+        binding.bind_ortvalue_output(name, v)
+    return binding, values, outs
+
+
+def _run_opts(graph_id: str | None) -> epabi.RunOptions:
+    ro = epabi.RunOptions()
+    if graph_id is not None:
+        ro.add_run_config_entry("gpu_graph_id", graph_id)
+    return ro
+
+
+def _calls(host: epabi.Host, start: int, name: str) -> int:
+    return host.trace[start:].count(name)
+
+
+def test_capture_then_replay_mlp(host: epabi.Host) -> None:
+    model = mlp(layers=3, width=16, batch=2)
+    feeds = sample_inputs(model, seed=3)
+    ref = onnx.reference.ReferenceEvaluator(model)
+    with _session(host, model) as session:
+        assert session.graph_capture.enabled
+        binding, ins, outs = _bind(session, feeds, {"y": [2, 16]})
+        mark = len(host.trace)
+        session.run_with_iobinding(binding)  # first call: warm-up (2 runs) and capture inside one call
+        np.testing.assert_allclose(outs["y"].numpy(), ref.run(None, feeds)[0], rtol=1e-5, atol=1e-6)
+        assert _calls(host, mark, "OrtEp::OnRunStart") == 3
+        assert _calls(host, mark, "OrtEp::ReplayGraph") == 0
+        mark = len(host.trace)
+        session.run_with_iobinding(binding)  # second call: a pure replay
+        assert _calls(host, mark, "OrtEp::ReplayGraph") == 1
+        assert _calls(host, mark, "OrtEp::OnRunStart") == 0 and _calls(host, mark, "OrtNodeComputeInfo::Compute") == 0
+        np.testing.assert_allclose(outs["y"].numpy(), ref.run(None, feeds)[0], rtol=1e-5, atol=1e-6)
+        # new input values written in place change the replayed output
+        for seed in (5, 6):
+            new = sample_inputs(model, seed=seed)
+            ins["x"].update_inplace(new["x"])
+            session.run_with_iobinding(binding)
+            np.testing.assert_allclose(outs["y"].numpy(), ref.run(None, new)[0], rtol=1e-5, atol=1e-6)
+        assert session.graph_capture.replays == 3
+
+
+def test_mempool_style_option_is_accepted(host: epabi.Host) -> None:
+    model = _add_model()
+    x, y = np.ones((3, 2), np.float32), np.full((3, 2), 2, np.float32)
+    with _session(host, model, **{"arena.use_cuda_mempool": "1"}) as session:
+        binding, ins, outs = _bind(session, {"x": x, "y": y}, {"z": [3, 2]})
+        for _ in range(3):
+            session.run_with_iobinding(binding)
+            np.testing.assert_array_equal(outs["z"].numpy(), x + y)
+        ins["y"].update_inplace(y * 10)
+        session.run_with_iobinding(binding)
+        np.testing.assert_array_equal(outs["z"].numpy(), x + y * 10)
+        assert session.graph_capture.replays >= 2
+
+
+def test_two_annotation_ids_with_different_shapes(host: epabi.Host) -> None:
+    rng = np.random.default_rng(0)
+    shapes = {"1": ((2, 3), (3, 4)), "2": ((4, 5), (5, 6))}
+    with _session(host, _matmul_model()) as session:
+        bound = {}
+        for gid, (sa, sb) in shapes.items():
+            a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+            bound[gid] = _bind(session, {"A": a, "B": b}, {"C": [sa[0], sb[1]]})
+            session.run_with_iobinding(bound[gid][0], _run_opts(gid))
+            np.testing.assert_allclose(bound[gid][2]["C"].numpy(), a @ b, rtol=1e-5, atol=1e-6)
+        mark = len(host.trace)
+        for gid, (sa, sb) in shapes.items():
+            binding, ins, outs = bound[gid]
+            a, b = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+            ins["A"].update_inplace(a)
+            ins["B"].update_inplace(b)
+            session.run_with_iobinding(binding, _run_opts(gid))
+            np.testing.assert_allclose(outs["C"].numpy(), a @ b, rtol=1e-5, atol=1e-6)
+        assert _calls(host, mark, "OrtEp::ReplayGraph") == 2
+        assert _calls(host, mark, "OrtNodeComputeInfo::Compute") == 0
+
+
+def test_id_minus_one_never_captures(host: epabi.Host) -> None:
+    x, y = np.ones((3, 2), np.float32), np.ones((3, 2), np.float32)
+    with _session(host, _add_model()) as session:
+        binding, _, outs = _bind(session, {"x": x, "y": y}, {"z": [3, 2]})
+        mark = len(host.trace)
+        for _ in range(5):
+            session.run_with_iobinding(binding, _run_opts("-1"))
+            np.testing.assert_array_equal(outs["z"].numpy(), x + y)
+        assert _calls(host, mark, "OrtEp::OnRunStart") == 5  # one execution per call, never an extra one
+        assert _calls(host, mark, "OrtEp::ReplayGraph") == 0
+        assert session.graph_capture.replays == 0
+
+
+def test_unparsable_id_means_zero(host: epabi.Host) -> None:
+    x, y = np.ones((3, 2), np.float32), np.ones((3, 2), np.float32)
+    with _session(host, _add_model()) as session:
+        binding, _, outs = _bind(session, {"x": x, "y": y}, {"z": [3, 2]})
+        session.run_with_iobinding(binding, _run_opts("not-a-number"))  # captures under id 0
+        mark = len(host.trace)
+        session.run_with_iobinding(binding)  # no id: 0 -> the same graph is replayed
+        assert _calls(host, mark, "OrtEp::ReplayGraph") == 1
+        np.testing.assert_array_equal(outs["z"].numpy(), x + y)
+
+
+def test_replaying_a_missing_id_is_invalid_argument(host: epabi.Host) -> None:
+    with _session(host, _add_model()) as session:
+        with pytest.raises(epabi.OrtStatusError, match="99") as info:
+            session._ep.call_status("ReplayGraph", 99)
+        assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+        assert session._ep.call("IsGraphCaptured", 99) is False
+
+
+@pytest.mark.parametrize("warmup", [0, 1, 2, 5])
+def test_warmup_count_is_honoured(host: epabi.Host, warmup: int) -> None:
+    x, y = np.ones((3, 2), np.float32), np.ones((3, 2), np.float32)
+    with _session(host, _add_model(), min_num_runs_before_cuda_graph_capture=str(warmup)) as session:
+        binding, _, outs = _bind(session, {"x": x, "y": y}, {"z": [3, 2]})
+        mark = len(host.trace)
+        session.run_with_iobinding(binding)
+        # `warmup` regular runs, then the capturing run, all inside the first call
+        assert _calls(host, mark, "OrtEp::OnRunStart") == warmup + 1
+        np.testing.assert_array_equal(outs["z"].numpy(), x + y)
+        mark = len(host.trace)
+        session.run_with_iobinding(binding)
+        assert _calls(host, mark, "OrtEp::ReplayGraph") == 1
+
+
+def test_capture_that_never_completes_fails_after_8_runs(host: epabi.Host) -> None:
+    x = np.ones((3, 2), np.float32)
+    with _session(host, _add_model(), min_num_runs_before_cuda_graph_capture="10") as session:
+        binding, _, _ = _bind(session, {"x": x, "y": x}, {"z": [3, 2]})
+        mark = len(host.trace)
+        with pytest.raises(epabi.OrtStatusError, match="Graph capture did not complete after 8 internal runs"):
+            session.run_with_iobinding(binding)
+        assert _calls(host, mark, "OrtEp::OnRunStart") == 8
+
+
+def test_allocation_during_capture_is_detected(host: epabi.Host, caplog: pytest.LogCaptureFixture) -> None:
+    model = mlp(layers=3, width=32, batch=4)
+    feeds = sample_inputs(model)
+
+    def warnings_for(warmup: str) -> list[str]:
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="epabi"):
+            with _session(host, model, min_num_runs_before_cuda_graph_capture=warmup) as session:
+                binding, _, _ = _bind(session, feeds, {"y": [4, 32]})
+                session.run_with_iobinding(binding)
+        return [r.getMessage() for r in caplog.records if "allocated memory during graph capture" in r.getMessage()]
+
+    cold = warnings_for("0")  # the capturing run is the first: the arena has to grow inside the window
+    assert cold and "min_num_runs_before_cuda_graph_capture" in cold[0]
+    assert warnings_for("2") == []  # warm-up reached the steady state first
+
+
+def test_user_compute_stream_is_adopted(host: epabi.Host, caplog: pytest.LogCaptureFixture) -> None:
+    x = np.ones((3, 2), np.float32)
+    with caplog.at_level(logging.DEBUG, logger="epabi"):
+        with _session(host, _add_model(), user_compute_stream="0x1234") as session:
+            assert session._ep.concurrent_run_supported is False  # a unified stream serialises runs
+            binding, _, outs = _bind(session, {"x": x, "y": x}, {"z": [3, 2]})
+            for _ in range(4):
+                session.run_with_iobinding(binding)
+            np.testing.assert_array_equal(outs["z"].numpy(), x + x)
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "0x1234" in text
+    assert "destroy" not in text.lower() or "not destroyed" in text.lower()
+
+
+def test_null_user_stream_counts_as_given(host: epabi.Host) -> None:
+    with _session(host, _add_model(), user_compute_stream="0") as session:
+        assert session._ep.concurrent_run_supported is False
+
+
+def test_bad_user_stream_value_is_refused(host: epabi.Host) -> None:
+    with pytest.raises(epabi.OrtStatusError, match="user_compute_stream"):
+        _session(host, _add_model(), user_compute_stream="stream!")
+
+
+def test_eight_threads_each_capture_their_own_graph(host: epabi.Host) -> None:
+    model = mlp(layers=2, width=16, batch=1)
+    ref = onnx.reference.ReferenceEvaluator(model)
+    errors: list[BaseException] = []
+    with _session(host, model) as session:
+        barrier = threading.Barrier(8)
+
+        def worker(seed: int) -> None:
+            try:
+                feeds = sample_inputs(model, seed=seed)
+                binding, ins, outs = _bind(session, feeds, {"y": [1, 16]})
+                barrier.wait()
+                for step in range(6):
+                    new = sample_inputs(model, seed=seed * 100 + step)
+                    ins["x"].update_inplace(new["x"])
+                    session.run_with_iobinding(binding)
+                    np.testing.assert_allclose(outs["y"].numpy(), ref.run(None, new)[0], rtol=1e-5, atol=1e-6)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(i + 1,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors, errors
+        assert session.graph_capture.replays >= 8 * 3  # every thread replayed its own graph
+
+
+def test_api_25_host_never_sees_graph_callbacks(library_path: str, software_adapter: None) -> None:
+    with epabi.Host(api_version=25, hardware=[epabi.cpu_device()]) as host:
+        host.register_execution_provider_library("epabi", library_path)
+        x = np.ones((3, 2), np.float32)
+        with _session(host, _add_model()) as session:
+            assert not session.graph_capture.enabled
+            for _ in range(3):
+                np.testing.assert_array_equal(session.run(None, {"x": x, "y": x})[0], x + x)
+        graph_calls = [c for c in host.trace if "Graph" in c and c.startswith("OrtEp::")]
+        assert graph_calls == []
+
+
+def test_control_flow_models_are_refused_with_capture(host: epabi.Host) -> None:
+    then = helper.make_graph([helper.make_node("Identity", ["x"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", T.FLOAT, [1])])
+    other = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", T.FLOAT, [1])])
+    graph = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)], "if",
+                              [helper.make_tensor_value_info("c", T.BOOL, []),
+                               helper.make_tensor_value_info("x", T.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    with pytest.raises(epabi.OrtStatusError, match="control flow nodes"):
+        _session(host, model)
+
+
+def test_plain_run_after_capture_returns_nothing_like_ort(host: epabi.Host) -> None:
+    x = np.ones((3, 2), np.float32)
+    with _session(host, _add_model()) as session:
+        first = session.run(None, {"x": x, "y": x})  # executes and captures: real outputs
+        np.testing.assert_array_equal(first[0], x + x)
+        assert session.run(None, {"x": x, "y": x}) == []  # a replay hands no fresh outputs to run()
