@@ -1,6 +1,16 @@
-"""Graph capture and replay of the software adapter driven by real ONNX Runtime (1.26+; checked on 1.32.0).
+"""Manual tool: graph capture and replay of the software adapter driven by real ONNX Runtime (1.26+).
 
     EPABI_ALLOW_SOFTWARE_ADAPTER=1 python tests/ort_graph_capture.py /path/to/libepabi_plugin.so
+
+Needs a Python with onnxruntime >= 1.26 AND onnx (it builds its models in process): the project's test venv
+has both (onnxruntime comes with magika); the cached real_ort venvs (~/.cache/epabi/venvs/ort-*) have no onnx.
+Checked on 1.26.0 and 1.32.0.
+
+Not run by pytest. tests/test_real_ort_capture.py automates, in the real_ort venvs of 1.26.0 and NEWEST, what
+this script's phases 1-3 check (one id with update_inplace, two ids plus id -1, the min=0 detector) and the
+order of ORT's OrtEp calls. Phases 4-8 run under real ORT only here: tests/test_graph_capture.py covers user
+streams and threads on the emulated host, tests/native/graph_capture_unit.c a failed capture at the OrtEp-callback
+level; lazy freeing of a released session's contexts under real ORT is checked nowhere else.
 
 ORT itself calls OnRunStart/OnRunEnd/IsGraphCaptured/ReplayGraph here. Phases: one id with IOBinding and
 update_inplace (first call correct, later calls replays); two ids with different shapes plus id -1; the

@@ -1,0 +1,53 @@
+"""tests/native/graph_capture_unit.c: native/stream.c, graph_capture.c and the arena's capture pools against a
+fake OrtApi (nesting, duplicate and missing ids, aborted and failed captures, replay of recorded argument
+copies, annotation-id parsing, user-stream adoption, attach/detach).
+
+Built as its header says (graph_capture_unit.c + stream.c graph_capture.c arena.c api.c, -D_GNU_SOURCE,
+-lpthread), with harness_build's -std=c11 -Wall -Wextra -Werror flags, at -O2 and under ASan + UBSan (skipped
+where the compiler or the machine cannot run sanitized code). It must exit 0 and print "all unit checks
+passed". Needs a C compiler ($CC, gcc or cc); skipped without one. Takes well under a second per variant.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "native"))
+import harness_build  # noqa: E402
+
+UNIT = harness_build.HERE / "graph_capture_unit.c"
+#: The plugin files the unit links (its header's build command).
+SOURCES = [UNIT, *(harness_build.NATIVE / name for name in ("stream.c", "graph_capture.c", "arena.c", "api.c"))]
+
+
+@pytest.fixture(scope="module")
+def cc() -> str:
+    found = harness_build.compiler()
+    if found is None:
+        pytest.skip("no C compiler ($CC, gcc or cc) to build graph_capture_unit.c")
+    return found
+
+
+@pytest.mark.parametrize("variant", ["plain", "asan"])
+def test_graph_capture_unit(variant: str, cc: str, tmp_path: Path) -> None:
+    if variant == "asan":
+        problem = harness_build.sanitizer_problem(cc, tmp_path / "probe")
+        if problem is not None:
+            pytest.skip(f"ASan + UBSan variant: {problem}")
+    exe = tmp_path / f"graph_capture_unit_{variant}"
+    cmd = [cc, *harness_build.COMMON, "-D_GNU_SOURCE", *harness_build.VARIANTS[variant],
+           *(str(s) for s in SOURCES), "-lpthread", "-o", str(exe)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 0, f"graph_capture_unit.c ({variant}) does not build:\n$ {' '.join(cmd)}\n{p.stderr[-6000:]}"
+
+    p = subprocess.run([str(exe)], capture_output=True, text=True, timeout=60,
+                       env=harness_build.harness_env(variant))
+    output = f"--- stdout\n{p.stdout[-6000:]}\n--- stderr\n{p.stderr[-6000:]}"
+    assert p.returncode == 0, f"graph_capture_unit ({variant}) exited with {p.returncode}\n{output}"
+    failures = [line for line in p.stdout.splitlines() if line.startswith("FAIL")]
+    assert failures == [], output
+    assert "all unit checks passed" in p.stdout, output
