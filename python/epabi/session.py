@@ -96,6 +96,9 @@ class InferenceSession:
     Args:
         path_or_bytes: model file path, serialized model bytes, or a ``ModelProto``.
         sess_options: :class:`SessionOptions`; its ``add_provider_for_devices`` selection picks the plugin EP.
+        providers: accepted for onnxruntime compatibility; only ``["CPUExecutionProvider"]`` is meaningful
+            (plugin EPs are chosen with ``add_provider_for_devices``), anything else raises ValueError.
+        provider_options, enable_fallback: accepted and ignored: epabi never falls back silently.
         host: the :class:`epabi.Host` the EP devices came from (taken from the devices when omitted).
 
     Raises:
@@ -106,8 +109,7 @@ class InferenceSession:
     def __init__(self, path_or_bytes: str | bytes | Path | onnx.ModelProto,
                  sess_options: SessionOptions | None = None, providers: list[Any] | None = None,
                  provider_options: Any = None, enable_fallback: int = 1, host: Any = None) -> None:
-        self._lock = threading.Lock()
-        self._closed = True  # until the EP exists, close() has nothing to release
+        self._closed = True  # until the fields below exist, close() has nothing to release
         if providers and any((p[0] if isinstance(p, tuple) else p) != "CPUExecutionProvider" for p in providers):
             raise ValueError(f"providers={providers!r}: plugin EPs are selected with "
                              "SessionOptions.add_provider_for_devices(devices, options), as in onnxruntime >= 1.23")
