@@ -207,7 +207,7 @@ static int cmp_fuse_key(const void* a, const void* b) {
  * d(n) = max over producers p of d(p) + (p unclaimed ? 1 : 0), taken in topological order, any path
  * that leaves the claimed set and comes back raises d, so claimed nodes of equal d never have an
  * unclaimed node between them and each such set can be one fused node. */
-static OrtStatus* claim_nodes(const struct epabi_ep* ep, const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
+static OrtStatus* claim_nodes(struct epabi_ep* ep, const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
     const struct epabi_api* api = &ep->factory->api;
     size_t n = 0;
     EPABI_RETURN_IF_ERROR(api->ort->Graph_GetNumNodes(graph, &n));
@@ -240,6 +240,7 @@ static OrtStatus* claim_nodes(const struct epabi_ep* ep, const OrtGraph* graph, 
                       desc->name, desc->op_type, why);
         }
     }
+    atomic_store(&ep->nodes_left_on_cpu, n_claimed < n);
     if (n_claimed == 0) goto out;
 
     st = collect_preds(api, nodes, n, &g);
@@ -288,7 +289,7 @@ out:
 }
 
 static OrtStatus* GetCapabilityImpl(OrtEp* this_ptr, const OrtGraph* graph, OrtEpGraphSupportInfo* info) {
-    const struct epabi_ep* ep = ep_of(this_ptr);
+    struct epabi_ep* ep = (struct epabi_ep*)this_ptr;
     const struct epabi_api* api = &ep->factory->api;
     if (graph == NULL || info == NULL)
         return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": GetCapability got a NULL graph or support info");
@@ -296,6 +297,7 @@ static OrtStatus* GetCapabilityImpl(OrtEp* this_ptr, const OrtGraph* graph, OrtE
     case EPABI_DEVICE_SOFTWARE:
         return claim_nodes(ep, graph, info);
     case EPABI_DEVICE_GPU:
+        atomic_store(&ep->nodes_left_on_cpu, true);
         EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_INFO,
                   EPABI_EP_NAME ": GPU kernels are not part of this build; all nodes stay on the CPU");
         return NULL;
@@ -358,7 +360,7 @@ static void destroy_compute_info(OrtNodeComputeInfo* info) {
 static OrtStatus* CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const OrtNode** fused_nodes, size_t count,
                               OrtNodeComputeInfo** node_compute_infos, OrtNode** ep_context_nodes) {
     (void)ep_context_nodes;   /* no EPContext nodes are written */
-    const struct epabi_ep* ep = ep_of(this_ptr);
+    struct epabi_ep* ep = (struct epabi_ep*)this_ptr;
     const struct epabi_api* api = &ep->factory->api;
     if (count > 0 && (graphs == NULL || node_compute_infos == NULL))
         return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": Compile got NULL arrays");
@@ -383,6 +385,7 @@ static OrtStatus* CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const Or
         ci->base.ReleaseState = ReleaseStateImpl;
         node_compute_infos[i] = &ci->base;
     }
+    if (st == NULL) ep->gc.fused_nodes += (unsigned)count;
     if (st != NULL) {
         for (size_t i = 0; i < count; ++i) {
             destroy_compute_info(node_compute_infos[i]);
@@ -445,8 +448,17 @@ static OrtStatus* ReplayGraphImpl(OrtEp* this_ptr, int graph_annotation_id) {
     return epabi_gc_replay(&ep->gc, graph_annotation_id);
 }
 
+/* A replay runs only our recorded launches: a node left to the CPU would not run and the buffers ORT gave
+ * it during the capturing run would be stale or reused. So CPU nodes are tolerated only when there are
+ * none; otherwise ORT refuses graph capture for the session with a clear message. */
 static OrtGraphCaptureNodeAssignmentPolicy GetGraphCaptureNodeAssignmentPolicyImpl(const OrtEp* this_ptr) {
-    (void)this_ptr;
+    const struct epabi_ep* ep = (const struct epabi_ep*)this_ptr;
+    if (atomic_load(&ep->nodes_left_on_cpu)) {
+        EPABI_LOG(&ep->factory->api, ep->logger, ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": graph capture needs every node on this EP, but some stay on the CPU "
+                  "(see the INFO lines of GetCapability)");
+        return OrtGraphCaptureNodeAssignmentPolicy_ALL_NODES_ON_EP;
+    }
     return OrtGraphCaptureNodeAssignmentPolicy_ALLOW_CPU_FOR_SHAPES;
 }
 

@@ -22,6 +22,8 @@
 #ifndef EPABI_EP_H
 #define EPABI_EP_H
 
+#include <stdatomic.h>
+
 #include "ep_factory.h"
 #include "graph_capture.h"
 #include "options.h"
@@ -33,6 +35,7 @@ struct epabi_ep {
     struct epabi_options options;
     struct epabi_device_record device;
     bool graph_capture;                /* enable_cuda_graph=1 and the host speaks API >= 26 */
+    atomic_bool nodes_left_on_cpu;     /* the last GetCapability left some node to another EP */
     struct epabi_gc_owner gc;          /* attached when graph_capture */
 };
 

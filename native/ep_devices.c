@@ -188,10 +188,15 @@ OrtStatus* epabi_factory_list_devices(struct epabi_factory* f, const OrtHardware
  * vendor, device id and virtual flag. */
 static bool same_device(const struct epabi_api* api, const OrtHardwareDevice* a, const OrtHardwareDevice* b) {
     if (a == b) return true;
-    return api->ort->HardwareDevice_Type(a) == api->ort->HardwareDevice_Type(b) &&
-           api->ort->HardwareDevice_VendorId(a) == api->ort->HardwareDevice_VendorId(b) &&
-           api->ort->HardwareDevice_DeviceId(a) == api->ort->HardwareDevice_DeviceId(b) &&
-           is_virtual_hw(api, a) == is_virtual_hw(api, b);
+    if (api->ort->HardwareDevice_Type(a) != api->ort->HardwareDevice_Type(b) ||
+        api->ort->HardwareDevice_VendorId(a) != api->ort->HardwareDevice_VendorId(b) ||
+        api->ort->HardwareDevice_DeviceId(a) != api->ort->HardwareDevice_DeviceId(b) ||
+        is_virtual_hw(api, a) != is_virtual_hw(api, b))
+        return false;
+    /* two identical cards differ only in where they sit: compare the bus id when both hosts give one */
+    const char* pa = epabi_kv_get(api, api->ort->HardwareDevice_Metadata(a), "pci_bus_id");
+    const char* pb = epabi_kv_get(api, api->ort->HardwareDevice_Metadata(b), "pci_bus_id");
+    return pa == NULL || pb == NULL || strcmp(pa, pb) == 0;
 }
 
 bool epabi_factory_find_device(struct epabi_factory* f, const OrtHardwareDevice* hw, struct epabi_device_record* out) {

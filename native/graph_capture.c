@@ -610,7 +610,15 @@ OrtStatus* epabi_gc_run_end(const struct epabi_gc_owner* owner, const OrtRunOpti
     OrtStatus* st = NULL;
     int open = 0;
     if (epabi_graph_manager_is_capturing(m, &open)) {
-        if (tc->run_failed) {
+        if (!tc->run_failed && tc->computes != owner->fused_nodes) {
+            /* fused nodes that ran on other threads (parallel execution) were not recorded: a replay
+             * would leave their outputs stale, so this capture cannot be kept */
+            epabi_graph_manager_capture_abort(m);
+            st = epabi_error(api, ORT_FAIL,
+                             EPABI_EP_NAME ": graph capture of annotation id %d recorded %u of the %u fused node(s) "
+                             "on the thread that runs the session; graph capture needs sequential execution "
+                             "(ExecutionMode ORT_SEQUENTIAL)", open, tc->computes, owner->fused_nodes);
+        } else if (tc->run_failed) {
             epabi_graph_manager_capture_abort(m);
             EPABI_LOG(api, owner->logger, ORT_LOGGING_LEVEL_WARNING,
                       EPABI_EP_NAME ": graph capture of annotation id %d failed (a fused node failed during the "
@@ -625,11 +633,6 @@ OrtStatus* epabi_gc_run_end(const struct epabi_gc_owner* owner, const OrtRunOpti
                           EPABI_EP_NAME ": captured graph of annotation id %d: %zu launch(es), %" PRIu64 " arena "
                           "block(s) (%" PRIu64 " bytes) kept for replays", open,
                           epabi_graph_manager_launches(m, open), mem.blocks, mem.bytes);
-                if (tc->computes == 0)
-                    EPABI_LOG(api, owner->logger, ORT_LOGGING_LEVEL_WARNING,
-                              EPABI_EP_NAME ": no fused node of this EP ran on this thread during the capture of "
-                              "annotation id %d, so its replays do nothing (graph capture needs sequential "
-                              "execution on the thread that runs the session)", open);
                 /* the launches already executed while capturing; replaying once makes the capturing run's
                  * outputs come from the graph itself, as on CUDA, and proves the recording replays */
                 st = epabi_graph_manager_replay(m, open, sync_stream);

@@ -132,6 +132,7 @@ struct epabi_gc_owner {
     bool user_stream_given;            /* user_compute_stream was set: adopt it, never destroy it */
     uintptr_t user_stream;
     uint64_t serial;                   /* set by epabi_gc_attach; 0 = not attached */
+    unsigned fused_nodes;              /* fused nodes the EP compiled: each run computes every one of them */
 };
 
 struct epabi_thread_context;

@@ -292,3 +292,38 @@ def test_plain_run_after_capture_returns_nothing_like_ort(host: epabi.Host) -> N
         first = session.run(None, {"x": x, "y": x})  # executes and captures: real outputs
         np.testing.assert_array_equal(first[0], x + x)
         assert session.run(None, {"x": x, "y": x}) == []  # a replay hands no fresh outputs to run()
+
+
+def test_nodes_left_on_cpu_make_the_ep_refuse_capture(host: epabi.Host, caplog: pytest.LogCaptureFixture) -> None:
+    # a replay runs only the EP's launches: a CPU node in between would not run, so the EP asks for
+    # ALL_NODES_ON_EP and the session is refused with ORT's message
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["a"], name="r1"),
+                               helper.make_node("Softplus", ["a"], ["b"], name="sp"),
+                               helper.make_node("Relu", ["b"], ["y"], name="r2")], "g",
+                              [helper.make_tensor_value_info("x", T.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    with caplog.at_level(logging.WARNING, logger="epabi"):
+        with pytest.raises(epabi.OrtStatusError, match="all the graph nodes have not been assigned to " + EP):
+            _session(host, model)
+    assert any("graph capture needs every node on this EP" in r.getMessage() for r in caplog.records)
+    with pytest.raises(epabi.OrtStatusError, match="all the graph nodes have not been assigned"):
+        _session(host, _add_model(), force_cpu_nodes="add")
+    # without graph capture the same model runs, split around the CPU node
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(host.get_ep_devices())
+    with epabi.InferenceSession(model, so) as session:
+        x = np.array([-1, 0, 1, 2], np.float32)
+        np.testing.assert_allclose(session.run(None, {"x": x})[0], np.log1p(np.exp(np.maximum(x, 0))), rtol=1e-6)
+
+
+def test_capture_with_device_memory_is_refused_by_the_host(library_path: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
+    monkeypatch.setenv("EPABI_SOFTWARE_DEVICE_MEMORY", "device")
+    with epabi.Host(hardware=[epabi.cpu_device()]) as host:
+        host.register_execution_provider_library("epabi", library_path)
+        with pytest.raises(epabi.OrtStatusError, match="device memory") as info:
+            _session(host, _add_model())
+        assert info.value.code == epabi.OrtErrorCode.NOT_IMPLEMENTED

@@ -12,7 +12,8 @@
  *               replayed from the recorded launches alone (graph capture on the host stream). The one
  *               exception: run() may read small integer inputs that decide output *shapes* (Reshape's
  *               shape, Expand's shape, Slice's starts/ends/axes/steps, axes inputs), and validate
- *               small integer index inputs (Gather) so that bad input is an error, not wrong numbers;
+ *               integer inputs whose bad values are errors (Gather indices, integer divisors) so that
+ *               bad input is an error, not wrong numbers (a device backend will need a device-side check);
  *               those must be host-readable, as ORT's ALLOW_CPU_FOR_SHAPES placement guarantees on devices.
  *   release()   frees the state.
  * Thread-safety: init/release run under the EP's compile; run() may run on several threads at once for

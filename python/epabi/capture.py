@@ -56,6 +56,11 @@ class GraphCapture:
             _log.warning("%s did not implement IsGraphCaptured and ReplayGraph; ORT will not use this EP for "
                          "graph capture/replay", ep.name)
             return
+        if session._allocator is not None:
+            raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, f"{ep.name}: graph capture with EP device memory "
+                                 "needs inputs and outputs bound in device memory, which the epabi host does not "
+                                 "provide; use the software adapter's host memory (unset "
+                                 "EPABI_SOFTWARE_DEVICE_MEMORY)")
         if any(n.op_type in _CONTROL_FLOW for n in session.graph.nodes):
             raise OrtStatusError(OrtErrorCode.FAIL, "This session cannot use the graph capture feature as requested "
                                  f"by the user as the model has control flow nodes which can't be supported by "

@@ -117,7 +117,7 @@ int main(void) {
     CHECK(epabi_gc_annotation_id(&api, (const OrtRunOptions*)1) == 0 && epabi_gc_annotation_id(&api, NULL) == 0);
 
     /* owner level: nested OnRunStart, failed capture, attach/detach */
-    struct epabi_gc_owner o = {&api, (const OrtLogger*)1, arena, 0, true, 0x1234, 0};
+    struct epabi_gc_owner o = {&api, (const OrtLogger*)1, arena, 0, true, 0x1234, 0, 1};
     CHECK(epabi_gc_attach(&o) == NULL && o.serial != 0);
     g_gid = "3";
     CHECK(epabi_gc_run_start(&o, (const OrtRunOptions*)1) == NULL);   /* min 0: captures */
@@ -134,6 +134,12 @@ int main(void) {
     CHECK(epabi_gc_run_start(&o, (const OrtRunOptions*)1) == NULL);
     epabi_gc_note_compute(tc, true);
     CHECK(epabi_gc_run_end(&o, (const OrtRunOptions*)1, true) == NULL && epabi_gc_is_captured(&o, 3));
+    /* a capture that recorded fewer fused nodes than the EP compiled (parallel execution) is refused */
+    g_gid = "4";
+    CHECK(epabi_gc_run_start(&o, (const OrtRunOptions*)1) == NULL);
+    expect(epabi_gc_run_end(&o, (const OrtRunOptions*)1, true), ORT_FAIL, "sequential execution");
+    CHECK(!epabi_gc_is_captured(&o, 4));
+    g_gid = "3";
     CHECK(epabi_gc_replay(&o, 3) == NULL && strstr(g_last, "ReplayGraph replayed annotation id 3 (replay 2") != NULL);
     expect(epabi_gc_replay(&o, 4), ORT_INVALID_ARGUMENT, "annotation id 4");
     epabi_gc_detach(&o);
