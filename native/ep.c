@@ -506,6 +506,16 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
                            EPABI_EP_NAME ": the selected EP device is virtual (is_virtual=1): it has no hardware to run "
                            "on and serves only compile-only sessions (session.compile_only=1)");
     }
+    /* A replay reads and writes the buffers of the capturing run. With its own device memory the software
+     * adapter receives per-run copies of CPU-bound inputs and outputs (Memcpy nodes), which ORT frees after
+     * the run, so a replay would touch freed memory and never update the caller's buffers. */
+    if (opts.enable_cuda_graph && device->kind == EPABI_DEVICE_SOFTWARE && f->software_memory_info != NULL &&
+        epabi_has(api, EPABI_SINCE_GRAPH_CAPTURE)) {
+        epabi_options_release(&opts);
+        return epabi_error(api, ORT_INVALID_ARGUMENT,
+                           EPABI_EP_NAME ": enable_cuda_graph=1 needs the software adapter to compute in host memory; "
+                           "unset EPABI_SOFTWARE_DEVICE_MEMORY=device (graph replay cannot follow per-run copies)");
+    }
     struct epabi_ep* ep = calloc(1, sizeof *ep);
     if (ep == NULL) {
         epabi_options_release(&opts);
@@ -538,6 +548,11 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
             free(ep);
             return st;
         }
+        if (opts.min_num_runs_before_cuda_graph_capture > 7)
+            EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_WARNING,
+                      EPABI_EP_NAME ": min_num_runs_before_cuda_graph_capture=%d: ORT executes a run at most 8 times "
+                      "in one call while waiting for a capture, so the first call(s) of each id will fail",
+                      opts.min_num_runs_before_cuda_graph_capture);
         bool runs_kernels = device->kind == EPABI_DEVICE_SOFTWARE;
         EPABI_LOG(api, logger, runs_kernels ? ORT_LOGGING_LEVEL_INFO : ORT_LOGGING_LEVEL_WARNING,
                   EPABI_EP_NAME ": enable_cuda_graph=1: each thread captures an annotation id (run option "

@@ -145,11 +145,20 @@ def test_id_minus_one_never_captures(host: epabi.Host) -> None:
         assert session.graph_capture.replays == 0
 
 
-def test_unparsable_id_means_zero(host: epabi.Host) -> None:
+@pytest.mark.parametrize("bad", ["+5", " 5", "5 ", "0x10", "abc", "2147483648", "-2147483649"])
+def test_unparsable_id_fails_the_run_like_ort(host: epabi.Host, bad: str) -> None:
+    x = np.ones((3, 2), np.float32)
+    with _session(host, _add_model()) as session:
+        binding, _, _ = _bind(session, {"x": x, "y": x}, {"z": [3, 2]})
+        with pytest.raises(epabi.OrtStatusError, match="Failed to parse the cuda graph annotation id"):
+            session.run_with_iobinding(binding, _run_opts(bad))
+
+
+def test_empty_id_means_zero(host: epabi.Host) -> None:
     x, y = np.ones((3, 2), np.float32), np.ones((3, 2), np.float32)
     with _session(host, _add_model()) as session:
         binding, _, outs = _bind(session, {"x": x, "y": y}, {"z": [3, 2]})
-        session.run_with_iobinding(binding, _run_opts("not-a-number"))  # captures under id 0
+        session.run_with_iobinding(binding, _run_opts(""))  # captures under id 0
         mark = len(host.trace)
         session.run_with_iobinding(binding)  # no id: 0 -> the same graph is replayed
         assert _calls(host, mark, "OrtEp::ReplayGraph") == 1
@@ -318,12 +327,43 @@ def test_nodes_left_on_cpu_make_the_ep_refuse_capture(host: epabi.Host, caplog: 
         np.testing.assert_allclose(session.run(None, {"x": x})[0], np.log1p(np.exp(np.maximum(x, 0))), rtol=1e-6)
 
 
-def test_capture_with_device_memory_is_refused_by_the_host(library_path: str,
+def test_capture_with_device_memory_is_refused(library_path: str,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
     monkeypatch.setenv("EPABI_SOFTWARE_DEVICE_MEMORY", "device")
     with epabi.Host(hardware=[epabi.cpu_device()]) as host:
         host.register_execution_provider_library("epabi", library_path)
-        with pytest.raises(epabi.OrtStatusError, match="device memory") as info:
+        # the EP itself refuses: a replay cannot follow the per-run copies of a device-memory device
+        with pytest.raises(epabi.OrtStatusError, match="needs the software adapter to compute in host memory") as info:
             _session(host, _add_model())
-        assert info.value.code == epabi.OrtErrorCode.NOT_IMPLEMENTED
+        assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+
+
+def test_close_waits_for_runs_in_flight(host: epabi.Host) -> None:
+    model = mlp(layers=2, width=64, batch=8)
+    feeds = sample_inputs(model)
+    session = _session(host, model)
+    errors: list[BaseException] = []
+    started = threading.Event()
+
+    def worker() -> None:
+        binding, _, _ = _bind(session, feeds, {"y": [8, 64]})
+        try:
+            for _ in range(200):
+                session.run_with_iobinding(binding)
+                started.set()
+        except epabi.OrtStatusError as exc:  # runs that start after close() raise cleanly
+            assert "session is closed" in str(exc)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            started.set()
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    started.wait(timeout=60)
+    session.close()  # must wait for the runs in flight, never pull the EP from under them
+    for t in threads:
+        t.join(timeout=60)
+    assert not errors, errors

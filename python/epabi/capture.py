@@ -35,11 +35,14 @@ _INT = re.compile(r"-?[0-9]+")
 
 
 def annotation_id(run_options: RunOptions | None) -> int:
-    """The run's graph annotation id: ``gpu_graph_id`` read as ORT core reads it (optional '-', digits, int
-    range; no blanks, no '+'), 0 when absent or anything else."""
+    """The run's graph annotation id, read as ORT core reads ``gpu_graph_id``: absent or empty is 0; an
+    optional '-' and digits within int range is the id. Raises OrtStatusError for anything else ('+5', ' 5',
+    '0x10', 'abc', 2**31), as onnxruntime 1.26-1.32 fail such runs."""
     text = None if run_options is None else run_options.config.get("gpu_graph_id")
-    if text is None or not _INT.fullmatch(text) or not -(2**31) <= int(text) < 2**31:
+    if not text:
         return 0
+    if not _INT.fullmatch(text) or not -(2**31) <= int(text) < 2**31:
+        raise OrtStatusError(OrtErrorCode.FAIL, f"Failed to parse the cuda graph annotation id: {text}")
     return int(text)
 
 
@@ -78,7 +81,7 @@ class GraphCapture:
         _log.info("This session will use the graph capture feature as requested by the user with %s", ep.name)
         self.enabled = True
         self.replays = 0
-        self._pinned: dict[tuple[int, int], Any] = {}
+        self._pins = threading.local()  # per thread: id -> the capturing run's values (gone with the thread)
 
     def run(self, execute: Callable[[], dict[str, Any]], run_options: RunOptions | None,
             replayed: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -101,7 +104,8 @@ class GraphCapture:
                 return outputs
             if ep.call("IsGraphCaptured", graph_id):
                 # values the captured launches read (CPU-node outputs among them) must outlive the call
-                self._pinned[(threading.get_ident(), graph_id)] = self.session._tls.last_run
+                pins = self._pins.__dict__.setdefault("by_id", {})
+                pins[graph_id] = self.session._tls.last_run
                 return outputs
             if executions >= MAX_CAPTURE_RUNS:
                 raise OrtStatusError(OrtErrorCode.FAIL, f"Graph capture did not complete after {MAX_CAPTURE_RUNS} "

@@ -110,6 +110,8 @@ class InferenceSession:
                  sess_options: SessionOptions | None = None, providers: list[Any] | None = None,
                  provider_options: Any = None, enable_fallback: int = 1, host: Any = None) -> None:
         self._closed = True  # until the fields below exist, close() has nothing to release
+        self._idle = threading.Condition()
+        self._in_flight = 0
         if providers and any((p[0] if isinstance(p, tuple) else p) != "CPUExecutionProvider" for p in providers):
             raise ValueError(f"providers={providers!r}: plugin EPs are selected with "
                              "SessionOptions.add_provider_for_devices(devices, options), as in onnxruntime >= 1.23")
@@ -295,9 +297,11 @@ class InferenceSession:
 
     def close(self) -> None:
         """Releases fused-node states, compute infos and the EP. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+        with self._idle:
+            if self._closed:
+                return
+            self._closed = True
+            self._idle.wait_for(lambda: self._in_flight == 0)
         ep = self._ep
         if ep is not None and ep.ptr != ffi.NULL:
             lib = ep.factory.library
@@ -369,10 +373,22 @@ class InferenceSession:
 
     def _run(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
              run_options: RunOptions | None) -> dict[str, Any] | None:
-        """One user call: plain execution, or ORT's capture/replay loop (None = replayed, nothing fresh)."""
-        if not getattr(self, "graph_capture", None) or not self.graph_capture.enabled:
-            return self._execute(feeds, prealloc, run_options)
-        return self.graph_capture.run(lambda: self._execute(feeds, prealloc, run_options), run_options, lambda: None)
+        """One user call: plain execution, or ORT's capture/replay loop (None = replayed, nothing fresh).
+
+        close() waits for calls in flight, and calls that start after it raise."""
+        with self._idle:
+            if self._closed:
+                raise _invalid("the session is closed (closed by close(), or its EP library was unregistered)")
+            self._in_flight += 1
+        try:
+            if not getattr(self, "graph_capture", None) or not self.graph_capture.enabled:
+                return self._execute(feeds, prealloc, run_options)
+            return self.graph_capture.run(lambda: self._execute(feeds, prealloc, run_options), run_options,
+                                          lambda: None)
+        finally:
+            with self._idle:
+                self._in_flight -= 1
+                self._idle.notify_all()
 
     def _execute(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
                  run_options: RunOptions | None) -> dict[str, Any]:
