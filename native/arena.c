@@ -18,6 +18,17 @@ enum {
     NUM_CLASSES = MAX_CLASS + 1
 };
 
+/* Under AddressSanitizer, blocks on the arena's free lists are poisoned, so a stale use (a replay of a
+ * graph whose memory went back to the arena) is reported instead of silently reading reused memory. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define EPABI_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define EPABI_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define EPABI_POISON(p, n) ((void)(p), (void)(n))
+#define EPABI_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 static const uint64_t kMagicInUse = 0x45504142494e5553ull;  /* "EPABINUS" */
 static const uint64_t kMagicFree = 0x4550414249465245ull;   /* "EPABIFRE" */
 static const uint64_t kMagicPooled = 0x455041424950464cull; /* "EPABIPFL": free on a capture pool's list */
@@ -74,6 +85,7 @@ void epabi_arena_release(struct epabi_arena* a) {
     if (!last) return;
     for (struct chunk* c = a->all; c != NULL;) {
         struct chunk* next = c->next_all;
+        EPABI_UNPOISON((unsigned char*)c + sizeof(struct chunk), (size_t)1 << c->size_class);
         c->magic = 0;
         free(c);
         c = next;
@@ -90,6 +102,7 @@ void* epabi_arena_alloc(struct epabi_arena* a, size_t bytes) {
     struct chunk* c = a->free_lists[cls];
     if (c != NULL) {
         a->free_lists[cls] = c->next_free;
+        EPABI_UNPOISON((unsigned char*)c + sizeof(struct chunk), size);
     } else {
         /* The system allocation happens under the lock: simple, and rare once the arena is warm. */
         c = aligned_alloc(EPABI_ARENA_ALIGNMENT, sizeof(struct chunk) + size);
@@ -126,6 +139,7 @@ void epabi_arena_free(struct epabi_arena* a, void* p) {
         c->next_free = a->free_lists[c->size_class];
         a->free_lists[c->size_class] = c;
         a->stats.bytes_in_use -= (uint64_t)1 << c->size_class;
+        EPABI_POISON(p, (size_t)1 << c->size_class);
     }
     pthread_mutex_unlock(&a->lock);
 }
@@ -140,6 +154,7 @@ void epabi_arena_shrink(struct epabi_arena* a) {
             else a->all = c->next_all;
             if (c->next_all != NULL) c->next_all->prev_all = c->prev_all;
             a->stats.bytes_reserved -= (uint64_t)1 << cls;
+            EPABI_UNPOISON((unsigned char*)c + sizeof(struct chunk), (size_t)1 << cls);
             c->magic = 0;
             free(c);
             returned = true;
