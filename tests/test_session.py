@@ -299,3 +299,12 @@ def test_onnxruntime_style_keywords(host: epabi.Host) -> None:
         assert s.get_providers() == ["CPUExecutionProvider"]
         with pytest.raises(TypeError, match="RunOptions"):
             s.run(None, {"x": np.zeros((1, 4), np.float32)}, run_options="gpu_graph_id=1")
+
+
+def test_string_tensors_through_the_cpu_fallback(host: epabi.Host) -> None:
+    model = _model([helper.make_node("Identity", ["s"], ["t"])], [helper.make_tensor_value_info("s", T.STRING, [2])],
+                   [helper.make_tensor_value_info("t", T.STRING, [2])])
+    with _session(host, model) as session:
+        assert session.node_assignment["Identity_0"] == "CPUExecutionProvider"  # strings never go to the EP
+        (out,) = session.run(None, {"s": np.array(["ab", "c"])})
+    assert out.dtype == object and list(out) == ["ab", "c"]

@@ -278,8 +278,7 @@ class InferenceSession:
             _log.warning("graph replay: run() returns no outputs; bind pre-allocated outputs with io_binding()")
             return []
         # copies: an output may be a feed or an initializer passed straight through
-        return [results[name].numpy() if isinstance(results[name], OrtValue) else np.array(results[name], copy=True)
-                for name in names]
+        return [_fresh(results[name]) for name in names]
 
     def run_with_iobinding(self, binding: IOBinding, run_options: RunOptions | None = None) -> None:
         """Runs with bound inputs; bound outputs are written in place, unbound ones allocated."""
@@ -519,6 +518,15 @@ class _Run:
         self.on_host: dict[str, np.ndarray] = {}
         self.on_device: dict[str, OrtValue] = {}
         self.temps: list[DeviceValue] = []
+
+
+def _fresh(x: Any) -> Any:
+    """A caller-owned copy of a result; string tensors come back as object arrays, as from onnxruntime."""
+    if isinstance(x, OrtValue):
+        return x.numpy()
+    if isinstance(x, np.ndarray):
+        return x.astype(object) if x.dtype.kind in "US" else x.copy()
+    return x  # sequences, maps, optionals from the CPU fallback
 
 
 def _check_run_options(run_options: Any) -> None:
