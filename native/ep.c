@@ -263,7 +263,8 @@ static OrtStatus* claim_nodes(struct epabi_ep* ep, const OrtGraph* graph, OrtEpG
         if (claimed[i]) keys[nk++] = (struct fuse_key){d, (int)pos, i};
     }
     qsort(keys, nk, sizeof *keys, cmp_fuse_key);
-    OrtNodeFusionOptions fusion = {EPABI_ORT_API_VERSION, false};
+    /* constants are copied into the plan at Compile, so ORT need not keep them as fused-node inputs */
+    OrtNodeFusionOptions fusion = {EPABI_ORT_API_VERSION, true};
     size_t groups = 0;
     for (size_t a = 0; a < nk && st == NULL;) {
         size_t b = a, m = 0;

@@ -1,16 +1,25 @@
 /*
  * graph_capture.c - see graph_capture.h.
  *
- * Registry. g_reg (under its mutex) holds the pthread key, the serials of the attached (live) EPs and the
- * list of every thread slot. A thread slot is the pthread-key value of one thread: its list of contexts,
- * one per EP it ran. Only the owning thread walks or changes its slot, except the last detach (no EP is
- * live, so no call into the graph machinery can be in flight) and the key destructor at thread exit (on the
- * owning thread). Releasing an EP bumps g_deaths; a slot whose remembered value differs sweeps out the
- * contexts of EPs that are no longer live the next time its thread looks one up.
+ * Registry. g_reg (under its mutex) holds the pthread key, the number of attached (live) EPs and the list of
+ * every thread slot. A thread slot is the pthread-key value of one thread: an array of entries (serial,
+ * context), one per EP the thread ran; serial 0 marks a free entry, which the owner reuses.
  *
- * The key destructor and the last detach can race only at thread exit during the last EP release; both
- * take the registry mutex, and the destructor frees a slot only if it is still registered (compared by
- * address, never dereferenced otherwise), so each slot is freed exactly once.
+ * Who touches a slot. Its owning thread looks contexts up without any lock (epabi_gc_find, the hot path of
+ * every callback and fused-node Compute) and adds a context under the slot's lock (first use of an EP on
+ * the thread: rare). epabi_gc_detach, on whatever thread releases an EP, walks every registered slot under
+ * g_reg.lock and, under each slot's lock, takes that EP's entries out (serial stored as 0) and frees their
+ * contexts after dropping the locks; ORT makes no call of an EP while releasing it, so none of those
+ * contexts is in use, and the owner's lock-free lookups, which compare serials with a LIVE EP's, never
+ * dereference an entry that is being emptied. Only the owner replaces the entry array or changes its
+ * length (under the slot's lock), so its lock-free reads of them race with nothing. Lock order: g_reg.lock,
+ * then a slot's lock; the owner never takes g_reg.lock while it holds its slot's lock.
+ *
+ * Slot lifetime. A slot is freed only under (or after unlinking under) g_reg.lock: by the key destructor at
+ * thread exit (on the owning thread), or by the last detach (no EP is live, so no call into the graph
+ * machinery can be in flight), which also deletes the key. The two can race only at thread exit during the
+ * last EP release; the destructor frees a slot only if it is still registered (compared by address, never
+ * dereferenced otherwise), so each slot is freed exactly once.
  */
 #include "graph_capture.h"
 
@@ -285,7 +294,7 @@ void epabi_graph_manager_reset(struct epabi_graph_manager* m) {
 /* ---- per-thread contexts --------------------------------------------------------------------------------- */
 
 struct epabi_thread_context {
-    struct epabi_thread_context* next;     /* in its thread's slot */
+    struct epabi_thread_context* next;     /* only on a detach's list of contexts to free */
     uint64_t serial;                       /* the EP it belongs to (weak) */
     struct epabi_stream* stream;           /* owned wrapper; a user's handle inside is never destroyed */
     struct epabi_graph_manager* manager;   /* owned; destroyed before the stream */
@@ -296,9 +305,18 @@ struct epabi_thread_context {
     unsigned computes;                     /* fused-node runs since OnRunStart */
 };
 
+/* One context of a slot. serial 0 = a free entry. serial is written under the slot's lock (by the owner
+ * when it adds a context, by a detach when it takes one away) and read by the owner without the lock; tc is
+ * read without the lock only by the owner, and only from an entry whose serial is its live EP's. */
+struct slot_entry {
+    _Atomic uint64_t serial;
+    struct epabi_thread_context* tc;
+};
+
 struct thread_slot {
-    struct epabi_thread_context* contexts;
-    uint_fast64_t swept_deaths;            /* g_deaths when this slot last dropped dead contexts */
+    pthread_mutex_t lock;                  /* entries/n/cap and every entry's contents change under it */
+    struct slot_entry* entries;            /* replaced (grown) only by the owner, under lock */
+    size_t n, cap;                         /* n written only by the owner, under lock; never shrinks */
     struct thread_slot* prev;              /* registry list, under g_reg.lock */
     struct thread_slot* next;
 };
@@ -307,27 +325,31 @@ static struct {
     pthread_mutex_t lock;
     atomic_bool key_live;                  /* written under lock; read without it only by attached EPs */
     pthread_key_t key;
-    size_t attached;                       /* attached EPs = n_live */
-    uint64_t* live;                        /* serials of attached EPs */
-    size_t n_live, cap_live;
+    size_t attached;                       /* attached EPs */
     struct thread_slot* slots;             /* every registered slot */
 } g_reg = {.lock = PTHREAD_MUTEX_INITIALIZER, .key_live = false};
 
 static atomic_uint_fast64_t g_next_serial = 1;
-static atomic_uint_fast64_t g_deaths = 0;
+static atomic_size_t g_live_contexts = 0;
+
+size_t epabi_gc_live_contexts(void) {
+    return atomic_load(&g_live_contexts);
+}
 
 static void context_free(struct epabi_thread_context* tc) {
     epabi_graph_manager_destroy(tc->manager);   /* graphs first: they were captured on the stream */
     epabi_stream_destroy(tc->stream);
     free(tc);
+    atomic_fetch_sub(&g_live_contexts, 1);
 }
 
+/* Frees a slot nobody else can reach any more (unlinked from the registry, or the registry dropped). */
 static void slot_free(struct thread_slot* slot) {
-    for (struct epabi_thread_context* tc = slot->contexts; tc != NULL;) {
-        struct epabi_thread_context* next = tc->next;
-        context_free(tc);
-        tc = next;
-    }
+    for (size_t i = 0; i < slot->n; ++i)
+        if (atomic_load_explicit(&slot->entries[i].serial, memory_order_relaxed) != 0)
+            context_free(slot->entries[i].tc);
+    free(slot->entries);
+    pthread_mutex_destroy(&slot->lock);
     free(slot);
 }
 
@@ -339,14 +361,8 @@ static void registry_unlink(struct thread_slot* slot) {
     slot->prev = slot->next = NULL;
 }
 
-/* Caller holds g_reg.lock. */
-static bool serial_live(uint64_t serial) {
-    for (size_t i = 0; i < g_reg.n_live; ++i)
-        if (g_reg.live[i] == serial) return true;
-    return false;
-}
-
-/* pthread key destructor: the thread is exiting; its contexts (graphs, then streams) go with it. */
+/* pthread key destructor: the thread is exiting; its contexts (graphs, then streams) go with it. Once the
+ * slot is unlinked (under g_reg.lock) no detach can reach it, so it is freed without its own lock. */
 static void slot_destructor(void* value) {
     struct thread_slot* slot = value;
     bool registered = false;
@@ -361,66 +377,36 @@ static void slot_destructor(void* value) {
     if (registered) slot_free(slot);
 }
 
-/* Drops the contexts of EPs released since the slot last looked (lazy freeing); logs through the EP that
- * is looking (which is live). */
-static void slot_sweep(struct thread_slot* slot, const struct epabi_gc_owner* looking) {
-    uint_fast64_t deaths = atomic_load(&g_deaths);
-    if (deaths == slot->swept_deaths) return;
-    struct epabi_thread_context* dead = NULL;
-    pthread_mutex_lock(&g_reg.lock);
-    deaths = atomic_load(&g_deaths);
-    for (struct epabi_thread_context** link = &slot->contexts; *link != NULL;) {
-        struct epabi_thread_context* tc = *link;
-        if (serial_live(tc->serial)) {
-            link = &tc->next;
-            continue;
-        }
-        *link = tc->next;
-        tc->next = dead;
-        dead = tc;
-    }
-    pthread_mutex_unlock(&g_reg.lock);
-    slot->swept_deaths = deaths;
-    unsigned freed = 0;
-    while (dead != NULL) {
-        struct epabi_thread_context* next = dead->next;
-        context_free(dead);
-        dead = next;
-        ++freed;
-    }
-    if (freed > 0)
-        EPABI_LOG(looking->api, looking->logger, ORT_LOGGING_LEVEL_VERBOSE,
-                  EPABI_EP_NAME ": freed %u graph context(s) of released EPs on this thread", freed);
-}
-
 static struct thread_slot* current_slot(void) {
     if (!g_reg.key_live) return NULL;   /* stable while any EP is attached, and callers are attached EPs */
     return pthread_getspecific(g_reg.key);
 }
 
+/* The hot path (every OrtEp callback and every fused-node Compute): no lock. Only the calling thread ever
+ * replaces entries or changes n, so reading them here races with nothing; a concurrent detach of another EP
+ * only stores 0 into that EP's entries' serials, which never equal this live EP's serial, so no entry whose
+ * tc another thread may be freeing is ever dereferenced. */
 struct epabi_thread_context* epabi_gc_find(const struct epabi_gc_owner* owner) {
     if (owner == NULL || owner->serial == 0) return NULL;
     struct thread_slot* slot = current_slot();
     if (slot == NULL) return NULL;
-    slot_sweep(slot, owner);
-    for (struct epabi_thread_context* tc = slot->contexts; tc != NULL; tc = tc->next)
-        if (tc->serial == owner->serial) return tc;
+    for (size_t i = 0; i < slot->n; ++i)
+        if (atomic_load_explicit(&slot->entries[i].serial, memory_order_acquire) == owner->serial)
+            return slot->entries[i].tc;
     return NULL;
 }
 
-/* The calling thread's context for owner, created (with the thread's slot) on first use. */
-static OrtStatus* context_get(const struct epabi_gc_owner* owner, struct epabi_thread_context** out) {
-    const struct epabi_api* api = owner->api;
-    *out = epabi_gc_find(owner);
-    if (*out != NULL) return NULL;
-    if (owner->serial == 0 || !g_reg.key_live)
-        return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": graph capture was not set up for this EP");
+/* The calling thread's slot, created and registered on first use. */
+static OrtStatus* slot_get(const struct epabi_api* api, struct thread_slot** out) {
     struct thread_slot* slot = current_slot();
     if (slot == NULL) {
         slot = calloc(1, sizeof *slot);
         if (slot == NULL)
             return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory for a thread's graph context");
-        slot->swept_deaths = atomic_load(&g_deaths);
+        if (pthread_mutex_init(&slot->lock, NULL) != 0) {
+            free(slot);
+            return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": no mutex for a thread's graph contexts");
+        }
         pthread_mutex_lock(&g_reg.lock);
         slot->next = g_reg.slots;
         if (g_reg.slots != NULL) g_reg.slots->prev = slot;
@@ -430,27 +416,70 @@ static OrtStatus* context_get(const struct epabi_gc_owner* owner, struct epabi_t
             pthread_mutex_lock(&g_reg.lock);
             registry_unlink(slot);
             pthread_mutex_unlock(&g_reg.lock);
-            free(slot);
+            slot_free(slot);
             return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": cannot attach a graph context to this thread");
         }
     }
+    *out = slot;
+    return NULL;
+}
+
+/* Adds tc to the calling thread's slot (the owner only): reuses a free entry, else grows the array. Under the
+ * slot's lock, so a detach walking the slot sees either the old or the new array, entirely. */
+static bool slot_add(struct thread_slot* slot, struct epabi_thread_context* tc) {
+    bool ok = true;
+    pthread_mutex_lock(&slot->lock);
+    size_t i = 0;
+    while (i < slot->n && atomic_load_explicit(&slot->entries[i].serial, memory_order_relaxed) != 0) ++i;
+    if (i == slot->n && slot->n == slot->cap) {
+        size_t cap = slot->cap == 0 ? 4 : 2 * slot->cap;
+        struct slot_entry* grown = malloc(cap * sizeof *grown);
+        if (grown == NULL) {
+            ok = false;
+        } else {
+            for (size_t k = 0; k < slot->n; ++k) {
+                atomic_init(&grown[k].serial, atomic_load_explicit(&slot->entries[k].serial, memory_order_relaxed));
+                grown[k].tc = slot->entries[k].tc;
+            }
+            free(slot->entries);   /* the owner is the only lock-free reader, and it is here */
+            slot->entries = grown;
+            slot->cap = cap;
+        }
+    }
+    if (ok) {
+        if (i == slot->n) {
+            atomic_init(&slot->entries[i].serial, 0);
+            slot->n++;
+        }
+        slot->entries[i].tc = tc;
+        atomic_store_explicit(&slot->entries[i].serial, tc->serial, memory_order_release);
+    }
+    pthread_mutex_unlock(&slot->lock);
+    return ok;
+}
+
+/* The calling thread's context for owner, created (with the thread's slot) on first use. */
+static OrtStatus* context_get(const struct epabi_gc_owner* owner, struct epabi_thread_context** out) {
+    const struct epabi_api* api = owner->api;
+    *out = epabi_gc_find(owner);
+    if (*out != NULL) return NULL;
+    if (owner->serial == 0 || !g_reg.key_live)
+        return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": graph capture was not set up for this EP");
+    struct thread_slot* slot = NULL;
+    EPABI_RETURN_IF_ERROR(slot_get(api, &slot));
     struct epabi_thread_context* tc = calloc(1, sizeof *tc);
     if (tc != NULL) {
+        atomic_fetch_add(&g_live_contexts, 1);
         tc->serial = owner->serial;
         tc->arena = owner->arena;
         tc->stream = epabi_stream_host_create(api, owner->user_stream_given, owner->user_stream);
         if (tc->stream != NULL)
             tc->manager = epabi_graph_manager_create(api, tc->stream, owner->arena, owner->min_runs);
     }
-    if (tc == NULL || tc->stream == NULL || tc->manager == NULL) {
-        if (tc != NULL) {
-            epabi_stream_destroy(tc->stream);
-            free(tc);
-        }
+    if (tc == NULL || tc->stream == NULL || tc->manager == NULL || !slot_add(slot, tc)) {
+        if (tc != NULL) context_free(tc);   /* NULL manager and stream are ignored */
         return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory for a thread's graph context");
     }
-    tc->next = slot->contexts;
-    slot->contexts = tc;
     EPABI_LOG(api, owner->logger, ORT_LOGGING_LEVEL_VERBOSE,
               EPABI_EP_NAME ": created this thread's graph context (%s stream, " MIN_RUNS_OPTION "=%d)",
               epabi_stream_backend_name(tc->stream), owner->min_runs);
@@ -471,22 +500,9 @@ OrtStatus* epabi_gc_attach(struct epabi_gc_owner* owner) {
         if (pthread_key_create(&g_reg.key, slot_destructor) == 0) g_reg.key_live = true;
         else st = epabi_error(owner->api, ORT_FAIL, EPABI_EP_NAME ": no thread-local key for graph capture");
     }
-    if (st == NULL && g_reg.n_live == g_reg.cap_live) {
-        size_t cap = g_reg.cap_live == 0 ? 8 : 2 * g_reg.cap_live;
-        uint64_t* grown = realloc(g_reg.live, cap * sizeof *grown);
-        if (grown == NULL) st = epabi_error(owner->api, ORT_FAIL, EPABI_EP_NAME ": out of memory registering the EP");
-        else {
-            g_reg.live = grown;
-            g_reg.cap_live = cap;
-        }
-    }
     if (st == NULL) {
         owner->serial = atomic_fetch_add(&g_next_serial, 1);
-        g_reg.live[g_reg.n_live++] = owner->serial;
         g_reg.attached++;
-    } else if (g_reg.key_live && g_reg.attached == 0) {
-        pthread_key_delete(g_reg.key);
-        g_reg.key_live = false;
     }
     pthread_mutex_unlock(&g_reg.lock);
     return st;
@@ -495,39 +511,43 @@ OrtStatus* epabi_gc_attach(struct epabi_gc_owner* owner) {
 void epabi_gc_detach(struct epabi_gc_owner* owner) {
     if (owner == NULL || owner->serial == 0) return;
     uint64_t serial = owner->serial;
-    /* the releasing thread frees its own context now */
-    struct thread_slot* slot = current_slot();
-    if (slot != NULL) {
-        for (struct epabi_thread_context** link = &slot->contexts; *link != NULL; link = &(*link)->next) {
-            if ((*link)->serial != serial) continue;
-            struct epabi_thread_context* tc = *link;
-            *link = tc->next;
-            context_free(tc);
-            break;
-        }
-    }
+    struct epabi_thread_context* dead = NULL;
     struct thread_slot* all = NULL;
     pthread_mutex_lock(&g_reg.lock);
-    for (size_t i = 0; i < g_reg.n_live; ++i) {
-        if (g_reg.live[i] != serial) continue;
-        g_reg.live[i] = g_reg.live[--g_reg.n_live];
-        g_reg.attached--;
-        break;
+    /* take this EP's context out of EVERY thread's slot now (the caller's included): no call of this EP is
+     * in flight (ORT does not call an EP while releasing it), so none of these contexts is in use; the
+     * slot's lock only keeps its array steady against its owner adding a context for another EP. A slot is
+     * freed only under g_reg.lock (thread exit, last detach), so every slot on the list is alive here. */
+    for (struct thread_slot* s = g_reg.slots; s != NULL; s = s->next) {
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < s->n; ++i) {
+            if (atomic_load_explicit(&s->entries[i].serial, memory_order_relaxed) != serial) continue;
+            struct epabi_thread_context* tc = s->entries[i].tc;
+            s->entries[i].tc = NULL;
+            atomic_store_explicit(&s->entries[i].serial, 0, memory_order_release);
+            tc->next = dead;
+            dead = tc;
+        }
+        pthread_mutex_unlock(&s->lock);
     }
-    atomic_fetch_add(&g_deaths, 1);
+    if (g_reg.attached > 0) g_reg.attached--;
     if (g_reg.attached == 0 && g_reg.key_live) {
-        /* last capturing EP: every remaining context belongs to a released EP; free them all and drop the
-         * key, so no destructor of this library runs at a later thread exit (the library may be unloaded) */
+        /* last capturing EP: no context is left (each belonged to a released EP); free the empty slots and
+         * drop the key, so no destructor of this library runs at a later thread exit (the library may be
+         * unloaded) */
         all = g_reg.slots;
         g_reg.slots = NULL;
         pthread_setspecific(g_reg.key, NULL);
         pthread_key_delete(g_reg.key);
         g_reg.key_live = false;
-        free(g_reg.live);
-        g_reg.live = NULL;
-        g_reg.n_live = g_reg.cap_live = 0;
     }
     pthread_mutex_unlock(&g_reg.lock);
+    /* outside the registry lock: graphs (and the arena blocks their capture pools hold), then streams */
+    while (dead != NULL) {
+        struct epabi_thread_context* next = dead->next;
+        context_free(dead);
+        dead = next;
+    }
     while (all != NULL) {
         struct thread_slot* next = all->next;
         slot_free(all);

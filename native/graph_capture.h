@@ -16,10 +16,11 @@
  *   thread context the calling thread's graph stream, graph manager and pre-capture memory watermark for one
  *                  EP. Owned by the thread: created on first use, freed when the thread exits (pthread key
  *                  destructor), graphs before stream. The EP holds only a weak reference (a serial
- *                  number): when an EP is released, the releasing thread frees its own context at once,
- *                  other threads free theirs lazily (next time they enter the graph machinery for any EP) or
- *                  at thread exit, and the release of the last capturing EP frees every remaining context and
- *                  deletes the pthread key (so no destructor of ours can outlive the library).
+ *                  number): when an EP is released, its context in EVERY thread's slot is freed at once by
+ *                  the releasing thread (graphs, the arena blocks their capture pools hold, then the stream),
+ *                  so an idle thread never keeps a released EP's memory; the release of the last capturing
+ *                  EP also frees every thread's (now empty) slot and deletes the pthread key (so no
+ *                  destructor of ours can outlive the library).
  *
  * How ONNX Runtime drives it (hosts >= 1.26, see ep.c): a run of id executes normally while
  * IsGraphCaptured(id) is false; epabi_gc_run_start (OrtEp::OnRunStart) opens a capture window when the
@@ -40,16 +41,19 @@
  *   WARNING "graph capture of annotation id <id> failed ... nothing was kept"
  *   INFO    "graph stream of this thread adopts the user's stream user_compute_stream=0x<hex> (... not destroyed
  *            by the EP)"   (once per thread and EP, when the context is created)
- *   VERBOSE "freed <n> graph context(s) of released EPs on this thread"   (lazy freeing)
  *
- * Global state: one pthread key and a registry (mutex-protected) of live EP serials and thread slots;
- * nothing else. Thread-safety: a context is touched only by its own thread (or by the last EP release,
- * when no EP is live and so no call can be in flight); capture itself takes no lock.
+ * Global state: one pthread key, a registry (mutex-protected) of the attached-EP count and the thread slots,
+ * and a counter of live contexts; nothing else. Thread-safety: a context is used only by its own thread; it
+ * is freed by its thread (at exit) or by the release of its EP on any thread (ORT makes no call of an EP
+ * while releasing it, so the context is not in use then). Each slot has a mutex that its thread takes only
+ * to add a context (first use of an EP on the thread) and that a release takes to empty that EP's entries;
+ * looking a context up, capture and replay take no lock (see graph_capture.c).
  */
 #ifndef EPABI_GRAPH_CAPTURE_H
 #define EPABI_GRAPH_CAPTURE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "api.h"
@@ -139,9 +143,15 @@ struct epabi_thread_context;
 
 /* Registers the EP (gives it a serial). Errors: ORT_FAIL when the pthread key or memory is unavailable. */
 OrtStatus* epabi_gc_attach(struct epabi_gc_owner* owner);
-/* Unregisters the EP: frees the calling thread's context for it at once; the other threads' contexts go
- * lazily or at thread exit; when this was the last attached EP, everything is freed now. */
+/* Unregisters the EP and frees its context on every thread now (graphs, their capture pools' arena blocks,
+ * streams), whichever thread calls it; when this was the last attached EP, also frees every thread's slot
+ * and deletes the pthread key. No call for this EP may be in flight on any thread (ORT's guarantee for an
+ * EP being released); calls for other EPs on other threads may be. Takes the registry lock and, one at a
+ * time, each thread slot's lock. */
 void epabi_gc_detach(struct epabi_gc_owner* owner);
+
+/* Thread contexts alive now, over every thread and EP (for tests and diagnostics). */
+size_t epabi_gc_live_contexts(void);
 
 /* The calling thread's context for this EP, or NULL when the thread has none (nothing is created). */
 struct epabi_thread_context* epabi_gc_find(const struct epabi_gc_owner* owner);

@@ -205,10 +205,11 @@ def test_device_memory_goes_through_plugin_allocator_and_data_transfer(device_me
         assert stats["NumReserves"] == warm["NumReserves"]
         assert stats["TotalAllocated"] == warm["TotalAllocated"]
         assert int(stats["NumAllocs"]) > int(warm["NumAllocs"])
-        # only the run's input and output cross each run (initializers stayed on the device)
+        # only the run's input and output cross each run: the plan holds its own copies of the constants
+        # (the EP fuses with drop_constant_initializers), so no weight ever goes through the data transfer
         assert host.trace.count("OrtDataTransferImpl::CopyTensors") - copies == 5 * 2
-        # at rest only the initializers (3 weights + 3 biases) stay in use
-        assert int(stats["InUse"]) >= (3 * 16 * 16 + 3 * 16) * 4
+        assert copies == 2  # the warm-up run: its input in, its output out
+        assert stats["InUse"] == "0"  # at rest every per-run buffer went back to the arena
     assert host.trace[-1] == "OrtEpFactory::ReleaseEp"
 
 

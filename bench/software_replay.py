@@ -1,0 +1,109 @@
+"""Eager runs vs graph replays on the software adapter: per-run microseconds and the eager/replay ratio.
+
+MLPs of 8 and 32 layers (width 64, batch 1, MatMul+Add+Relu), through real onnxruntime (when importable) and
+through epabi's emulated host, with inputs and outputs bound once through IOBinding. Informational, not a test:
+
+    python bench/software_replay.py [--runs 500] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
+
+import epabi  # noqa: E402
+from epabi.models import mlp  # noqa: E402
+
+
+def _median_us(call: Callable[[], None], runs: int) -> float:
+    for _ in range(20):
+        call()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times) * 1e6)
+
+
+def _ort(model: bytes, graph: bool, runs: int) -> float | None:
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    dev = next(d for d in ort.get_ep_devices() if d.ep_name == epabi.get_ep_name())
+    so = ort.SessionOptions()
+    so.add_provider_for_devices([dev], {"enable_cuda_graph": "1" if graph else "0"})
+    session = ort.InferenceSession(model, so, enable_fallback=0)
+    x = ort.OrtValue.ortvalue_from_numpy(np.random.default_rng(0).random((1, 64), np.float32))
+    y = ort.OrtValue.ortvalue_from_numpy(np.zeros((1, 64), np.float32))
+    binding = session.io_binding()
+    binding.bind_ortvalue_input("x", x)
+    binding.bind_ortvalue_output("y", y)
+    ro = ort.RunOptions()
+    ro.add_run_config_entry("gpu_graph_id", "1")
+    return _median_us(lambda: session.run_with_iobinding(binding, ro), runs)
+
+
+def _emulated(host: epabi.Host, model: Any, graph: bool, runs: int) -> float:
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(host.get_ep_devices(), {"enable_cuda_graph": "1" if graph else "0"})
+    with epabi.InferenceSession(model, so) as session:
+        x = epabi.OrtValue.ortvalue_from_numpy(np.random.default_rng(0).random((1, 64), np.float32))
+        y = epabi.OrtValue.ortvalue_from_shape_and_type([1, 64], np.float32)
+        binding = session.io_binding()
+        binding.bind_ortvalue_input("x", x)
+        binding.bind_ortvalue_output("y", y)
+        ro = epabi.RunOptions()
+        ro.add_run_config_entry("gpu_graph_id", "1")
+        return _median_us(lambda: session.run_with_iobinding(binding, ro), runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=500)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = []
+    registered = False
+    try:
+        import onnxruntime as ort
+
+        ort.register_execution_provider_library("epabi", epabi.get_library_path())
+        registered = True
+    except ImportError:
+        pass
+    with epabi.Host(hardware=[epabi.cpu_device()]) as host:
+        host.register_execution_provider_library("epabi", epabi.get_library_path())
+        for layers in (8, 32):
+            model = mlp(layers=layers, width=64, batch=1)
+            for label, run in (("onnxruntime", lambda g, m=model: _ort(m.SerializeToString(), g, args.runs)),
+                               ("emulated", lambda g, m=model: _emulated(host, m, g, args.runs))):
+                eager, replay = run(False), run(True)
+                if eager is None or replay is None:
+                    continue
+                rows.append({"model": f"mlp {layers}x64 batch 1", "host": label, "eager_us": round(eager, 1),
+                             "replay_us": round(replay, 1), "eager_over_replay": round(eager / replay, 2)})
+    if registered:
+        import gc
+
+        gc.collect()
+        ort.unregister_execution_provider_library("epabi")
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"{'model':<20}{'host':<13}{'eager us':>10}{'replay us':>11}{'eager/replay':>14}")
+    for r in rows:
+        print(f"{r['model']:<20}{r['host']:<13}{r['eager_us']:>10}{r['replay_us']:>11}{r['eager_over_replay']:>13}x")
+
+
+if __name__ == "__main__":
+    main()
