@@ -569,7 +569,7 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
 void epabi_ep_destroy(OrtEp* ep) {
     if (ep == NULL) return;
     struct epabi_ep* e = (struct epabi_ep*)ep;
-    if (e->graph_capture) epabi_gc_detach(&e->gc);   /* this thread's graphs now; other threads' lazily */
+    if (e->graph_capture) epabi_gc_detach(&e->gc);   /* this EP's graphs on every thread */
     epabi_options_release(&e->options);
     free(e);
 }

@@ -141,7 +141,7 @@ struct epabi_gc_owner {
 
 struct epabi_thread_context;
 
-/* Registers the EP (gives it a serial). Errors: ORT_FAIL when the pthread key or memory is unavailable. */
+/* Registers the EP (gives it a serial). Errors: ORT_FAIL when no pthread key is available. */
 OrtStatus* epabi_gc_attach(struct epabi_gc_owner* owner);
 /* Unregisters the EP and frees its context on every thread now (graphs, their capture pools' arena blocks,
  * streams), whichever thread calls it; when this was the last attached EP, also frees every thread's slot

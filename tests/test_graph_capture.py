@@ -268,6 +268,63 @@ def test_eight_threads_each_capture_their_own_graph(host: epabi.Host) -> None:
         assert session.graph_capture.replays >= 8 * 3  # every thread replayed its own graph
 
 
+def test_closing_a_session_frees_an_idle_threads_graphs(host: epabi.Host, caplog: pytest.LogCaptureFixture) -> None:
+    # a thread-pool server: a worker captures with a long-lived session and with session B, then idles while
+    # B is closed on another thread. B's graphs on the idle worker, and the arena blocks their capture pools
+    # hold, must go at the close: session C (B's model) then captures on its FIRST run with no new arena
+    # chunk (the allocation-during-capture detector stays silent) because everything B's capture held is back
+    model = mlp(layers=3, width=32, batch=4)
+    feeds = sample_inputs(model)
+    ref = onnx.reference.ReferenceEvaluator(model).run(None, feeds)[0]
+    x = np.ones((3, 2), np.float32)
+    cold = {"min_num_runs_before_cuda_graph_capture": "0"}
+    long_lived = _session(host, _add_model(), **cold)
+    b = _session(host, model, **cold)
+    captured, resume = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            binding_a, ins_a, outs_a = _bind(long_lived, {"x": x, "y": x}, {"z": [3, 2]})
+            long_lived.run_with_iobinding(binding_a)  # captures the long-lived session's graph
+            binding_b, _, outs_b = _bind(b, feeds, {"y": [4, 32]})
+            b.run_with_iobinding(binding_b)  # captures B's graph, on this thread only
+            np.testing.assert_allclose(outs_b["y"].numpy(), ref, rtol=1e-5, atol=1e-6)
+            captured.set()
+            assert resume.wait(timeout=60)  # idle: B is closed meanwhile
+            ins_a["y"].update_inplace(x * 3)
+            mark = len(host.trace)
+            long_lived.run_with_iobinding(binding_a)  # the long-lived session replays as before
+            assert _calls(host, mark, "OrtEp::ReplayGraph") == 1
+            np.testing.assert_array_equal(outs_a["z"].numpy(), x * 4)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            captured.set()
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        assert captured.wait(timeout=60) and not errors, errors
+        b.close()
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="epabi"):
+            with _session(host, model, **cold) as c:
+                binding_c, _, outs_c = _bind(c, feeds, {"y": [4, 32]})
+                c.run_with_iobinding(binding_c)  # the first run captures
+                np.testing.assert_allclose(outs_c["y"].numpy(), ref, rtol=1e-5, atol=1e-6)
+                mark = len(host.trace)
+                c.run_with_iobinding(binding_c)  # so it was captured: a pure replay now
+                assert _calls(host, mark, "OrtEp::ReplayGraph") == 1
+        grown = [r.getMessage() for r in caplog.records if "allocated memory during graph capture" in r.getMessage()]
+        assert grown == [], "the idle worker still holds the closed session's graph memory"
+    finally:
+        resume.set()
+        t.join(timeout=60)
+        long_lived.close()
+    assert not errors, errors
+
+
 def test_api_25_host_never_sees_graph_callbacks(library_path: str, software_adapter: None) -> None:
     with epabi.Host(api_version=25, hardware=[epabi.cpu_device()]) as host:
         host.register_execution_provider_library("epabi", library_path)

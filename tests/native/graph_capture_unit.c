@@ -2,13 +2,20 @@
  * graph_capture_unit.c - standalone checks of native/stream.c, native/graph_capture.c and the arena's capture
  * pools against a fake OrtApi (statuses, run config entries, a logger): nesting, duplicate and missing ids,
  * aborted and failed captures leaving nothing behind, replay of recorded argument copies, annotation-id
- * parsing as ORT core does it, user-stream adoption, attach/detach. Build and run from native/:
+ * parsing as ORT core does it, user-stream adoption, attach/detach, and (with threads) the release of an EP
+ * freeing its contexts on every thread at once: an idle thread's graphs and capture-pool memory of a released
+ * EP go at the release, while the thread keeps using a live EP; a thread looking contexts up and adding new
+ * ones while another thread releases EPs it had used; a thread exiting while the last EP is released.
+ * Build and run from native/ (add -fsanitize=thread instead of address,undefined for ThreadSanitizer):
  *
  *   gcc -std=c11 -D_GNU_SOURCE -g -fsanitize=address,undefined -Wall -Wextra -Iinclude -I. -Ikernels \
  *       ../tests/native/graph_capture_unit.c stream.c graph_capture.c arena.c api.c -lpthread -o /tmp/gc_unit
  *   /tmp/gc_unit     # exit status 0 and "all unit checks passed"
  */
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,14 +29,26 @@ static OrtStatus* create_status(OrtErrorCode c, const char* m) {
 static OrtErrorCode get_code(const OrtStatus* s) { return s->code; }
 static const char* get_msg(const OrtStatus* s) { return s->msg; }
 static void release_status(OrtStatus* s) { free(s); }
+/* run options: (const OrtRunOptions*)1 reads g_gid; a pointer to a struct fake_ro carries its own id (threads) */
+struct fake_ro { const char* gid; };
 static const char* g_gid = NULL;
-static const char* run_cfg(const OrtRunOptions* o, const char* k) { (void)o; return strcmp(k, "gpu_graph_id") == 0 ? g_gid : NULL; }
+static const char* run_cfg(const OrtRunOptions* o, const char* k) {
+    if (strcmp(k, "gpu_graph_id") != 0) return NULL;
+    return o == (const OrtRunOptions*)1 ? g_gid : ((const struct fake_ro*)o)->gid;
+}
+static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool g_quiet;   /* stress loops: count, do not print */
 static int g_logs; static char g_last[2048];
 static OrtStatus* log_msg(const OrtLogger* l, OrtLoggingLevel lv, const char* m, const ORTCHAR_T* f, int line, const char* fn) {
-    (void)l; (void)f; (void)line; (void)fn; g_logs++; snprintf(g_last, sizeof g_last, "[%d] %s", (int)lv, m); printf("  log %s\n", g_last); return NULL;
+    (void)l; (void)f; (void)line; (void)fn;
+    pthread_mutex_lock(&g_log_mu);
+    g_logs++; snprintf(g_last, sizeof g_last, "[%d] %s", (int)lv, m);
+    if (!atomic_load(&g_quiet)) printf("  log %s\n", g_last);
+    pthread_mutex_unlock(&g_log_mu);
+    return NULL;
 }
 
-static int failures;
+static atomic_int failures;
 #define CHECK(c) do { if (!(c)) { printf("FAIL %s:%d %s\n", __FILE__, __LINE__, #c); failures++; } } while (0)
 static void expect(OrtStatus* st, OrtErrorCode code, const char* needle) {
     CHECK(st != NULL);
@@ -42,6 +61,206 @@ static void expect(OrtStatus* st, OrtErrorCode code, const char* needle) {
 
 struct add_args { const float* a; float* out; int n; };
 static void add_one(const void* p) { const struct add_args* a = p; for (int i = 0; i < a->n; ++i) a->out[i] = a->a[i] + 1; }
+
+/* ---- threads: a release frees the EP's contexts on every thread ------------------------------------------- */
+
+static uint64_t in_use(struct epabi_arena* a) { struct epabi_arena_stats s; epabi_arena_get_stats(a, &s); return s.bytes_in_use; }
+
+/* One capturing run of o on this thread, as ORT drives it (min_runs 0, one fused node): a block of `bytes`
+ * from the capture pool, out = in + 1 launched on the thread's stream. True when the graph was stored. */
+static bool capture_once(const struct epabi_gc_owner* o, const struct fake_ro* ro, size_t bytes, struct add_args* a) {
+    const OrtRunOptions* opts = (const OrtRunOptions*)ro;
+    OrtStatus* st = epabi_gc_run_start(o, opts);
+    CHECK(st == NULL);
+    if (st != NULL) { free(st); return false; }
+    struct epabi_thread_context* tc = epabi_gc_find(o);
+    struct epabi_run_env env; epabi_gc_run_env(tc, &env);
+    CHECK(tc != NULL && env.stream != NULL && env.capture_pool != NULL);
+    if (tc == NULL || env.capture_pool == NULL) return false;
+    void* blk = epabi_arena_pool_alloc(env.capture_pool, bytes);
+    CHECK(blk != NULL);
+    CHECK(epabi_stream_launch(env.stream, add_one, a, sizeof *a) == NULL);
+    epabi_gc_note_compute(tc, blk != NULL);
+    st = epabi_gc_run_end(o, opts, true);
+    CHECK(st == NULL);
+    if (st != NULL) { free(st); return false; }
+    return epabi_gc_is_captured(o, atoi(ro->gid));
+}
+
+static bool replays_to(const struct epabi_gc_owner* o, int id, float* in, const float* out, float v) {
+    in[0] = v;
+    OrtStatus* st = epabi_gc_replay(o, id);
+    if (st != NULL) { printf("  replay status: %s\n", st->msg); free(st); return false; }
+    return out[0] == v + 1;
+}
+
+/* 1. an idle thread: captures for A (long-lived) and B, then waits while the main thread releases B */
+struct idle_test {
+    pthread_mutex_t mu; pthread_cond_t cv; int phase;   /* 1: worker captured; 2: B released; 3: worker done */
+    struct epabi_gc_owner *a, *b, *c;
+};
+static void idle_set(struct idle_test* t, int phase) {
+    pthread_mutex_lock(&t->mu); t->phase = phase; pthread_cond_broadcast(&t->cv); pthread_mutex_unlock(&t->mu);
+}
+static void idle_wait(struct idle_test* t, int phase) {
+    pthread_mutex_lock(&t->mu); while (t->phase < phase) pthread_cond_wait(&t->cv, &t->mu); pthread_mutex_unlock(&t->mu);
+}
+static void* idle_worker(void* p) {
+    struct idle_test* t = p;
+    struct fake_ro r7 = {"7"}, r8 = {"8"};
+    float ia[4] = {1}, oa[4] = {0}, ib[4] = {1}, ob[4] = {0}, ia8[4] = {1}, oa8[4] = {0}, ic[4] = {1}, oc[4] = {0};
+    struct add_args aa = {ia, oa, 4}, ab = {ib, ob, 4}, aa8 = {ia8, oa8, 4}, ac = {ic, oc, 4};
+    CHECK(capture_once(t->a, &r7, 3000, &aa));
+    CHECK(capture_once(t->b, &r7, 5000, &ab));
+    idle_set(t, 1);
+    idle_wait(t, 2);   /* idle: B is released meanwhile, on the main thread */
+    /* A goes on as before on this thread: its graph replays, a new id captures, and a new EP gets a context */
+    CHECK(epabi_gc_is_captured(t->a, 7) && replays_to(t->a, 7, ia, oa, 41));
+    CHECK(capture_once(t->a, &r8, 1000, &aa8) && replays_to(t->a, 8, ia8, oa8, 5));
+    CHECK(epabi_gc_is_captured(t->a, 7) && replays_to(t->a, 7, ia, oa, 42));
+    CHECK(capture_once(t->c, &r7, 2000, &ac) && replays_to(t->c, 7, ic, oc, 9));
+    CHECK(epabi_gc_live_contexts() == 2);   /* this thread's A and C: nothing of B anywhere */
+    idle_set(t, 3);
+    return NULL;   /* thread exit: the key destructor frees A's and C's contexts here */
+}
+
+static void test_release_frees_idle_threads(struct epabi_api* api) {
+    printf("release of an EP frees an idle thread's context for it\n");
+    struct epabi_arena *ar_a = epabi_arena_create(), *ar_b = epabi_arena_create(), *ar_c = epabi_arena_create();
+    struct epabi_gc_owner A = {api, (const OrtLogger*)1, ar_a, 0, false, 0, 0, 1};
+    struct epabi_gc_owner B = A, C = A;
+    B.arena = ar_b; C.arena = ar_c;
+    CHECK(epabi_gc_live_contexts() == 0);
+    CHECK(epabi_gc_attach(&A) == NULL && epabi_gc_attach(&B) == NULL);
+    struct idle_test t = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .a = &A, .b = &B, .c = &C};
+    pthread_t w;
+    CHECK(pthread_create(&w, NULL, idle_worker, &t) == 0);
+    idle_wait(&t, 1);
+    /* the main thread runs B too, so the release also frees the releasing thread's own context */
+    struct fake_ro r7 = {"7"};
+    float im[4] = {1}, om[4] = {0};
+    struct add_args am = {im, om, 4};
+    CHECK(capture_once(&B, &r7, 700, &am));
+    CHECK(epabi_gc_live_contexts() == 3);             /* worker: A, B; main: B */
+    uint64_t b_before = in_use(ar_b), a_before = in_use(ar_a);
+    printf("  B's arena: %llu bytes in use by capture pools before the release\n", (unsigned long long)b_before);
+    CHECK(b_before >= 5000 + 700);                    /* the two graphs of B hold their pools' blocks */
+    epabi_gc_detach(&B);                              /* the worker is idle, blocked on the condition */
+    CHECK(B.serial == 0);
+    CHECK(epabi_gc_live_contexts() == 1);             /* only the worker's A: its B went with the release */
+    CHECK(in_use(ar_b) == 0);                         /* every block of B's capture pools is back */
+    CHECK(in_use(ar_a) == a_before);                  /* A untouched */
+    CHECK(epabi_gc_attach(&C) == NULL);               /* a new EP: the worker's freed entry gets reused */
+    idle_set(&t, 2);
+    idle_wait(&t, 3);
+    CHECK(pthread_join(w, NULL) == 0);
+    CHECK(epabi_gc_live_contexts() == 0);             /* the worker's exit freed A's and C's contexts */
+    CHECK(in_use(ar_a) == 0 && in_use(ar_c) == 0);
+    epabi_gc_detach(&A);
+    epabi_gc_detach(&C);                              /* the last: the key goes */
+    epabi_arena_release(ar_a); epabi_arena_release(ar_b); epabi_arena_release(ar_c);
+}
+
+/* 2. a thread replays A without pause and captures each new EP D[i] as it appears, while the main thread
+ * releases D[i-1] (and attaches D[i+1]): lock-free lookups and context additions on the worker's slot race
+ * with releases emptying entries of that same slot */
+enum { STRESS_EPS = 300 };
+struct stress_test {
+    struct epabi_gc_owner* a;
+    struct epabi_gc_owner* d;          /* STRESS_EPS of them */
+    atomic_int published, acked;       /* index of the newest attached D / the newest the worker captured */
+    atomic_bool stop;
+    atomic_long replays;
+};
+static void* stress_worker(void* p) {
+    struct stress_test* t = p;
+    struct fake_ro r7 = {"7"};
+    float ia[4] = {1}, oa[4] = {0}, id[4] = {1}, od[4] = {0};
+    struct add_args aa = {ia, oa, 4}, ad = {id, od, 4};
+    CHECK(capture_once(t->a, &r7, 3000, &aa));
+    int done = -1;
+    float v = 0;
+    while (!atomic_load(&t->stop)) {
+        if (!replays_to(t->a, 7, ia, oa, ++v)) { CHECK(!"replay of A"); break; }
+        atomic_fetch_add(&t->replays, 1);
+        int pub = atomic_load(&t->published);
+        if (pub > done) {
+            CHECK(capture_once(&t->d[pub], &r7, 256u << (pub % 5), &ad));
+            done = pub;
+            atomic_store(&t->acked, pub);
+        }
+    }
+    return NULL;
+}
+
+static void test_release_while_thread_runs(struct epabi_api* api) {
+    printf("releases of EPs while a thread that used them runs another EP (%d EPs)\n", STRESS_EPS);
+    struct epabi_arena *ar_a = epabi_arena_create(), *ar_d = epabi_arena_create();
+    struct epabi_gc_owner A = {api, (const OrtLogger*)1, ar_a, 0, false, 0, 0, 1};
+    struct epabi_gc_owner* D = calloc(STRESS_EPS, sizeof *D);
+    CHECK(epabi_gc_attach(&A) == NULL);
+    struct stress_test t = {.a = &A, .d = D};
+    atomic_init(&t.published, -1); atomic_init(&t.acked, -1); atomic_init(&t.stop, false); atomic_init(&t.replays, 0);
+    atomic_store(&g_quiet, true);
+    pthread_t w;
+    CHECK(pthread_create(&w, NULL, stress_worker, &t) == 0);
+    for (int i = 0; i < STRESS_EPS; ++i) {
+        while (atomic_load(&t.acked) < i - 1) sched_yield();   /* the worker is done with D[i-1] */
+        D[i] = A;
+        D[i].arena = ar_d;
+        CHECK(epabi_gc_attach(&D[i]) == NULL);
+        atomic_store(&t.published, i);
+        if (i > 0) epabi_gc_detach(&D[i - 1]);                 /* while the worker captures D[i], replays A */
+    }
+    while (atomic_load(&t.acked) < STRESS_EPS - 1) sched_yield();
+    epabi_gc_detach(&D[STRESS_EPS - 1]);
+    CHECK(epabi_gc_live_contexts() == 1);                      /* the worker's A */
+    CHECK(in_use(ar_d) == 0);                                  /* every D's pool went with its release */
+    atomic_store(&t.stop, true);
+    CHECK(pthread_join(w, NULL) == 0);
+    atomic_store(&g_quiet, false);
+    printf("  the worker replayed A %ld times meanwhile\n", atomic_load(&t.replays));
+    CHECK(atomic_load(&t.replays) >= STRESS_EPS);
+    CHECK(epabi_gc_live_contexts() == 0);
+    epabi_gc_detach(&A);
+    free(D);
+    epabi_arena_release(ar_a); epabi_arena_release(ar_d);
+}
+
+/* 3. a thread exits (its key destructor runs) while the main thread releases the last EP (which frees every
+ * slot and deletes the key): each slot is freed once, by one of them */
+struct exit_test { struct epabi_gc_owner* e; atomic_int captured; };
+static void* exit_worker(void* p) {
+    struct exit_test* t = p;
+    struct fake_ro r7 = {"7"};
+    float i[4] = {1}, o[4] = {0};
+    struct add_args a = {i, o, 4};
+    CHECK(capture_once(t->e, &r7, 512, &a));
+    atomic_fetch_add(&t->captured, 1);
+    return NULL;   /* exits at once: its key destructor may run while E is released */
+}
+
+static void test_thread_exit_races_last_release(struct epabi_api* api) {
+    printf("thread exits racing the last release\n");
+    struct epabi_arena* ar = epabi_arena_create();
+    atomic_store(&g_quiet, true);
+    for (int k = 0; k < 100; ++k) {
+        struct epabi_gc_owner E = {api, (const OrtLogger*)1, ar, 0, false, 0, 0, 1};
+        CHECK(epabi_gc_attach(&E) == NULL);
+        struct exit_test t = {.e = &E};
+        atomic_init(&t.captured, 0);
+        pthread_t w[2];
+        for (int j = 0; j < 2; ++j) CHECK(pthread_create(&w[j], NULL, exit_worker, &t) == 0);
+        while (atomic_load(&t.captured) < 2) sched_yield();   /* no call of E is in flight any more */
+        if (k % 2 == 0) for (int j = 0; j < 2; ++j) CHECK(pthread_join(w[j], NULL) == 0);
+        epabi_gc_detach(&E);   /* last EP: with k odd, the workers may be exiting right now */
+        if (k % 2 == 1) for (int j = 0; j < 2; ++j) CHECK(pthread_join(w[j], NULL) == 0);
+        CHECK(epabi_gc_live_contexts() == 0);
+        CHECK(in_use(ar) == 0);
+    }
+    atomic_store(&g_quiet, false);
+    epabi_arena_release(ar);
+}
 
 int main(void) {
     OrtApi ort; memset(&ort, 0, sizeof ort);
@@ -145,10 +364,15 @@ int main(void) {
     epabi_gc_detach(&o);
     CHECK(o.serial == 0 && epabi_gc_find(&o) == NULL);
 
+    test_release_frees_idle_threads(&api);
+    test_release_while_thread_runs(&api);
+    test_thread_exit_races_last_release(&api);
+
     epabi_stream_destroy(s); epabi_stream_destroy(s2);
     struct epabi_arena_stats st1; epabi_arena_get_stats(arena, &st1);
     CHECK(st1.bytes_in_use == 0);
     epabi_arena_release(arena);
-    printf(failures ? "FAILURES: %d\n" : "all unit checks passed\n", failures);
-    return failures != 0;
+    int failed = atomic_load(&failures);
+    printf(failed ? "FAILURES: %d\n" : "all unit checks passed\n", failed);
+    return failed != 0;
 }
