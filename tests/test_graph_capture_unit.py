@@ -3,8 +3,8 @@ fake OrtApi (nesting, duplicate and missing ids, aborted and failed captures, re
 copies, annotation-id parsing, user-stream adoption, attach/detach).
 
 Built as its header says (graph_capture_unit.c + stream.c graph_capture.c arena.c api.c, -D_GNU_SOURCE,
--lpthread), with harness_build's -std=c11 -Wall -Wextra -Werror flags, at -O2, under ASan + UBSan and under TSan (skipped
-where the compiler or the machine cannot run sanitized code). It must exit 0 and print "all unit checks
+-lpthread), with harness_build's -std=c11 -Wall -Wextra -Werror flags, at -O2, under ASan + UBSan and under
+TSan (skipped where the compiler or the machine cannot run sanitized code). It must exit 0 and print "all unit checks
 passed". Needs a C compiler ($CC, gcc or cc); skipped without one. Takes well under a second per variant.
 """
 
