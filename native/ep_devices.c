@@ -98,9 +98,10 @@ static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* h
     api->ort->ReleaseKeyValuePairs(meta);
     if (st != NULL) return st;
     if (kind == EPABI_DEVICE_GPU) {
-        st = attach_memory_info(f, dev, "EpAbi_GPU", OrtMemoryInfoDeviceType_GPU, ordinal, OrtDeviceAllocator, NULL);
+        st = attach_memory_info(f, dev, EPABI_GPU_MEMORY_NAME, OrtMemoryInfoDeviceType_GPU, ordinal,
+                                OrtDeviceAllocator, NULL);
         if (st == NULL)
-            st = attach_memory_info(f, dev, "EpAbi_GPU_readonly", OrtMemoryInfoDeviceType_GPU, ordinal,
+            st = attach_memory_info(f, dev, EPABI_GPU_READONLY_MEMORY_NAME, OrtMemoryInfoDeviceType_GPU, ordinal,
                                     OrtReadOnlyAllocator, NULL);
     } else if (kind == EPABI_DEVICE_SOFTWARE && software_device_memory(f)) {
         st = attach_software_memory(f, dev);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ep.h"
+#include "gpu_allocator.h"
 #include "ep_allocator.h"
 
 #ifndef EPABI_PLUGIN_VERSION
@@ -86,22 +87,25 @@ static OrtStatus* CreateAllocatorImpl(OrtEpFactory* this_ptr, const OrtMemoryInf
     pthread_mutex_lock(&f->lock);
     const OrtMemoryInfo* ours = is_software_memory(f, memory_info) ? f->software_memory_info : NULL;
     pthread_mutex_unlock(&f->lock);
-    if (ours == NULL) {
-        const char* name = NULL;
-        if (memory_info != NULL) {
-            OrtStatus* st = f->api.ort->MemoryInfoGetName(memory_info, &name);
-            if (st != NULL) f->api.ort->ReleaseStatus(st);
-        }
-        return epabi_error(&f->api, ORT_NOT_IMPLEMENTED,
-                           EPABI_EP_NAME ": no allocator for memory info '%s'; only the software adapter's "
-                           "DEFAULT memory is served in this build", name != NULL ? name : "(null)");
+    if (ours != NULL) return epabi_allocator_create(&f->api, f->arena, ours, allocator);
+    const char* name = NULL;
+    int ordinal = 0;
+    if (memory_info != NULL) {
+        OrtStatus* st = f->api.ort->MemoryInfoGetName(memory_info, &name);
+        if (st == NULL) st = f->api.ort->MemoryInfoGetId(memory_info, &ordinal);
+        if (st != NULL) f->api.ort->ReleaseStatus(st);
     }
-    return epabi_allocator_create(&f->api, f->arena, ours, allocator);
+    /* the GPU devices' memory (device and read-only infos): hosts create these allocators at registration */
+    if (name != NULL && (strcmp(name, EPABI_GPU_MEMORY_NAME) == 0 || strcmp(name, EPABI_GPU_READONLY_MEMORY_NAME) == 0))
+        return epabi_gpu_allocator_create(&f->api, f->logger, memory_info, ordinal, allocator);
+    return epabi_error(&f->api, ORT_NOT_IMPLEMENTED, EPABI_EP_NAME ": no allocator for memory info '%s'",
+                       name != NULL ? name : "(null)");
 }
 
 static void ReleaseAllocatorImpl(OrtEpFactory* this_ptr, OrtAllocator* allocator) {
     (void)this_ptr;
     if (epabi_allocator_is_ours(allocator)) epabi_allocator_destroy(allocator);
+    else if (epabi_gpu_allocator_is_ours(allocator)) epabi_gpu_allocator_destroy(allocator);
 }
 
 static OrtStatus* CreateDataTransferImpl(OrtEpFactory* this_ptr, OrtDataTransferImpl** data_transfer) {

@@ -20,6 +20,8 @@
 #define EPABI_EP_NAME "EpAbiExecutionProvider"
 #define EPABI_VENDOR "epabi"
 #define EPABI_MAX_DEVICES 16
+#define EPABI_GPU_MEMORY_NAME "EpAbi_GPU"
+#define EPABI_GPU_READONLY_MEMORY_NAME "EpAbi_GPU_readonly"
 #define EPABI_SOFTWARE_MEMORY_NAME "EpAbi_Software"
 
 enum epabi_device_kind { EPABI_DEVICE_GPU = 0, EPABI_DEVICE_SOFTWARE = 1, EPABI_DEVICE_VIRTUAL = 2 };

@@ -162,3 +162,30 @@ def test_context_enable_marks_compile_only_on_old_hosts(library_path: str, api: 
         else:
             with pytest.raises(epabi.OrtStatusError, match="virtual"):
                 _create(host, [dev], {"ep.context_enable": "1"})
+
+
+def test_gpu_memory_gets_allocators_at_registration(library_path: str, caplog: pytest.LogCaptureFixture) -> None:
+    # Hosts create an allocator for each EP device's DEFAULT memory when the library is registered (ORT 1.30
+    # fails the registration if that fails), so it must work without a GPU driver; allocating then fails
+    # cleanly with one warning naming the reason.
+    with caplog.at_level(logging.WARNING, logger="epabi"):
+        with _register([epabi.cpu_device(), epabi.nvidia_gpu_device()], library_path) as host:
+            (dev,) = _ours(host)
+            assert host.trace.count("OrtEpFactory::CreateAllocator") == 1
+            (allocator,) = dev.factory.shared_allocators
+            assert allocator.memory_info.name == "EpAbi_GPU"
+            if _cuda_driver_works():
+                pytest.skip("a CUDA driver is present: tests/test_gpu.py covers real allocations")
+            with pytest.raises(MemoryError, match="EpAbi_GPU"):
+                allocator.alloc(1024)
+        assert "OrtEpFactory::ReleaseAllocator" in host.trace
+    assert any("GPU 0 memory cannot be allocated" in r.getMessage() for r in caplog.records)
+
+
+def _cuda_driver_works() -> bool:
+    import ctypes
+
+    try:
+        return ctypes.CDLL("libcuda.so.1").cuInit(0) == 0
+    except OSError:
+        return False

@@ -49,6 +49,7 @@ class Factory:
         self.plugin_version = self._text("GetVersion") if "GetVersion" in self.members else None
         self.vendor_id = int(self.call("GetVendorId")) if "GetVendorId" in self.members else None
         self.ep_devices: list[EpDevice] = []
+        self.shared_allocators: list[Any] = []  # DeviceAllocator per EP device memory, as ORT keeps them
         self.data_transfer: Any = ffi.NULL
 
     def _text(self, member: str) -> str:
@@ -94,6 +95,7 @@ class PluginLibrary:
             for factory in self.factories:
                 self._list_devices(factory)
                 self._register_data_transfer(factory)
+                self._create_shared_allocators(factory)
         except BaseException:
             self.close(check_leaks=False)
             raise
@@ -157,6 +159,17 @@ class PluginLibrary:
                     raise ConductError(f"{factory.name}: OrtDataTransferImpl::{member} is NULL")
         factory.data_transfer = impl
 
+    def _create_shared_allocators(self, factory: Factory) -> None:
+        """ORT creates an allocator for each EP device's DEFAULT device memory when the library is registered
+        (observed: onnxruntime 1.30 on a GPU machine fails the registration when CreateAllocator fails)."""
+        from .device_memory import DeviceAllocator
+        from .objects import OrtDeviceMemoryType
+
+        for device in factory.ep_devices:
+            info = device.memory_info(OrtDeviceMemoryType.DEFAULT)
+            if info is not None:
+                factory.shared_allocators.append(DeviceAllocator(self.host, factory, info))
+
     def close(self, check_leaks: bool = True) -> None:
         """Releases everything in ONNX Runtime's order; raises ConductError for leaked statuses afterwards."""
         host = self.host
@@ -166,6 +179,9 @@ class PluginLibrary:
             for device in factory.ep_devices:
                 host.forget_ep_device(device)
             factory.ep_devices = []
+            for allocator in factory.shared_allocators:
+                allocator.close()
+            factory.shared_allocators = []
             if factory.data_transfer != ffi.NULL:
                 with host.calling(self, "OrtDataTransferImpl::Release"):
                     factory.data_transfer.Release(factory.data_transfer)

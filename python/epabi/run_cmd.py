@@ -79,7 +79,11 @@ def _select(devices: list[Any], kind: str, index: int | None, metadata: Any) -> 
             raise RunError(f"device gpu:{i}: the plugin lists {len(gpus)} GPU device(s)")
         return gpus[i]
     if not software:
-        raise RunError("no software-adapter device: the plugin offers it only when no GPU is listed")
+        if gpus:
+            raise RunError("no software-adapter device: the plugin offers it only when the host lists no GPU, and "
+                           "this host lists one (whose CUDA kernels are not part of this build); with "
+                           "--host emulated, --cpu-only offers the plugin only the CPU")
+        raise RunError("no software-adapter device: set EPABI_ALLOW_SOFTWARE_ADAPTER=1")
     return software[0]
 
 
@@ -182,7 +186,14 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _gpu_unusable(exc: BaseException) -> bool:
-    return "NOT_IMPLEMENTED" in str(exc) or "no software-adapter device" in str(exc)
+    return any(s in str(exc) for s in ("NOT_IMPLEMENTED", "no software-adapter device", "claims no node"))
+
+
+def _require_claims(result: dict[str, Any]) -> dict[str, Any]:
+    """A GPU EP device of this build claims no node (no CUDA kernels yet): say so rather than run on the CPU."""
+    if result["device_kind"] == "gpu" and EP_NAME not in result["placement"].values():
+        raise RunError("the GPU EP device claims no node: its CUDA kernels are not part of this build")
+    return result
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -207,7 +218,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         library = args.library or epabi.get_library_path()
         runner = run_emulated if args.host == "emulated" else run_onnxruntime
         try:
-            raw = runner(model, feeds, args.device, args.runs, library, args.cpu_only)
+            raw = _require_claims(runner(model, feeds, args.device, args.runs, library, args.cpu_only))
         except (epabi.OrtStatusError, RunError) as exc:
             # auto on a GPU machine: this build has no CUDA kernels yet, so the GPU device cannot run a
             # session; the CPU software adapter (offered only when no GPU is listed) can

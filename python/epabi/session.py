@@ -156,10 +156,6 @@ class InferenceSession:
         self._ep = host.create_ep(self.options)
         ep = self._ep
         ep.factory.library.sessions.add(self)
-        memory = self.options.provider_devices[0].memory_info(OrtDeviceMemoryType.DEFAULT)
-        if memory is not None:  # the EP computes in its own memory: allocate and copy through the plugin
-            self._allocator = DeviceAllocator(host, ep.factory, memory)
-            self._transfer = DataTransfer(host, ep.factory, memory)
         host.expose_graph(self.graph)
         self._exposed.append(self.graph)
         support = GraphSupportInfo(self.graph)
@@ -170,7 +166,11 @@ class InferenceSession:
             host.handles.drop(support.ptr)
         self._groups = build_groups(self.graph, support.groups, ep.name)
         if not self._groups:
-            return
+            return  # nothing runs on the EP: no device memory is needed
+        memory = self.options.provider_devices[0].memory_info(OrtDeviceMemoryType.DEFAULT)
+        if memory is not None:  # the EP computes in its own memory: allocate and copy through the plugin
+            self._allocator = DeviceAllocator(host, ep.factory, memory)
+            self._transfer = DataTransfer(host, ep.factory, memory)
         if "Compile" not in ep.members:
             raise ConductError(f"{ep.name} claimed {len(self._groups)} node group(s) but OrtEp::Compile is NULL")
         for group in self._groups:

@@ -1,0 +1,66 @@
+#include "cuda_driver.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static struct epabi_cuda_driver g_driver;   /* written once under g_once, read-only afterwards */
+static const struct epabi_cuda_driver* g_loaded;
+static char g_why[256];
+
+static void* symbol(void* lib, const char* name) {
+    void* p = dlsym(lib, name);
+    if (p == NULL) snprintf(g_why, sizeof g_why, "libcuda.so.1 lacks %s", name);
+    return p;
+}
+
+static void load(void) {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        snprintf(g_why, sizeof g_why, "the NVIDIA driver library libcuda.so.1 is not installed (%s)", dlerror());
+        return;
+    }
+    struct epabi_cuda_driver d;
+    /* object-to-function pointer conversion through memcpy: ISO C has no direct cast */
+#define LOAD(field, name)                         \
+    do {                                          \
+        void* p_ = symbol(lib, name);             \
+        if (p_ == NULL) return;                   \
+        memcpy(&d.field, &p_, sizeof p_);         \
+    } while (0)
+    LOAD(Init, "cuInit");
+    LOAD(DeviceGetCount, "cuDeviceGetCount");
+    LOAD(DeviceGet, "cuDeviceGet");
+    LOAD(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    LOAD(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
+    LOAD(CtxPushCurrent, "cuCtxPushCurrent_v2");
+    LOAD(CtxPopCurrent, "cuCtxPopCurrent_v2");
+    LOAD(MemAlloc, "cuMemAlloc_v2");
+    LOAD(MemFree, "cuMemFree_v2");
+    LOAD(GetErrorString, "cuGetErrorString");
+#undef LOAD
+    epabi_cu_result r = d.Init(0);
+    if (r != 0) {
+        const char* text = NULL;
+        if (d.GetErrorString(r, &text) != 0 || text == NULL) text = "unknown error";
+        snprintf(g_why, sizeof g_why, "cuInit failed: %s (CUDA error %d)", text, r);
+        return;
+    }
+    g_driver = d;
+    g_loaded = &g_driver;
+}
+
+const struct epabi_cuda_driver* epabi_cuda_driver(char* why, size_t why_len) {
+    pthread_once(&g_once, load);
+    if (g_loaded == NULL && why != NULL && why_len > 0) snprintf(why, why_len, "%s", g_why);
+    return g_loaded;
+}
+
+const char* epabi_cuda_error_text(const struct epabi_cuda_driver* cu, epabi_cu_result r) {
+    const char* text = NULL;
+    if (cu == NULL || cu->GetErrorString(r, &text) != 0 || text == NULL) return "CUDA error";
+    return text;
+}

@@ -1,0 +1,26 @@
+/*
+ * gpu_allocator.h - the OrtAllocator for a GPU EP device's memory infos (EpAbi_GPU, EpAbi_GPU_readonly):
+ * cuMemAlloc/cuMemFree in the device's primary context, through the driver loaded at run time
+ * (cuda_driver.h). Real hosts create these at registration, so creation never needs the driver: it is
+ * looked up at the first Alloc, and without it Alloc returns NULL after one WARNING naming the reason.
+ *
+ * Ownership: created by OrtEpFactory::CreateAllocator, freed by ReleaseAllocator (which releases the primary
+ * context it retained). The memory info is the host's or ours and must outlive the allocator.
+ * Thread-safety: all members may be called concurrently.
+ */
+#ifndef EPABI_GPU_ALLOCATOR_H
+#define EPABI_GPU_ALLOCATOR_H
+
+#include <stdbool.h>
+
+#include "api.h"
+
+OrtStatus* epabi_gpu_allocator_create(const struct epabi_api* api, const OrtLogger* logger, const OrtMemoryInfo* info,
+                                      int ordinal, OrtAllocator** out);
+
+/* True when allocator was made by epabi_gpu_allocator_create. */
+bool epabi_gpu_allocator_is_ours(const OrtAllocator* allocator);
+
+void epabi_gpu_allocator_destroy(OrtAllocator* allocator);
+
+#endif
