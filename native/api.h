@@ -17,6 +17,7 @@ enum epabi_since {
     EPABI_SINCE_SYNC = 25,               /* OrtEp::Sync */
     EPABI_SINCE_GRAPH_CAPTURE = 26,      /* OrtEp::IsGraphCaptureEnabled ... GetGraphCaptureNodeAssignmentPolicy */
     EPABI_SINCE_COMPILE_ONLY_KEY = 27,   /* hosts that mark compile-only sessions with session.compile_only */
+    EPABI_SINCE_RELEASE_GRAPH = 27,      /* OrtEp::ReleaseCapturedGraph */
     EPABI_SINCE_CONCURRENT_RUN = 28      /* we answer OrtEp::IsConcurrentRunSupported from this host on */
 };
 

@@ -449,6 +449,15 @@ static OrtStatus* ReplayGraphImpl(OrtEp* this_ptr, int graph_annotation_id) {
     return epabi_gc_replay(&ep->gc, graph_annotation_id);
 }
 
+static OrtStatus* ReleaseCapturedGraphImpl(OrtEp* this_ptr, int graph_annotation_id) {
+    const struct epabi_ep* ep = ep_of(this_ptr);
+    if (!ep->graph_capture)
+        return epabi_error(&ep->factory->api, ORT_INVALID_ARGUMENT,
+                           EPABI_EP_NAME ": no graph was captured for annotation id %d (graph capture is off: "
+                           "enable_cuda_graph is not set)", graph_annotation_id);
+    return epabi_gc_release_graph(&ep->gc, graph_annotation_id);
+}
+
 /* A replay runs only our recorded launches: a node left to the CPU would not run and the buffers ORT gave
  * it during the capturing run would be stale or reused. So CPU nodes are tolerated only when there are
  * none; otherwise ORT refuses graph capture for the session with a clear message. */
@@ -492,7 +501,7 @@ static void fill_table(struct epabi_ep* ep) {
     t->GetAvailableResource = NULL;          /* no resource budget */
     t->OnSessionInitializationEnd = NULL;
     t->GetDefaultMemoryDevice = NULL;
-    t->ReleaseCapturedGraph = NULL;          /* graphs go with their thread, the EP, or the last EP release */
+    t->ReleaseCapturedGraph = epabi_has(api, EPABI_SINCE_RELEASE_GRAPH) ? ReleaseCapturedGraphImpl : NULL;
     t->GetWeightlessSupport = NULL;
 }
 

@@ -699,6 +699,21 @@ OrtStatus* epabi_gc_replay(const struct epabi_gc_owner* owner, int id) {
     return NULL;
 }
 
+OrtStatus* epabi_gc_release_graph(const struct epabi_gc_owner* owner, int id) {
+    struct epabi_thread_context* tc = epabi_gc_find(owner);
+    int open = 0;
+    if (tc != NULL && epabi_graph_manager_is_capturing(tc->manager, &open) && open == id)
+        return epabi_error(owner->api, ORT_FAIL,
+                           EPABI_EP_NAME ": ReleaseCapturedGraph: annotation id %d is being captured right now", id);
+    if (tc == NULL || !epabi_graph_manager_release(tc->manager, id))
+        return epabi_error(owner->api, ORT_INVALID_ARGUMENT,
+                           EPABI_EP_NAME ": ReleaseCapturedGraph: no graph was captured for annotation id %d on this "
+                           "thread", id);
+    EPABI_LOG(owner->api, owner->logger, ORT_LOGGING_LEVEL_INFO,
+              EPABI_EP_NAME ": released the graph of annotation id %d on this thread; it will be captured again", id);
+    return NULL;
+}
+
 OrtStatus* epabi_gc_sync(const struct epabi_gc_owner* owner) {
     struct epabi_thread_context* tc = epabi_gc_find(owner);
     return tc != NULL ? epabi_stream_synchronize(tc->stream) : NULL;

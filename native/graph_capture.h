@@ -166,6 +166,9 @@ OrtStatus* epabi_gc_run_end(const struct epabi_gc_owner* owner, const OrtRunOpti
 bool epabi_gc_is_captured(const struct epabi_gc_owner* owner, int id);
 OrtStatus* epabi_gc_replay(const struct epabi_gc_owner* owner, int id);
 OrtStatus* epabi_gc_sync(const struct epabi_gc_owner* owner);
+/* Drops the calling thread's graph of id (and its warm-up count), so the next runs warm up and capture
+ * again, e.g. after rebinding other buffers. ORT_INVALID_ARGUMENT when this thread has no such graph. */
+OrtStatus* epabi_gc_release_graph(const struct epabi_gc_owner* owner, int id);
 
 /* For Compute on this thread: the stream, and the capture pool while a capture window is open (tc may be
  * NULL: a plain run). Then epabi_gc_note_compute records the outcome, so a failed fused node fails the

@@ -424,3 +424,36 @@ def test_close_waits_for_runs_in_flight(host: epabi.Host) -> None:
     for t in threads:
         t.join(timeout=60)
     assert not errors, errors
+
+
+def test_release_captured_graph_then_capture_new_buffers(host: epabi.Host) -> None:
+    x = np.ones((3, 2), np.float32)
+    with _session(host, _add_model(), min_num_runs_before_cuda_graph_capture="1") as session:
+        binding, _, outs = _bind(session, {"x": x, "y": x}, {"z": [3, 2]})
+        session.run_with_iobinding(binding, _run_opts("4"))
+        session.release_captured_graph(4)
+        assert session._ep.call("IsGraphCaptured", 4) is False
+        # new buffers: the old binding's graph is gone, so the next call warms up and captures on these
+        new_binding, new_ins, new_outs = _bind(session, {"x": x * 3, "y": x}, {"z": [3, 2]})
+        mark = len(host.trace)
+        session.run_with_iobinding(new_binding, _run_opts("4"))
+        assert _calls(host, mark, "OrtEp::OnRunStart") == 2  # one warm-up run, then the capture
+        np.testing.assert_array_equal(new_outs["z"].numpy(), x * 4)
+        new_ins["y"].update_inplace(x * 10)
+        session.run_with_iobinding(new_binding, _run_opts("4"))
+        np.testing.assert_array_equal(new_outs["z"].numpy(), x * 13)
+        with pytest.raises(epabi.OrtStatusError, match="no graph was captured for annotation id 99") as info:
+            session.release_captured_graph(99)
+        assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+
+
+def test_release_captured_graph_needs_api_27(library_path: str, software_adapter: None) -> None:
+    with epabi.Host(api_version=26, hardware=[epabi.cpu_device()]) as host:
+        host.register_execution_provider_library("epabi", library_path)
+        x = np.ones((3, 2), np.float32)
+        with _session(host, _add_model()) as session:
+            binding, _, _ = _bind(session, {"x": x, "y": x}, {"z": [3, 2]})
+            session.run_with_iobinding(binding)
+            assert "ReleaseCapturedGraph" not in session._ep.members
+            with pytest.raises(epabi.OrtStatusError, match="API 27"):
+                session.release_captured_graph(0)

@@ -83,6 +83,16 @@ class GraphCapture:
         self.replays = 0
         self._pins = threading.local()  # per thread: id -> the capturing run's values (gone with the thread)
 
+    def release(self, graph_id: int) -> None:
+        """``OrtApi::SessionReleaseCapturedGraph`` (API 27): the EP drops the calling thread's graph of the id,
+        which the next runs capture again. Raises OrtStatusError (NOT_IMPLEMENTED before API 27)."""
+        ep = self.session._ep
+        if not self.enabled or "ReleaseCapturedGraph" not in ep.members:
+            raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, "releasing a captured graph needs graph capture "
+                                 "on an EP that implements OrtEp::ReleaseCapturedGraph (API 27 and newer)")
+        ep.call_status("ReleaseCapturedGraph", graph_id)
+        self._pins.__dict__.get("by_id", {}).pop(graph_id, None)
+
     def run(self, execute: Callable[[], dict[str, Any]], run_options: RunOptions | None,
             replayed: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """``execute`` runs the graph once (returns its outputs); ``replayed`` gives the outputs after a replay."""

@@ -294,6 +294,15 @@ class InferenceSession:
             results = dict(prealloc)
         binding._results = [binding.outputs[name] or _as_value(results[name]) for name in binding.outputs]
 
+    def release_captured_graph(self, graph_annotation_id: int) -> None:
+        """Drops the calling thread's captured graph of this annotation id (ORT's SessionReleaseCapturedGraph,
+        API 27+): the next runs of the id warm up and capture again, e.g. after binding other buffers.
+
+        Raises:
+            OrtStatusError: INVALID_ARGUMENT when no such graph exists; NOT_IMPLEMENTED without graph capture.
+        """
+        self.graph_capture.release(int(graph_annotation_id))
+
     def close(self) -> None:
         """Releases fused-node states, compute infos and the EP. Idempotent."""
         with self._idle:
