@@ -456,15 +456,12 @@ static OrtStatus* run_div(struct epabi_exec* ex, const void* state, const struct
         return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "expected 2 inputs");
     EPABI_RETURN_IF_ERROR(check_same_dtype(ex, in, 0, n_in));
     const struct epabi_tensor* b = in[1];
-    const int64_t n = epabi_numel(b->rank, b->dims);
-    for (int64_t i = 0; i < n; ++i) {
-        const bool zero = b->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32   ? ((const int32_t*)b->data)[i] == 0
-                          : b->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? ((const int64_t*)b->data)[i] == 0
-                                                                            : false;
-        if (zero)
-            return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT,
-                               "Div: integer division by zero (divisor element %lld)", (long long)i);
-        if (b->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 && b->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) break;
+    if (epabi_is_index_dtype(b->dtype)) {
+        const int64_t n = epabi_numel(b->rank, b->dims);
+        for (int64_t i = 0; i < n; ++i)
+            if (epabi_index_at(b->dtype, b->data, i) == 0)
+                return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT,
+                                   "Div: integer division by zero (divisor element %lld)", (long long)i);
     }
     return run_binary(ex, OP_DIV, in, n_in, in[0]->dtype);
 }

@@ -11,16 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 
-static bool is_index_type(ONNXTensorElementDataType t) {
-    return t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
-}
-
 static bool expand_supports(const struct epabi_node* node, char* why, size_t why_len) {
     if (node->n_in < 2 || epabi_dtype_size(node->in[0].dtype) == 0) {
         snprintf(why, why_len, "Expand: dtype %s is not supported", epabi_dtype_name(node->in[0].dtype));
         return false;
     }
-    if (!is_index_type(node->in[1].dtype)) {
+    if (!epabi_is_index_dtype(node->in[1].dtype)) {
         snprintf(why, why_len, "Expand: shape must be int32 or int64, got %s", epabi_dtype_name(node->in[1].dtype));
         return false;
     }
@@ -38,7 +34,7 @@ static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const str
     const struct epabi_api* api = epabi_exec_api(ex);
     const struct epabi_tensor* x = in[0];
     const struct epabi_tensor* shape = n_in >= 2 ? in[1] : NULL;
-    if (shape == NULL || !is_index_type(shape->dtype))
+    if (shape == NULL || !epabi_is_index_dtype(shape->dtype))
         return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: shape must be an int32 or int64 tensor");
     if (shape->rank != 1)
         return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: shape must be 1-D, got rank %d", shape->rank);
@@ -48,8 +44,7 @@ static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const str
     const int n = (int)shape->dims[0];
     int64_t req[EPABI_MAX_RANK];
     for (int i = 0; i < n; ++i) {
-        req[i] = shape->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? ((const int64_t*)shape->data)[i]
-                                                                     : ((const int32_t*)shape->data)[i];
+        req[i] = epabi_index_at(shape->dtype, shape->data, i);
         if (req[i] < 0)
             return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: shape[%d] = %lld is negative", i,
                                (long long)req[i]);

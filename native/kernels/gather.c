@@ -57,8 +57,7 @@ static bool gather_supports(const struct epabi_node* node, char* why, size_t why
     if (data->rank >= 0 && idx->const_data != NULL && data->dims[k] >= 0) {
         const int64_t d = data->dims[k];
         for (size_t i = 0; i < idx->const_count; ++i) {
-            const int64_t v = idx->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? ((const int64_t*)idx->const_data)[i]
-                                                                                : ((const int32_t*)idx->const_data)[i];
+            const int64_t v = epabi_index_at(idx->dtype, idx->const_data, (int64_t)i);
             if (v < -d || v >= d) {
                 snprintf(why, why_len, "Gather: constant index %lld is out of range for axis dim %lld", (long long)v,
                          (long long)d);
@@ -134,8 +133,7 @@ static OrtStatus* gather_run(struct epabi_exec* ex, const void* state, const str
     const int64_t n_indices = epabi_numel(idx->rank, idx->dims);
     const int64_t axis_dim = x->dims[axis];
     for (int64_t i = 0; i < n_indices; ++i) {
-        const int64_t v = idx->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? ((const int64_t*)idx->data)[i]
-                                                                          : ((const int32_t*)idx->data)[i];
+        const int64_t v = epabi_index_at(idx->dtype, idx->data, i);
         if (v < -axis_dim || v >= axis_dim)
             return epabi_error(api, ORT_INVALID_ARGUMENT,
                                "Gather: index %lld at position %lld is out of range [-%lld, %lld) for axis %d",

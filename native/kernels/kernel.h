@@ -116,6 +116,10 @@ const char* epabi_dtype_name(ONNXTensorElementDataType dtype);
 int64_t epabi_numel(int rank, const int64_t* dims);
 /* Numpy-style broadcast of two shapes; false (and *out_rank untouched) when incompatible. */
 bool epabi_broadcast_shape(int ra, const int64_t* a, int rb, const int64_t* b, int* out_rank, int64_t* out);
+/* True for the dtypes of index and shape inputs (int32, int64). */
+bool epabi_is_index_dtype(ONNXTensorElementDataType dtype);
+/* Element i of an int32 or int64 buffer, widened to int64 (the caller checked epabi_is_index_dtype). */
+int64_t epabi_index_at(ONNXTensorElementDataType dtype, const void* data, int64_t i);
 /* Normalizes an axis in [-rank, rank) to [0, rank); false when out of range. */
 bool epabi_norm_axis(int64_t axis, int rank, int* out);
 

@@ -36,15 +36,11 @@ static const struct epabi_tensor* optional_input(const struct epabi_tensor* cons
     return in[i];
 }
 
-static bool is_index_type(ONNXTensorElementDataType t) {
-    return t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
-}
-
 /* Reads a host-readable int32/int64 vector (or scalar, when allow_scalar) of at most cap values. */
 static OrtStatus* read_ints(struct epabi_exec* ex, const char* what, const struct epabi_tensor* t, bool allow_scalar,
                             int64_t* out, size_t cap, size_t* n) {
     const struct epabi_api* api = epabi_exec_api(ex);
-    if (!is_index_type(t->dtype))
+    if (!epabi_is_index_dtype(t->dtype))
         return epabi_error(api, ORT_INVALID_ARGUMENT, "%s must be int32 or int64, got %s", what,
                            epabi_dtype_name(t->dtype));
     if (!(t->rank == 1 || (allow_scalar && t->rank == 0)))
@@ -53,13 +49,7 @@ static OrtStatus* read_ints(struct epabi_exec* ex, const char* what, const struc
     if (count > (int64_t)cap)
         return epabi_error(api, ORT_INVALID_ARGUMENT, "%s has %lld values; at most %zu are supported", what,
                            (long long)count, cap);
-    for (int64_t i = 0; i < count; ++i) {
-        if (t->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) {
-            out[i] = ((const int64_t*)t->data)[i];
-        } else {
-            out[i] = ((const int32_t*)t->data)[i];
-        }
-    }
+    for (int64_t i = 0; i < count; ++i) out[i] = epabi_index_at(t->dtype, t->data, i);
     *n = (size_t)count;
     return NULL;
 }
@@ -103,7 +93,7 @@ static void reshape_release(void* state) {
 
 static bool reshape_supports(const struct epabi_node* node, char* why, size_t why_len) {
     if (!data_supported(node, "Reshape", why, why_len)) return false;
-    if (node->n_in < 2 || !is_index_type(node->in[1].dtype)) {
+    if (node->n_in < 2 || !epabi_is_index_dtype(node->in[1].dtype)) {
         snprintf(why, why_len, "Reshape: shape input must be int32 or int64, got %s",
                  epabi_dtype_name(node->n_in < 2 ? ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED : node->in[1].dtype));
         return false;
@@ -207,7 +197,7 @@ static bool axes_supported(const struct epabi_node* node, const char* op, bool r
         snprintf(why, why_len, "%s: the axes input is missing", op);
         return false;
     }
-    if (present && !is_index_type(node->in[1].dtype)) {
+    if (present && !epabi_is_index_dtype(node->in[1].dtype)) {
         snprintf(why, why_len, "%s: axes must be int32 or int64, got %s", op, epabi_dtype_name(node->in[1].dtype));
         return false;
     }

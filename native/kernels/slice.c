@@ -26,10 +26,6 @@ struct slice_params {
     int64_t starts[EPABI_MAX_RANK], ends[EPABI_MAX_RANK], axes[EPABI_MAX_RANK], steps[EPABI_MAX_RANK];
 };
 
-static bool is_index_type(ONNXTensorElementDataType t) {
-    return t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
-}
-
 static bool present(const struct epabi_node* node, int i) {
     return i < node->n_in && node->in[i].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
 }
@@ -100,7 +96,7 @@ static bool slice10_supports(const struct epabi_node* node, char* why, size_t wh
             snprintf(why, why_len, "Slice: the %s input is missing", names[i]);
             return false;
         }
-        if (present(node, i) && !is_index_type(node->in[i].dtype)) {
+        if (present(node, i) && !epabi_is_index_dtype(node->in[i].dtype)) {
             snprintf(why, why_len, "Slice: %s must be int32 or int64, got %s", names[i],
                      epabi_dtype_name(node->in[i].dtype));
             return false;
@@ -113,7 +109,7 @@ static bool slice10_supports(const struct epabi_node* node, char* why, size_t wh
 static OrtStatus* read_ints(struct epabi_exec* ex, const char* what, const struct epabi_tensor* t, int64_t* out,
                             size_t* n) {
     const struct epabi_api* api = epabi_exec_api(ex);
-    if (!is_index_type(t->dtype))
+    if (!epabi_is_index_dtype(t->dtype))
         return epabi_error(api, ORT_INVALID_ARGUMENT, "Slice: %s must be int32 or int64, got %s", what,
                            epabi_dtype_name(t->dtype));
     if (t->rank != 1)
@@ -121,9 +117,7 @@ static OrtStatus* read_ints(struct epabi_exec* ex, const char* what, const struc
     if (t->dims[0] > EPABI_MAX_RANK)
         return epabi_error(api, ORT_INVALID_ARGUMENT, "Slice: %s has %lld values; at most %d are supported", what,
                            (long long)t->dims[0], EPABI_MAX_RANK);
-    for (int64_t i = 0; i < t->dims[0]; ++i)
-        out[i] = t->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? ((const int64_t*)t->data)[i]
-                                                                 : ((const int32_t*)t->data)[i];
+    for (int64_t i = 0; i < t->dims[0]; ++i) out[i] = epabi_index_at(t->dtype, t->data, i);
     *n = (size_t)t->dims[0];
     return NULL;
 }

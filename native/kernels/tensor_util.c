@@ -78,3 +78,11 @@ bool epabi_norm_axis(int64_t axis, int rank, int* out) {
     *out = (int)(axis < 0 ? axis + rank : axis);
     return true;
 }
+
+bool epabi_is_index_dtype(ONNXTensorElementDataType dtype) {
+    return dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 || dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
+}
+
+int64_t epabi_index_at(ONNXTensorElementDataType dtype, const void* data, int64_t i) {
+    return dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? ((const int64_t*)data)[i] : ((const int32_t*)data)[i];
+}
