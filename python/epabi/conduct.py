@@ -13,6 +13,8 @@ from contextlib import contextmanager
 
 from .errors import ConductError, HostLimitationError
 
+TRACE_KEEP = 100_000
+
 
 class Conduct:
     """Violations (plugin misconduct), limitations (unserved host functions), internal host errors."""
@@ -37,16 +39,19 @@ class Conduct:
         with self._lock:
             self.internal.append(message)
 
-    def record_call(self, name: str) -> None:
-        with self._lock:
-            self.trace.append(name)
+    def _append(self, name: str) -> None:
+        # Bounded, so a long-lived host does not grow with every run: past 2*TRACE_KEEP entries the oldest
+        # TRACE_KEEP go (indices taken before that no longer line up). Caller holds the lock.
+        self.trace.append(name)
+        if len(self.trace) > 2 * TRACE_KEEP:
+            del self.trace[:TRACE_KEEP]
 
     @contextmanager
     def watch(self, where: str) -> Iterator[None]:
         """Records ``where`` in the trace, runs the body, then raises what the body's callbacks recorded."""
         with self._lock:
             marks = (len(self.violations), len(self.limitations), len(self.internal))
-            self.trace.append(where)
+            self._append(where)
         try:
             yield
         except BaseException:
