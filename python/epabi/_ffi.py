@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import re
+from enum import IntEnum
 from pathlib import Path
 
 import cffi
@@ -65,6 +66,17 @@ def member_since(struct: str) -> dict[str, int]:
         if since and name:
             out[name.group(1) or name.group(2)] = int(since.group(1) or since.group(2))
     return out
+
+
+def header_enum(name: str, doc: str, prefix: str = "", rename: dict[str, str] | None = None) -> type[IntEnum]:
+    """An IntEnum with the members and values the header declares for ``enum <name>`` (so Python never
+    restates them): member names lose ``prefix``, or are looked up in ``rename``, and stay in value order."""
+    members = sorted(ffi.typeof(name).relements.items(), key=lambda kv: kv[1])
+    names = {c: (rename or {}).get(c, c[len(prefix):] if c.startswith(prefix) else c) for c, _ in members}
+    enum = IntEnum(name, [(names[c], v) for c, v in members])  # type: ignore[misc]
+    enum.__doc__ = doc
+    enum.__module__ = "epabi"
+    return enum
 
 
 def slot_fields(struct: str) -> list[tuple[str, int, object]]:

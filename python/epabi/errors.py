@@ -9,28 +9,10 @@
 
 from __future__ import annotations
 
-from enum import IntEnum
+from ._ffi import header_enum
 
-
-class OrtErrorCode(IntEnum):
-    """``OrtErrorCode`` values (onnxruntime_error_code.h)."""
-
-    OK = 0
-    FAIL = 1
-    INVALID_ARGUMENT = 2
-    NO_SUCHFILE = 3
-    NO_MODEL = 4
-    ENGINE_ERROR = 5
-    RUNTIME_EXCEPTION = 6
-    INVALID_PROTOBUF = 7
-    MODEL_LOADED = 8
-    NOT_IMPLEMENTED = 9
-    INVALID_GRAPH = 10
-    EP_FAIL = 11
-    MODEL_LOAD_CANCELED = 12
-    MODEL_REQUIRES_COMPILATION = 13
-    NOT_FOUND = 14
-    DEVICE_RESET = 15
+OrtErrorCode = header_enum("OrtErrorCode", "``OrtErrorCode`` values (ort_abi.h): OK, FAIL, INVALID_ARGUMENT, ...",
+                           prefix="ORT_")
 
 
 class OrtStatusError(RuntimeError):

@@ -8,35 +8,20 @@ the cdata strings the plugin may read) stay valid for as long as the object is a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
 from typing import Any
 
-from ._ffi import ffi
+from ._ffi import ffi, header_enum
 
-
-class OrtHardwareDeviceType(IntEnum):
-    CPU = 0
-    GPU = 1
-    NPU = 2
-
-
-class OrtMemoryInfoDeviceType(IntEnum):
-    CPU = 0
-    GPU = 1
-    FPGA = 2
-    NPU = 3
-
-
-class OrtDeviceMemoryType(IntEnum):
-    DEFAULT = 0
-    HOST_ACCESSIBLE = 5
-
-
-class OrtAllocatorType(IntEnum):
-    INVALID = -1
-    DEVICE = 0
-    ARENA = 1
-    READ_ONLY = 2
+# The enums' members and values come from ort_abi.h, like every other part of the ABI.
+OrtHardwareDeviceType = header_enum("OrtHardwareDeviceType", "Hardware device type: CPU, GPU, NPU.",
+                                    prefix="OrtHardwareDeviceType_")
+OrtMemoryInfoDeviceType = header_enum("OrtMemoryInfoDeviceType", "Memory device type: CPU, GPU, FPGA, NPU.",
+                                      prefix="OrtMemoryInfoDeviceType_")
+OrtDeviceMemoryType = header_enum("OrtDeviceMemoryType", "Device memory type: DEFAULT, HOST_ACCESSIBLE.",
+                                  prefix="OrtDeviceMemoryType_")
+OrtAllocatorType = header_enum("OrtAllocatorType", "Allocator type: INVALID, DEVICE, ARENA, READ_ONLY.",
+                               rename={"OrtInvalidAllocator": "INVALID", "OrtDeviceAllocator": "DEVICE",
+                                       "OrtArenaAllocator": "ARENA", "OrtReadOnlyAllocator": "READ_ONLY"})
 
 
 def cstr(text: str) -> Any:
