@@ -68,6 +68,11 @@ def member_since(struct: str) -> dict[str, int]:
     return out
 
 
+def enum_value(enum: str, member: str) -> int:
+    """The value ort_abi.h gives ``member`` of ``enum`` (e.g. ``enum_value("OrtOpAttrType", "ORT_OP_ATTR_INT")``)."""
+    return int(ffi.typeof(enum).relements[member])
+
+
 def header_enum(name: str, doc: str, prefix: str = "", rename: dict[str, str] | None = None) -> type[IntEnum]:
     """An IntEnum with the members and values the header declares for ``enum <name>`` (so Python never
     restates them): member names lose ``prefix``, or are looked up in ``rename``, and stay in value order."""

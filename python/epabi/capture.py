@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ._ffi import enum_value
 from .errors import OrtErrorCode, OrtStatusError
 
 if TYPE_CHECKING:
@@ -26,7 +27,8 @@ if TYPE_CHECKING:
 _log = logging.getLogger("epabi.session")
 
 MAX_CAPTURE_RUNS = 8
-ALL_NODES_ON_EP, ALLOW_CPU_FOR_SHAPES = 0, 1
+_POLICY = "OrtGraphCaptureNodeAssignmentPolicy"
+ALL_NODES_ON_EP = enum_value(_POLICY, f"{_POLICY}_ALL_NODES_ON_EP")
 _CONTROL_FLOW = {"If", "Loop", "Scan"}
 _SYNC_AFTER_REPLAY_SINCE = 27  # hosts >= 1.27 call OrtEp::Sync right after a replay
 

@@ -16,13 +16,12 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from ._ffi import ffi
+from ._ffi import enum_value, ffi
 from .values import OrtValue, TensorTypeAndShapeInfo, TypeInfo
 
-_ATTR_TYPES = {  # onnx.AttributeProto.AttributeType -> OrtOpAttrType
-    onnx.AttributeProto.INT: 1, onnx.AttributeProto.INTS: 2, onnx.AttributeProto.FLOAT: 3,
-    onnx.AttributeProto.FLOATS: 4, onnx.AttributeProto.STRING: 5, onnx.AttributeProto.STRINGS: 6,
-    onnx.AttributeProto.GRAPH: 7, onnx.AttributeProto.TENSOR: 8,
+_ATTR_TYPES = {  # onnx.AttributeProto.AttributeType -> OrtOpAttrType (values from ort_abi.h)
+    getattr(onnx.AttributeProto, kind): enum_value("OrtOpAttrType", f"ORT_OP_ATTR_{kind}")
+    for kind in ("INT", "INTS", "FLOAT", "FLOATS", "STRING", "STRINGS", "GRAPH", "TENSOR")
 }
 
 

@@ -12,11 +12,14 @@ from typing import Any
 
 from onnx import numpy_helper
 
-from ._ffi import ffi
+from ._ffi import enum_value, ffi
 from .errors import OrtErrorCode
 from .graph_view import GraphView, NodeView, OpAttrView, ValueInfoView
 from .handles import address
 from .values import OrtValue, TensorTypeAndShapeInfo, TypeInfo
+
+_ATTR = {k: enum_value("OrtOpAttrType", f"ORT_OP_ATTR_{k}") for k in ("INT", "INTS", "FLOAT", "FLOATS", "STRING",
+                                                                    "STRINGS")}
 
 
 def _null_or(obj: Any) -> Any:
@@ -185,23 +188,23 @@ class GraphApi:
         attr = self._attr(a)
         p = attr.proto
         payload: bytes
-        if kind == 1:
+        if kind == _ATTR["INT"]:
             if not p.HasField("i"):
                 out[0] = 8
                 return self.s.error(OrtErrorCode.INVALID_ARGUMENT, "Attribute has no int64 value.")
             payload = struct.pack("<q", p.i)
-        elif kind == 2:
+        elif kind == _ATTR["INTS"]:
             payload = struct.pack(f"<{len(p.ints)}q", *p.ints)
-        elif kind == 3:
+        elif kind == _ATTR["FLOAT"]:
             if not p.HasField("f"):
                 out[0] = 4
                 return self.s.error(OrtErrorCode.INVALID_ARGUMENT, "Attribute has no float value.")
             payload = struct.pack("<f", p.f)
-        elif kind == 4:
+        elif kind == _ATTR["FLOATS"]:
             payload = struct.pack(f"<{len(p.floats)}f", *p.floats)
-        elif kind == 5:
+        elif kind == _ATTR["STRING"]:
             payload = p.s + b"\0"
-        elif kind == 6:
+        elif kind == _ATTR["STRINGS"]:
             payload = b"".join(s + b"\0" for s in p.strings)
         else:
             out[0] = 0
