@@ -7,7 +7,9 @@ decides whether nodes left to the CPU are tolerated (ALLOW_CPU_FOR_SHAPES) or fa
 on hosts >= 1.27); otherwise it executes normally and, while the graph of ``id`` is not captured, executes
 again inside the same call, at most 8 times, then fails with ORT's message. ``id`` comes from the run option
 ``gpu_graph_id`` (0 when absent or unparsable, -1 = never capture or replay). ORT itself counts no warm-up
-runs: the EP decides when it captures.
+runs: the EP decides when it captures. When the EP computes in device memory, the session requires every
+feed and bound output of a capturing or replaying run to be in that memory (IOBinding on device values), since
+a replay copies nothing; ORT does not check this and replays on stale buffers.
 """
 
 from __future__ import annotations
@@ -61,11 +63,6 @@ class GraphCapture:
             _log.warning("%s did not implement IsGraphCaptured and ReplayGraph; ORT will not use this EP for "
                          "graph capture/replay", ep.name)
             return
-        if session._allocator is not None:
-            raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, f"{ep.name}: graph capture with EP device memory "
-                                 "needs inputs and outputs bound in device memory, which the epabi host does not "
-                                 "provide; use the software adapter's host memory (unset "
-                                 "EPABI_SOFTWARE_DEVICE_MEMORY)")
         if any(n.op_type in _CONTROL_FLOW for n in session.graph.nodes):
             raise OrtStatusError(OrtErrorCode.FAIL, "This session cannot use the graph capture feature as requested "
                                  f"by the user as the model has control flow nodes which can't be supported by "

@@ -19,40 +19,130 @@ import numpy as np
 from ._ffi import ffi
 from .errors import ConductError
 from .gating import host_reads
-from .objects import KeyValuePairs, MemoryInfo
-from .values import ONNX_TO_NUMPY, OrtValue, TensorTypeAndShapeInfo
+from .objects import EpDevice, KeyValuePairs, MemoryInfo, OrtDeviceMemoryType, OrtMemoryInfoDeviceType
+from .values import ONNX_TO_NUMPY, OrtValue, TensorTypeAndShapeInfo, onnx_type_of
 
 if TYPE_CHECKING:
     from .host import Host
-    from .library import Factory
+    from .library import Factory, PluginLibrary
+
+#: ``OrtValue.device_name()`` per memory device type, as onnxruntime names them (every GPU is "cuda" there).
+_DEVICE_NAMES = {OrtMemoryInfoDeviceType.CPU: "cpu", OrtMemoryInfoDeviceType.GPU: "cuda",
+                 OrtMemoryInfoDeviceType.FPGA: "fpga", OrtMemoryInfoDeviceType.NPU: "npu"}
+#: ``device_type`` names of the onnxruntime Python API -> memory device type (and the vendor it implies).
+DEVICE_TYPES: dict[str, tuple[OrtMemoryInfoDeviceType, int | None]] = {
+    "cuda": (OrtMemoryInfoDeviceType.GPU, 0x10DE), "gpu": (OrtMemoryInfoDeviceType.GPU, None),
+    "npu": (OrtMemoryInfoDeviceType.NPU, None), "fpga": (OrtMemoryInfoDeviceType.FPGA, None)}
 
 
 class DeviceValue(OrtValue):
-    """A tensor in EP device memory: shape, element type, the device pointer and its memory info."""
+    """A tensor in EP device memory: shape, element type, the device pointer and its memory info.
 
-    def __init__(self, allocator: DeviceAllocator, shape: list[int], elem_type: int) -> None:
-        self._allocator = allocator
-        self._shape = [int(d) for d in shape]
-        self._elem_type = elem_type
-        self._device_type = "ep_device"
-        self._device_id = allocator.memory_info.device_id
-        self.memory_info = allocator.memory_info
-        self._nbytes = math.prod(self._shape) * ONNX_TO_NUMPY[elem_type].itemsize
+    Made by the host (fused-node outputs, copies of feeds), by :meth:`OrtValue.ortvalue_from_numpy` with a
+    device type, or around memory someone else owns (:meth:`wrap`: a bound device pointer, a CuPy array).
+    ``numpy()`` and ``update_inplace()`` copy through the plugin's data transfer when the value has one;
+    the host itself never dereferences the pointer.
+
+    Thread-safety: as :class:`OrtValue`; the buffer is freed through the plugin's (thread-safe) allocator by
+    ``release()`` or when the value is garbage-collected, never after its library was unregistered.
+    """
+
+    def __init__(self, allocator: DeviceAllocator, shape: list[int], elem_type: int,
+                 transfer: DataTransfer | None = None) -> None:
+        self._init(allocator.memory_info, shape, elem_type, transfer, allocator.factory.library)
+        self._allocator: DeviceAllocator | None = allocator
         self.device_ptr = allocator.alloc(self._nbytes) if self._nbytes else ffi.NULL
+
+    def _init(self, memory_info: MemoryInfo, shape: list[int], elem_type: int, transfer: DataTransfer | None,
+              library: PluginLibrary) -> None:
+        self._shape = [int(d) for d in shape]
+        if any(d < 0 for d in self._shape):
+            raise ValueError(f"negative dimension in shape {self._shape}")
+        self._elem_type = elem_type
+        self._device_type = _DEVICE_NAMES.get(OrtMemoryInfoDeviceType(memory_info.device_type), "ep_device")
+        self._device_id = memory_info.device_id
+        self.memory_info = memory_info
+        self.transfer = transfer
+        self._library = library
+        self._owner: Any = None
+        self._allocator = None
+        self._nbytes = math.prod(self._shape) * ONNX_TO_NUMPY[elem_type].itemsize
+        self.device_ptr: Any = ffi.NULL
         self.ptr: Any = ffi.NULL
 
-    def release(self) -> None:
-        if self.device_ptr != ffi.NULL:
-            self._allocator.free(self.device_ptr)
-            self.device_ptr = ffi.NULL
+    @classmethod
+    def wrap(cls, memory: DeviceMemory, pointer: int, shape: list[int], elem_type: int, owner: Any = None
+             ) -> DeviceValue:
+        """A value over ``pointer`` in ``memory`` that someone else allocated (no copy, never freed here).
 
-    # device memory is opaque to the host
+        ``owner`` is kept referenced as long as the value lives (e.g. the CuPy array the pointer belongs to).
+        Raises ValueError for a NULL pointer of a non-empty tensor or a negative dim.
+        """
+        value = cls.__new__(cls)
+        value._init(memory.memory_info, shape, elem_type, memory.transfer, memory.factory.library)
+        if not pointer and value._nbytes:
+            raise ValueError(f"NULL device pointer for a non-empty tensor of shape {value._shape}")
+        value.device_ptr = ffi.cast("void*", pointer)
+        value._owner = owner
+        return value
+
+    def release(self) -> None:
+        """Frees the buffer through the plugin's allocator (only one the host allocated); idempotent."""
+        allocator, pointer = self._allocator, self.device_ptr
+        self.device_ptr = ffi.NULL
+        if allocator is not None and pointer != ffi.NULL:
+            allocator.free(pointer)
+
+    def __del__(self) -> None:
+        try:
+            self.release()
+        except Exception:  # noqa: BLE001 - best effort at interpreter teardown
+            pass
+
+    @property
+    def owner(self) -> Any:
+        """The object that owns wrapped memory (None for memory the host allocated)."""
+        return self._owner
+
+    def _live_transfer(self, what: str) -> DataTransfer:
+        if self.transfer is None:
+            raise TypeError(f"{what}: this DeviceValue ({self.memory_info.name}) has no data transfer; the session "
+                            "copies it for you")
+        if self._library._lib is None:
+            raise RuntimeError(f"{what}: the plugin library '{self._library.name}' that serves "
+                               f"'{self.memory_info.name}' was unregistered")
+        return self.transfer
+
+    # device memory is opaque to the host: reading it is a copy through the plugin
     @property
     def array(self) -> np.ndarray:
-        raise TypeError("a DeviceValue lives in EP device memory; copy it to the host first")
+        raise TypeError("a DeviceValue lives in EP device memory; copy it to the host first (numpy())")
 
     def numpy(self) -> np.ndarray:
-        raise TypeError("a DeviceValue lives in EP device memory; copy it to the host first")
+        """A host copy, through the plugin's data transfer.
+
+        Raises:
+            TypeError: the value has no data transfer (an internal value of a session).
+            RuntimeError: its plugin library was unregistered.
+        """
+        transfer = self._live_transfer("numpy()")
+        return transfer.to_host(self).array
+
+    def update_inplace(self, array: np.ndarray) -> None:
+        """Copies host ``array`` into this value's device buffer (same address), through the data transfer.
+
+        Raises:
+            ValueError: shape or dtype differ from the value's.
+            TypeError, RuntimeError: as :meth:`numpy`.
+        """
+        array = np.asarray(array)
+        dtype = ONNX_TO_NUMPY[self._elem_type]
+        if list(array.shape) != self._shape or array.dtype != dtype:
+            raise ValueError(f"update_inplace: got {array.dtype}{list(array.shape)}, the value is "
+                             f"{dtype}{self._shape}")
+        transfer = self._live_transfer("update_inplace()")
+        if self._nbytes:
+            transfer.copy(OrtValue(np.ascontiguousarray(array)), self)
 
     def data_ptr(self) -> int:
         return int(ffi.cast("uintptr_t", self.device_ptr))
@@ -105,6 +195,9 @@ class DeviceAllocator:
         return p
 
     def free(self, p: Any) -> None:
+        """Frees ``p``; a no-op once the allocator was released (its memory went with it)."""
+        if self.ptr == ffi.NULL:
+            return
         with self.host.calling(self.factory.library, "OrtAllocator::Free"):
             self.ptr.Free(self.ptr, p)
         self.live -= 1
@@ -176,3 +269,87 @@ class DataTransfer:
         if value.nbytes:
             self.copy(value, host)
         return host
+
+
+class DeviceMemory:
+    """One EP device's DEFAULT device memory as a host-side target: its memory info, the allocator ORT keeps
+    for it (created at registration), and the factory's data transfer. Made by :func:`find_device_memory`."""
+
+    def __init__(self, device: EpDevice, memory_info: MemoryInfo, allocator: DeviceAllocator | None) -> None:
+        self.device = device
+        self.factory: Factory = device.factory
+        self.memory_info = memory_info
+        self.allocator = allocator
+        self.transfer = self.factory.transfer_for(memory_info)
+
+    def allocate(self, shape: list[int], elem_type: int) -> DeviceValue:
+        """An uninitialised device tensor. Raises MemoryError (the plugin's Alloc failed), ValueError."""
+        if self.allocator is None:
+            raise ValueError(f"{self.factory.name}: no allocator for '{self.memory_info.name}'")
+        return DeviceValue(self.allocator, shape, elem_type, self.transfer)
+
+    def __repr__(self) -> str:
+        info = self.memory_info
+        return (f"DeviceMemory({info.name!r}, {OrtMemoryInfoDeviceType(info.device_type).name}:{info.device_id}, "
+                f"vendor {info.vendor_id:#06x}, {self.factory.name})")
+
+
+def find_device_memory(device_type: str, device_id: int = 0, vendor_id: int = -1, host: Host | None = None,
+                       memory_info: MemoryInfo | None = None) -> DeviceMemory:
+    """The EP device memory that onnxruntime's ``(device_type, device_id[, vendor_id])`` names.
+
+    ``"cuda"`` is GPU-typed memory of vendor 0x10DE (NVIDIA), ``"gpu"`` any GPU-typed memory (``vendor_id``
+    narrows it), ``"npu"``/``"fpga"`` likewise. The candidates are the DEFAULT device memories of the EP
+    devices of ``host`` (all hosts' registered libraries when None, the most recently registered first):
+    the epabi plugin's GPU devices ("EpAbi_GPU") and, in device-memory mode, its software adapter
+    ("EpAbi_Software", GPU-typed like a discrete device). ``memory_info`` picks one memory info directly.
+
+    Raises:
+        ValueError: unknown device type, or no registered EP device has such memory (the message lists what
+            there is).
+    """
+    from .library import registered_libraries
+
+    libraries = list(host._libraries.values()) if host is not None else registered_libraries()
+    candidates: list[tuple[EpDevice, MemoryInfo]] = []
+    for library in reversed(libraries):
+        for factory in library.factories:
+            for device in factory.ep_devices:
+                info = device.memory_info(OrtDeviceMemoryType.DEFAULT)
+                if info is not None:
+                    candidates.append((device, info))
+    if memory_info is not None:
+        match = [(d, i) for d, i in candidates if i is memory_info or i.same_as(memory_info)]
+        wanted = f"memory info '{memory_info.name}'"
+    else:
+        kind = DEVICE_TYPES.get(device_type.lower())
+        if kind is None:
+            raise ValueError(f"device_type {device_type!r}: expected 'cpu' or one of {sorted(DEVICE_TYPES)}")
+        mem_type, implied_vendor = kind
+        vendor = vendor_id if vendor_id >= 0 else implied_vendor
+        match = [(d, i) for d, i in candidates if i.device_type == mem_type and i.device_id == int(device_id)
+                 and (vendor is None or i.vendor_id == vendor)]
+        wanted = f"{device_type}:{device_id}" + ("" if vendor is None else f" (vendor {vendor:#06x})")
+    if not match:
+        where = "this host" if host is not None else "any registered plugin library"
+        have = ", ".join(f"'{i.name}' ({OrtMemoryInfoDeviceType(i.device_type).name}:{i.device_id}, vendor "
+                         f"{i.vendor_id:#06x}, {d.ep_name})" for d, i in candidates) or "none"
+        raise ValueError(f"no EP device of {where} has {wanted} device memory (device memories: {have}); register "
+                         "a plugin library whose EP device has it (epabi: a GPU, or EPABI_SOFTWARE_DEVICE_MEMORY="
+                         "device with EPABI_ALLOW_SOFTWARE_ADAPTER=1)")
+    device, info = match[0]
+    allocator = next((a for a in device.factory.shared_allocators if a.memory_info is info), None)
+    return DeviceMemory(device, info, allocator)
+
+
+def device_value_from_numpy(memory: DeviceMemory, array: np.ndarray) -> DeviceValue:
+    """A device copy of host ``array`` (allocated through the plugin, copied through its data transfer)."""
+    array = np.ascontiguousarray(array)
+    value = memory.allocate(list(array.shape), onnx_type_of(array.dtype))
+    try:
+        if value.nbytes:
+            memory.transfer.copy(OrtValue(array), value)
+    except BaseException:
+        value.release()
+        raise
+    return value

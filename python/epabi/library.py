@@ -9,6 +9,7 @@ Not thread-safe: the host serialises registration.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +52,17 @@ class Factory:
         self.ep_devices: list[EpDevice] = []
         self.shared_allocators: list[Any] = []  # DeviceAllocator per EP device memory, as ORT keeps them
         self.data_transfer: Any = ffi.NULL
+        self._transfers: dict[int, Any] = {}  # id(MemoryInfo) -> DataTransfer, made on first use
+
+    def transfer_for(self, memory_info: Any) -> Any:
+        """The :class:`~epabi.device_memory.DataTransfer` between host memory and ``memory_info`` (one of this
+        factory's EP device memories), made once. Raises ConductError when the plugin cannot copy there."""
+        from .device_memory import DataTransfer
+
+        transfer = self._transfers.get(id(memory_info))
+        if transfer is None:
+            transfer = self._transfers[id(memory_info)] = DataTransfer(self.library.host, self, memory_info)
+        return transfer
 
     def _text(self, member: str) -> str:
         value = pystr(self.call(member))
@@ -69,6 +81,19 @@ class Factory:
         with host.calling(self.library, f"OrtEpFactory::{member}"):
             status = self.members[member](self.ptr, *args)
             host.raise_status(status, f"{self.name}: OrtEpFactory::{member}")
+
+
+_registered: list[weakref.ref[PluginLibrary]] = []
+_registered_lock = threading.Lock()
+
+
+def registered_libraries() -> list[PluginLibrary]:
+    """Every plugin library loaded and not yet unregistered, on any live host, in registration order.
+
+    ``OrtValue.ortvalue_from_numpy(array, "cuda", 0)`` looks for device memory here when no host is named.
+    """
+    with _registered_lock:
+        return [lib for ref in _registered if (lib := ref()) is not None and lib._lib is not None]
 
 
 class PluginLibrary:
@@ -99,6 +124,8 @@ class PluginLibrary:
         except BaseException:
             self.close(check_leaks=False)
             raise
+        with _registered_lock:
+            _registered.append(weakref.ref(self))
 
     def _resolve(self) -> None:
         for symbol in ("CreateEpFactories", "ReleaseEpFactory"):
@@ -173,6 +200,8 @@ class PluginLibrary:
     def close(self, check_leaks: bool = True) -> None:
         """Releases everything in ONNX Runtime's order; raises ConductError for leaked statuses afterwards."""
         host = self.host
+        with _registered_lock:
+            _registered[:] = [ref for ref in _registered if ref() not in (None, self)]
         for session in list(self.sessions):  # ORT crashes here; we close them, so later runs raise cleanly
             session.close()
         for factory in self.factories:
@@ -182,6 +211,7 @@ class PluginLibrary:
             for allocator in factory.shared_allocators:
                 allocator.close()
             factory.shared_allocators = []
+            factory._transfers = {}
             if factory.data_transfer != ffi.NULL:
                 with host.calling(self, "OrtDataTransferImpl::Release"):
                     factory.data_transfer.Release(factory.data_transfer)

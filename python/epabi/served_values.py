@@ -31,7 +31,7 @@ class KernelContext:
         self.output_names = output_names
         self.outputs: list[OrtValue | None] = [None] * len(output_types)
         self.output_ptrs: list[Any] = [ffi.NULL] * len(output_types)
-        self.preallocated = preallocated or {}
+        self.preallocated = preallocated or {}  # output index -> a bound value in the memory the EP computes in
         self.allocator = allocator  # DeviceAllocator when outputs live in EP device memory
         self.logger = logger
         self.ptr: Any = ffi.NULL
@@ -168,12 +168,12 @@ class ValueApi:
             return self.s.error(OrtErrorCode.NOT_IMPLEMENTED, f"output '{ctx.output_names[index]}' has element type "
                                 f"{ctx.output_types[index]}, which the epabi host does not allocate")
         target = ctx.preallocated.get(index)
-        if ctx.allocator is not None:
+        if target is not None and target.shape() == shape and target.element_type() == ctx.output_types[index]:
+            value = target  # a bound output (host or EP device memory): the EP writes straight into it
+        elif ctx.allocator is not None:
             from .device_memory import DeviceValue
 
             value = DeviceValue(ctx.allocator, shape, ctx.output_types[index])
-        elif target is not None and target.shape() == shape and target.array.dtype == dtype:
-            value = target  # a bound output: the EP writes straight into the caller's buffer
         else:
             value = OrtValue(np.empty(shape, dtype=dtype))
         ctx.outputs[index] = value

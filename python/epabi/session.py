@@ -21,7 +21,7 @@ import onnx
 from onnx.reference import ReferenceEvaluator
 
 from ._ffi import ffi
-from .capture import GraphCapture
+from .capture import GraphCapture, annotation_id
 from .device_memory import DataTransfer, DeviceAllocator, DeviceValue
 from .errors import ConductError, OrtErrorCode, OrtStatusError
 from .graph_view import GraphView, NodeView, model_graph
@@ -31,7 +31,7 @@ from .partition import FusedGroup, Unit, build_groups, order_units
 from .run_options import RunOptions
 from .served_values import GraphSupportInfo, KernelContext, NodeComputeContext
 from .session_options import SessionOptions
-from .values import OrtValue
+from .values import ONNX_TO_NUMPY, OrtValue
 
 _log = logging.getLogger("epabi.session")
 _ONNX_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
@@ -292,7 +292,16 @@ class InferenceSession:
                 raise OrtStatusError(OrtErrorCode.INVALID_ARGUMENT, f"output(s) {unbound} are not bound to "
                                      "pre-allocated buffers; a replayed graph writes only into the buffers it captured")
             results = dict(prealloc)
-        binding._results = [binding.outputs[name] or _as_value(results[name]) for name in binding.outputs]
+        values = []
+        for name in binding.outputs:
+            value = binding.outputs[name] or _as_value(results[name])
+            memory = binding.outputs[name] is None and binding.output_devices.get(name)
+            if memory and not (isinstance(value, DeviceValue) and value.memory_info is memory.memory_info):
+                from .device_memory import device_value_from_numpy
+
+                value = device_value_from_numpy(memory, value.numpy())  # bind_output(name, "cuda", ...)
+            values.append(value)
+        binding._results = values
 
     def release_captured_graph(self, graph_annotation_id: int) -> None:
         """Drops the calling thread's captured graph of this annotation id (ORT's SessionReleaseCapturedGraph,
@@ -363,21 +372,29 @@ class InferenceSession:
         arg = next(i for i in self._inputs if i.name == name)
         if arg.elem_type == 0:  # sequences, maps, optionals: handed to the CPU fallback as they are
             return value
+        if isinstance(value, DeviceValue):
+            self._check_feed_meta(name, arg, ONNX_TO_NUMPY[value.element_type()], value.shape())
+            return value
         array = value.array if isinstance(value, OrtValue) else np.asarray(value)
         expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
         if expected == np.dtype(object) and array.dtype.kind in "US":  # str tensors, as onnxruntime accepts
             array = array.astype(object)
             value = array
-        if array.dtype != expected:
-            raise _invalid(f"Unexpected input data type for '{name}'. Actual: ({array.dtype}), expected: ({expected})")
+        self._check_feed_meta(name, arg, array.dtype, list(array.shape))
+        return value if isinstance(value, OrtValue) else array
+
+    @staticmethod
+    def _check_feed_meta(name: str, arg: NodeArg, dtype: np.dtype, shape: list[int]) -> None:
+        expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
+        if dtype != expected:
+            raise _invalid(f"Unexpected input data type for '{name}'. Actual: ({dtype}), expected: ({expected})")
         if arg.shape is not None:
-            if array.ndim != len(arg.shape):
-                raise _invalid(f"Invalid rank for input: {name} Got: {array.ndim} Expected: {len(arg.shape)}")
-            bad = [i for i, d in enumerate(arg.shape) if isinstance(d, int) and d != array.shape[i]]
+            if len(shape) != len(arg.shape):
+                raise _invalid(f"Invalid rank for input: {name} Got: {len(shape)} Expected: {len(arg.shape)}")
+            bad = [i for i, d in enumerate(arg.shape) if isinstance(d, int) and d != shape[i]]
             if bad:
                 raise _invalid(f"Got invalid dimensions for input: {name} for the following indices index: "
-                               f"{bad[0]} Got: {array.shape[bad[0]]} Expected: {arg.shape[bad[0]]}")
-        return value if isinstance(value, OrtValue) else array
+                               f"{bad[0]} Got: {shape[bad[0]]} Expected: {arg.shape[bad[0]]}")
 
     def _run(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
              run_options: RunOptions | None) -> dict[str, Any] | None:
@@ -391,12 +408,29 @@ class InferenceSession:
         try:
             if not getattr(self, "graph_capture", None) or not self.graph_capture.enabled:
                 return self._execute(feeds, prealloc, run_options)
+            if self._allocator is not None and annotation_id(run_options) != -1:
+                self._check_capture_bindings(feeds, prealloc)
             return self.graph_capture.run(lambda: self._execute(feeds, prealloc, run_options), run_options,
                                           lambda: None)
         finally:
             with self._idle:
                 self._in_flight -= 1
                 self._idle.notify_all()
+
+    def _check_capture_bindings(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue]) -> None:
+        """With graph capture on an EP that computes in device memory, a replay reads the captured input
+        addresses and writes the captured output addresses, and nothing is copied around it: every feed and
+        every bound output must already be in that memory. Raises OrtStatusError (INVALID_ARGUMENT) naming the
+        others (ORT would silently replay on stale buffers)."""
+        memory = self._allocator.memory_info
+        stray = [f"input '{n}'" for n, v in feeds.items() if not self._in_ep_memory(v)]
+        stray += [f"output '{n}'" for n, v in prealloc.items() if not self._in_ep_memory(v)]
+        if stray:
+            raise _invalid(f"{self._ep.name} captures graphs in device memory '{memory.name}': bind every input "
+                           f"and output in that memory (IOBinding with OrtValue.ortvalue_from_numpy(x, 'cuda', "
+                           f"{memory.device_id}), bind_input/bind_output(..., 'cuda', ...), bind_cuda_array_input/"
+                           f"output); {', '.join(stray)} are not, and a replay copies nothing (or run with "
+                           "gpu_graph_id -1)")
 
     def _execute(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
                  run_options: RunOptions | None) -> dict[str, Any]:
@@ -427,20 +461,11 @@ class InferenceSession:
             for arg in self._outputs:
                 target = prealloc.get(arg.name)
                 result = run.values[arg.name]
-                if isinstance(result, DeviceValue):
-                    if target is not None and target.shape() == result.shape() and \
-                            target.element_type() == result.element_type():
-                        self._transfer.copy(result, target)  # straight into the caller's bound buffer
-                        result = target
-                    else:
-                        result = self._transfer.to_host(result)
                 if target is not None and result is not target:
-                    array = result.array if isinstance(result, OrtValue) else np.asarray(result)
-                    if array.shape != target.array.shape or array.dtype != target.array.dtype:
-                        raise _invalid(f"bound output '{arg.name}' is {target.array.dtype}{list(target.array.shape)}"
-                                       f" but the run produced {array.dtype}{list(array.shape)}")
-                    target.update_inplace(array)
+                    self._copy_into(arg.name, result, target)
                     result = target
+                elif isinstance(result, DeviceValue) and target is None:
+                    result = OrtValue(self._to_host(result))  # unbound: the caller gets host memory
                 out[arg.name] = result
             return out
         finally:
@@ -450,17 +475,57 @@ class InferenceSession:
                 host.handles.drop(run_options.ptr)
                 run_options.ptr = ffi.NULL
 
+    def _copy_into(self, name: str, result: Any, target: OrtValue) -> None:
+        """Copies a run's output into the caller's bound value, wherever each lives (host or device memory).
+
+        Raises OrtStatusError (INVALID_ARGUMENT) when shape or dtype differ."""
+        if isinstance(result, OrtValue):
+            shape, dtype = result.shape(), ONNX_TO_NUMPY.get(result.element_type())
+        else:
+            result = np.asarray(result)
+            shape, dtype = list(result.shape), result.dtype
+        want = ONNX_TO_NUMPY.get(target.element_type())
+        if shape != target.shape() or dtype != want:
+            raise _invalid(f"bound output '{name}' is {want}{target.shape()} but the run produced {dtype}{shape}")
+        if isinstance(result, DeviceValue):
+            if isinstance(target, DeviceValue) and target.memory_info.device != result.memory_info.device:
+                target.update_inplace(self._to_host(result))  # two devices: through the host
+            else:
+                (result.transfer or self._transfer).copy(result, target)  # straight into the bound buffer
+        else:  # from host memory, into host or device memory (update_inplace copies through the plugin)
+            target.update_inplace(result.array if isinstance(result, OrtValue) else result)
+
+    def _sync_ep(self) -> None:
+        """``OrtEp::Sync`` when the EP has it (IOBinding.synchronize_*)."""
+        if self._ep is not None and self._ep.ptr != ffi.NULL and "Sync" in self._ep.members:
+            self._ep.call_status("Sync")
+
+    def _to_host(self, x: DeviceValue) -> np.ndarray:
+        """A host copy of a device value, through its own data transfer or the session's."""
+        return x.numpy() if x.transfer is not None else self._transfer.to_host(x).array
+
     def _host_value(self, name: str, run: _Run) -> Any:
         x = run.values[name]
         if not isinstance(x, DeviceValue):
             return x.array if isinstance(x, OrtValue) else x
         if name not in run.on_host:
-            run.on_host[name] = self._transfer.to_host(x).array
+            run.on_host[name] = self._to_host(x)
         return run.on_host[name]
+
+    def _in_ep_memory(self, x: Any) -> bool:
+        """``x`` is a device value in the memory the EP computes in (same memory device)."""
+        return isinstance(x, DeviceValue) and self._allocator is not None and \
+            x.memory_info.device == self._allocator.memory_info.device
 
     def _device_value(self, name: str, run: _Run) -> OrtValue:
         x = run.values[name]
-        if self._allocator is None or isinstance(x, DeviceValue):
+        if self._in_ep_memory(x):
+            return x  # bound in the EP's own memory: handed over as it is, never copied
+        if isinstance(x, DeviceValue):  # another device's memory: through the host
+            if name not in run.on_host:
+                run.on_host[name] = self._to_host(x)
+            x = run.on_host[name]
+        if self._allocator is None:
             return _as_value(x)
         if name in self._device_initializers:
             return self._device_initializers[name]
@@ -495,8 +560,10 @@ class InferenceSession:
         for name in group.outputs:
             info = group.subgraph.values[name].type_info
             types.append(info.tensor.elem_type if info is not None and info.tensor is not None else 0)
-        targets = {} if self._allocator is not None else \
-            {i: prealloc[name] for i, name in enumerate(group.outputs) if name in prealloc}
+        # a bound output the EP can write itself: in its own device memory, or in host memory for a host-memory EP
+        targets = {i: prealloc[name] for i, name in enumerate(group.outputs) if name in prealloc and
+                   (self._in_ep_memory(prealloc[name]) if self._allocator is not None
+                    else not isinstance(prealloc[name], DeviceValue))}
         ctx = KernelContext(inputs, input_ptrs, types, list(group.outputs), ep.logger, targets, self._allocator)
         ctx.ptr = host.handles.issue(ctx, "OrtKernelContext*")
         index = group.index
@@ -508,7 +575,8 @@ class InferenceSession:
         finally:
             for ptr in (ctx.ptr, *input_ptrs, *ctx.output_ptrs):
                 host.release_handle(ptr)
-            run.temps.extend(v for v in ctx.outputs if isinstance(v, DeviceValue))
+            bound = {id(v) for v in targets.values()}
+            run.temps.extend(v for v in ctx.outputs if isinstance(v, DeviceValue) and id(v) not in bound)
         for name, value in zip(group.outputs, ctx.outputs, strict=True):
             if value is None:
                 raise ConductError(f"{ep.name}: Compute of {group.name} succeeded without producing output '{name}'")

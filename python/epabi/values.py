@@ -33,6 +33,22 @@ def cpu_memory_info() -> MemoryInfo:
     return MemoryInfo("Cpu", OrtMemoryInfoDeviceType.CPU, 0, 0, OrtDeviceMemoryType.DEFAULT, 0, OrtAllocatorType.DEVICE)
 
 
+def _host_of(host: Any) -> Any:
+    """The :class:`epabi.Host` named by a Host, an InferenceSession (its host) or None (None: any host).
+
+    Raises TypeError for anything else."""
+    if host is None:
+        return None
+    from .host import Host
+
+    if isinstance(host, Host):
+        return host
+    inner = getattr(host, "host", None)
+    if isinstance(inner, Host):
+        return inner
+    raise TypeError(f"host must be an epabi.Host or an epabi.InferenceSession, not {type(host).__name__}")
+
+
 def onnx_type_of(dtype: np.dtype) -> int:
     """ONNX element type of a numpy dtype. Raises TypeError for unsupported dtypes (object, str, complex)."""
     try:
@@ -81,22 +97,67 @@ class OrtValue:
     # -- onnxruntime-style API ---------------------------------------------------------------------
 
     @staticmethod
-    def ortvalue_from_numpy(array: np.ndarray, device_type: str = "cpu", device_id: int = 0) -> OrtValue:
-        """A value holding a copy of ``array`` (C-contiguous). Only ``device_type="cpu"`` is supported here.
+    def ortvalue_from_numpy(array: np.ndarray, device_type: str = "cpu", device_id: int = 0, vendor_id: int = -1,
+                            *, host: Any = None) -> OrtValue:
+        """A value holding a copy of ``array`` (C-contiguous), in host memory or in an EP device's memory.
+
+        Args:
+            array: any numpy array whose dtype has an ONNX element type.
+            device_type: "cpu" (host memory), or "cuda" / "gpu" / "npu" (onnxruntime's names): the DEFAULT
+                memory of a registered plugin EP device of that type and ``device_id`` (see
+                :func:`epabi.device_memory.find_device_memory`), e.g. the epabi GPU's "EpAbi_GPU" or the
+                software adapter's GPU-typed "EpAbi_Software"; allocated through the plugin's allocator and
+                filled through its data transfer. ``numpy()`` copies back.
+            device_id: the device ordinal (the memory info's device id).
+            vendor_id: PCI vendor id narrowing "gpu"/"npu" (-1: any; "cuda" implies 0x10DE).
+            host: the :class:`epabi.Host` (or an :class:`epabi.InferenceSession`) whose EP devices to use;
+                None searches every registered plugin library, the most recently registered first.
 
         Raises:
             TypeError: the dtype has no ONNX element type.
-            ValueError: a device type other than "cpu".
+            ValueError: unknown device type, or no registered EP device has such memory.
+            MemoryError: the plugin's allocator failed.
         """
-        if device_type.lower() != "cpu":
-            raise ValueError(f"device_type {device_type!r}: this host keeps tensors in CPU memory only")
-        return OrtValue(np.array(array, copy=True, order="C"), "cpu", device_id)
+        if device_type.lower() == "cpu":
+            return OrtValue(np.array(array, copy=True, order="C"), "cpu", device_id)
+        from .device_memory import device_value_from_numpy, find_device_memory
+
+        memory = find_device_memory(device_type, device_id, vendor_id, _host_of(host))
+        return device_value_from_numpy(memory, np.asarray(array))
 
     @staticmethod
     def ortvalue_from_shape_and_type(shape: list[int] | tuple[int, ...], element_type: Any = np.float32,
-                                     device_type: str = "cpu", device_id: int = 0) -> OrtValue:
-        """A zero-filled value of this shape and numpy element type."""
-        return OrtValue.ortvalue_from_numpy(np.zeros(tuple(shape), dtype=element_type), device_type, device_id)
+                                     device_type: str = "cpu", device_id: int = 0, vendor_id: int = -1,
+                                     *, host: Any = None) -> OrtValue:
+        """A zero-filled value of this shape and element type (a numpy dtype or an ONNX element type number),
+        placed as :meth:`ortvalue_from_numpy` places it. Raises as :meth:`ortvalue_from_numpy`."""
+        dtype = ONNX_TO_NUMPY[element_type] if isinstance(element_type, int) else np.dtype(element_type)
+        return OrtValue.ortvalue_from_numpy(np.zeros(tuple(shape), dtype=dtype), device_type, device_id, vendor_id,
+                                            host=host)
+
+    @staticmethod
+    def ortvalue_from_cuda_array(obj: Any, device_id: int | None = None, *, host: Any = None) -> OrtValue:
+        """A value over a foreign CUDA array's memory, without copying (CuPy arrays, PyTorch CUDA tensors, any
+        object with ``__cuda_array_interface__`` or DLPack): it carries the memory info of the registered EP
+        device's GPU memory of that device ordinal and keeps ``obj`` alive. The EP reads and writes the array in
+        place; ``numpy()`` copies through the plugin's data transfer.
+
+        Args:
+            obj: the array; C-contiguous, in CUDA device memory, a dtype with an ONNX element type.
+            device_id: the expected CUDA ordinal (None: the array's).
+            host: as for :meth:`ortvalue_from_numpy`.
+
+        Raises:
+            TypeError: no array protocol, or an unsupported dtype (see :func:`epabi.cuda_arrays.describe_cuda_array`).
+            ValueError: not contiguous, not in CUDA device memory, on another device, or no registered EP device
+                has GPU memory of that ordinal.
+        """
+        from .cuda_arrays import describe_cuda_array
+        from .device_memory import DeviceValue, find_device_memory
+
+        view = describe_cuda_array(obj, device_id)
+        memory = find_device_memory("cuda", view.device_id, -1, _host_of(host))
+        return DeviceValue.wrap(memory, view.pointer, list(view.shape), view.element_type, owner=view)
 
     def numpy(self) -> np.ndarray:
         """A copy of the data."""
