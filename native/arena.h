@@ -1,6 +1,17 @@
 /*
- * arena.h - host-memory arena: power-of-two size classes, each with a free list of chunks that are reused
+ * arena.h - memory arena: power-of-two size classes, each with a free list of chunks that are reused
  * across runs; chunks go back to the system only at Shrink or when the last reference is dropped.
+ *
+ * Backing. epabi_arena_create serves host memory (chunk header and block in one allocation). An arena made
+ * with epabi_arena_create_backed takes its chunks from a backing (the CUDA backend: cuMemAlloc/cuMemFree),
+ * whose memory the arena never touches: headers are kept apart and found through a hash of the block
+ * address.
+ *
+ * Stream-aware reuse (for backings whose memory is used by asynchronous streams). A block freed with
+ * epabi_arena_free_on(a, p, stream) stays linked to that stream: work queued there may still use it, so only
+ * allocations on the same stream (epabi_arena_alloc_on) or with no stream reuse it, until
+ * epabi_arena_stream_synced(a, stream) says the stream has drained and clears those links (the EP calls it
+ * at run end after synchronizing). Without streams (NULL) the arena behaves as before.
  *
  * Ownership: refcounted. epabi_arena_create returns one reference; every holder (the factory, each
  * allocator handed to the host, each compiled plan) takes its own with epabi_arena_retain and drops it with
@@ -29,6 +40,21 @@ struct epabi_arena_stats {
 
 /* NULL on allocation failure. */
 struct epabi_arena* epabi_arena_create(void);
+
+/* Where a backed arena's chunks come from. reserve returns NULL when out of memory; release gets what
+ * reserve returned. Called under the arena's lock. */
+struct epabi_arena_backing {
+    void* (*reserve)(void* ctx, size_t bytes);
+    void (*release)(void* ctx, void* p);
+    void* ctx;
+};
+/* NULL on allocation failure. The backing is copied. */
+struct epabi_arena* epabi_arena_create_backed(const struct epabi_arena_backing* backing);
+
+/* The stream-aware forms (see above); stream is an opaque key, NULL = none. */
+void* epabi_arena_alloc_on(struct epabi_arena* a, size_t bytes, const void* stream);
+void epabi_arena_free_on(struct epabi_arena* a, void* p, const void* stream);
+void epabi_arena_stream_synced(struct epabi_arena* a, const void* stream);
 void epabi_arena_retain(struct epabi_arena* a);
 void epabi_arena_release(struct epabi_arena* a);
 

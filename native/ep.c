@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_device.h"
+#include "cuda_stream.h"
+#include "cuda_kernels.h"
 #include "kernel.h"
 #include "node_desc.h"
 #include "plan.h"
@@ -77,6 +80,11 @@ static bool claimable(const struct epabi_ep* ep, const OrtNode* node, struct epa
     char reason[192] = "";
     if (k->supports != NULL && !k->supports(desc, reason, sizeof reason)) {
         snprintf(why, why_len, "%s kernel declined: %s", desc->op_type, reason[0] != '\0' ? reason : "(no reason given)");
+        return false;
+    }
+    if (ep->cuda != NULL && !epabi_cuda_node_supported(desc, reason, sizeof reason)) {
+        snprintf(why, why_len, "%s CUDA kernel declined: %s", desc->op_type,
+                 reason[0] != '\0' ? reason : "(no reason given)");
         return false;
     }
     return true;
@@ -298,9 +306,11 @@ static OrtStatus* GetCapabilityImpl(OrtEp* this_ptr, const OrtGraph* graph, OrtE
     case EPABI_DEVICE_SOFTWARE:
         return claim_nodes(ep, graph, info);
     case EPABI_DEVICE_GPU:
+        if (ep->cuda != NULL) return claim_nodes(ep, graph, info);
         atomic_store(&ep->nodes_left_on_cpu, true);
-        EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_INFO,
-                  EPABI_EP_NAME ": GPU kernels are not part of this build; all nodes stay on the CPU");
+        EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": the CUDA backend is not available (%s); all nodes stay on the CPU",
+                  epabi_cuda_libs()->why);
         return NULL;
     case EPABI_DEVICE_VIRTUAL:
     default:
@@ -336,12 +346,28 @@ static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state,
         return epabi_error(&ci->ep->factory->api, ORT_INVALID_ARGUMENT,
                            EPABI_EP_NAME ": Compute of '%s' got a state or kernel context it did not create",
                            epabi_plan_name(ci->plan));
-    if (!ci->ep->graph_capture) return epabi_plan_run(ci->plan, kernel_context, NULL);
+    const struct epabi_ep* ep = ci->ep;
+    if (!ep->graph_capture && ep->cuda == NULL) return epabi_plan_run(ci->plan, kernel_context, NULL);
     /* the calling thread's stream; inside its capture window also the window's pool */
-    struct epabi_thread_context* tc = epabi_gc_find(&ci->ep->gc);
+    struct epabi_thread_context* tc = epabi_gc_find(&ep->gc);
+    if (tc == NULL && ep->cuda != NULL) EPABI_RETURN_IF_ERROR(epabi_gc_get(&ep->gc, &tc));
     struct epabi_run_env env;
-    epabi_gc_run_env(tc, &env);
+    epabi_gc_run_env(&ep->gc, tc, &env);
+    /* every CUDA call of the run targets device_id's GPU, whatever the calling thread had current */
+    struct epabi_cuda_scope scope;
+    if (ep->cuda != NULL && !epabi_cuda_enter(ep->cuda, &scope))
+        return epabi_error(&ep->factory->api, ORT_EP_FAIL, EPABI_EP_NAME ": cannot make GPU %d current",
+                           ep->cuda->ordinal);
     OrtStatus* st = epabi_plan_run(ci->plan, kernel_context, &env);
+    if (ep->cuda != NULL && env.stream != NULL && !epabi_stream_is_capturing(env.stream)) {
+        /* outside a capture window the outputs must be complete when Compute returns: the host copies them
+         * with its own (synchronous) data transfer; then no queued work uses the arena's blocks any more */
+        OrtStatus* sync = epabi_stream_synchronize(env.stream);
+        if (st == NULL) st = sync;
+        else if (sync != NULL) ep->factory->api.ort->ReleaseStatus(sync);
+        epabi_arena_stream_synced(ep->device_arena, env.stream);
+    }
+    if (ep->cuda != NULL) epabi_cuda_leave(&scope);
     epabi_gc_note_compute(tc, st == NULL);
     return st;
 }
@@ -373,7 +399,8 @@ static OrtStatus* CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const Or
             st = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory in Compile");
             break;
         }
-        st = epabi_plan_build(api, ep->factory->arena, ep->logger, graphs[i],
+        st = epabi_plan_build(api, ep->cuda != NULL ? ep->device_arena : ep->factory->arena,
+                              ep->cuda != NULL ? &ep->plan_device : NULL, ep->logger, graphs[i],
                               fused_nodes != NULL ? fused_nodes[i] : NULL, &ci->plan);
         if (st != NULL) {
             free(ci);
@@ -416,7 +443,7 @@ static OrtStatus* IsConcurrentRunSupportedImpl(OrtEp* this_ptr, bool* is_support
 /* Waits for the calling thread's stream; the host stream has nothing in flight. */
 static OrtStatus* SyncImpl(OrtEp* this_ptr) {
     const struct epabi_ep* ep = ep_of(this_ptr);
-    return ep->graph_capture ? epabi_gc_sync(&ep->gc) : NULL;
+    return ep->graph_capture || ep->cuda != NULL ? epabi_gc_sync(&ep->gc) : NULL;
 }
 
 /* OnRunStart/OnRunEnd: warm-up counting and capture windows (graph_capture.h); free when capture is off. */
@@ -505,6 +532,68 @@ static void fill_table(struct epabi_ep* ep) {
     t->GetWeightlessSupport = NULL;
 }
 
+static void* plan_upload(void* ctx, const void* host, size_t bytes) {
+    return epabi_cuda_upload(ctx, host, bytes);
+}
+
+static void plan_release(void* ctx, void* device_ptr) {
+    epabi_cuda_device_free(ctx, device_ptr);
+}
+
+/* graph_capture.h's backend hooks for the CUDA device */
+static struct epabi_stream* cuda_thread_stream(const struct epabi_gc_owner* owner, OrtStatus** status) {
+    return epabi_stream_cuda_create(owner->api, owner->backend, owner->user_stream_given, owner->user_stream, status);
+}
+
+static bool cuda_free_bytes(const struct epabi_gc_owner* owner, size_t* free_bytes) {
+    const struct epabi_cuda_device* d = owner->backend;
+    struct epabi_cuda_scope scope;
+    size_t total = 0;
+    if (!epabi_cuda_enter(d, &scope)) return false;
+    bool ok = d->libs->cu->MemGetInfo(free_bytes, &total) == 0;
+    epabi_cuda_leave(&scope);
+    return ok;
+}
+
+/* A GPU EP device: the CUDA backend for device_id (default: the EP device's ordinal). Without CUDA the EP
+ * still works and claims nothing (one WARNING says why); a device_id the driver does not know is an error. */
+static OrtStatus* setup_cuda(struct epabi_ep* ep) {
+    const struct epabi_api* api = &ep->factory->api;
+    const struct epabi_cuda_libs* libs = epabi_cuda_libs();
+    int ordinal = ep->options.device_id_given ? ep->options.device_id : ep->device.ordinal;
+    if (!epabi_cuda_usable(libs)) {
+        if (ep->options.device_id_given && libs->cu == NULL)
+            return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": device_id=%d: no CUDA driver (%s)",
+                               ordinal, libs->why);
+        EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": the CUDA backend is not available: %s; the GPU device claims no node", libs->why);
+        return NULL;
+    }
+    EPABI_RETURN_IF_ERROR(epabi_cuda_device_get(api, ordinal, &ep->cuda));
+    struct epabi_arena_backing backing = epabi_cuda_arena_backing(ep->cuda);
+    ep->device_arena = epabi_arena_create_backed(&backing);
+    if (ep->device_arena == NULL) {
+        ep->cuda = NULL;
+        return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory creating the device arena");
+    }
+    if (ep->options.use_cuda_mempool && !ep->cuda->mempools) {
+        epabi_arena_release(ep->device_arena);
+        ep->device_arena = NULL;
+        ep->cuda = NULL;
+        return epabi_error(api, ORT_INVALID_ARGUMENT,
+                           EPABI_EP_NAME ": arena.use_cuda_mempool=1: GPU %d does not support stream-ordered memory "
+                           "pools", ordinal);
+    }
+    ep->plan_device = (struct epabi_plan_device){plan_upload, plan_release, (void*)ep->cuda};
+    EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_INFO,
+              EPABI_EP_NAME ": CUDA backend on GPU %d (%s, sm_%d%d, PCI %s; driver %d, NVRTC %d.%d from %s, cuBLAS %s)%s",
+              ordinal, ep->cuda->name, ep->cuda->cc_major, ep->cuda->cc_minor, ep->cuda->pci_bus_id,
+              libs->cu->version, libs->nvrtc->major, libs->nvrtc->minor, libs->nvrtc_path,
+              libs->cublas != NULL ? libs->cublas_path : "not found",
+              ep->options.use_cuda_mempool ? "; run memory from the CUDA memory pool" : "");
+    return NULL;
+}
+
 OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_record* device,
                            const OrtSessionOptions* session_options, const OrtLogger* logger, OrtEp** out) {
     const struct epabi_api* api = &f->api;
@@ -546,24 +635,46 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
                   (unsigned)api->version);
     } else if (opts.enable_cuda_graph) {
         ep->graph_capture = true;
-        ep->gc.api = api;
-        ep->gc.logger = logger;
-        ep->gc.arena = f->arena;
-        ep->gc.min_runs = opts.min_num_runs_before_cuda_graph_capture;
-        ep->gc.user_stream_given = opts.user_compute_stream_given;
-        ep->gc.user_stream = opts.user_compute_stream;
-        OrtStatus* st = epabi_gc_attach(&ep->gc);
+    }
+    if (device->kind == EPABI_DEVICE_GPU) {
+        OrtStatus* st = setup_cuda(ep);
         if (st != NULL) {
             epabi_options_release(&ep->options);
             free(ep);
             return st;
         }
+    }
+    if (opts.use_cuda_mempool && ep->cuda == NULL)
+        EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": arena.use_cuda_mempool=1 applies to the CUDA backend only; ignored on this device");
+    if (ep->graph_capture || ep->cuda != NULL) {
+        ep->gc.api = api;
+        ep->gc.logger = logger;
+        ep->gc.arena = ep->cuda != NULL ? ep->device_arena : f->arena;
+        if (ep->cuda != NULL) {
+            ep->gc.create_stream = cuda_thread_stream;
+            ep->gc.device_free_bytes = cuda_free_bytes;
+            ep->gc.backend = ep->cuda;
+        }
+        ep->gc.mempool = ep->cuda != NULL && opts.use_cuda_mempool;
+        ep->gc.min_runs = opts.min_num_runs_before_cuda_graph_capture;
+        ep->gc.user_stream_given = opts.user_compute_stream_given;
+        ep->gc.user_stream = opts.user_compute_stream;
+        OrtStatus* st = epabi_gc_attach(&ep->gc);
+        if (st != NULL) {
+            epabi_arena_release(ep->device_arena);
+            epabi_options_release(&ep->options);
+            free(ep);
+            return st;
+        }
+    }
+    if (ep->graph_capture) {
         if (opts.min_num_runs_before_cuda_graph_capture > 7)
             EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_WARNING,
                       EPABI_EP_NAME ": min_num_runs_before_cuda_graph_capture=%d: ORT executes a run at most 8 times "
                       "in one call while waiting for a capture, so the first call(s) of each id will fail",
                       opts.min_num_runs_before_cuda_graph_capture);
-        bool runs_kernels = device->kind == EPABI_DEVICE_SOFTWARE;
+        bool runs_kernels = device->kind == EPABI_DEVICE_SOFTWARE || ep->cuda != NULL;
         EPABI_LOG(api, logger, runs_kernels ? ORT_LOGGING_LEVEL_INFO : ORT_LOGGING_LEVEL_WARNING,
                   EPABI_EP_NAME ": enable_cuda_graph=1: each thread captures an annotation id (run option "
                   "gpu_graph_id) after %d regular run(s) of it (min_num_runs_before_cuda_graph_capture)%s",
@@ -578,7 +689,8 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
 void epabi_ep_destroy(OrtEp* ep) {
     if (ep == NULL) return;
     struct epabi_ep* e = (struct epabi_ep*)ep;
-    if (e->graph_capture) epabi_gc_detach(&e->gc);   /* this EP's graphs on every thread */
+    if (e->graph_capture || e->cuda != NULL) epabi_gc_detach(&e->gc);   /* this EP's graphs and streams, every thread */
+    epabi_arena_release(e->device_arena);   /* after the graphs: their capture pools hold arena blocks */
     epabi_options_release(&e->options);
     free(e);
 }

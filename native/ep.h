@@ -27,6 +27,9 @@
 #include "ep_factory.h"
 #include "graph_capture.h"
 #include "options.h"
+#include "plan.h"
+
+struct epabi_cuda_device;
 
 struct epabi_ep {
     OrtEp base;                        /* first member: the host's OrtEp* is a struct epabi_ep* */
@@ -36,7 +39,12 @@ struct epabi_ep {
     struct epabi_device_record device;
     bool graph_capture;                /* enable_cuda_graph=1 and the host speaks API >= 26 */
     atomic_bool nodes_left_on_cpu;     /* the last GetCapability left some node to another EP */
-    struct epabi_gc_owner gc;          /* attached when graph_capture */
+    struct epabi_gc_owner gc;          /* attached when graph_capture or cuda */
+    /* The CUDA backend (GPU EP devices when CUDA loads): the device of device_id, the EP's device arena
+     * (one reference) and how plans upload constants. NULL/unset otherwise. */
+    const struct epabi_cuda_device* cuda;
+    struct epabi_arena* device_arena;
+    struct epabi_plan_device plan_device;
 };
 
 /* Validates options and the device, then fills the OrtEp table gated by the negotiated API version.

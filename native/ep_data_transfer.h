@@ -15,11 +15,15 @@
 struct epabi_data_transfer {
     OrtDataTransferImpl base;          /* first member */
     const struct epabi_api* api;
-    const OrtMemoryDevice* device;     /* the software device's memory; owned by the host's memory info */
+    const OrtMemoryDevice* device;     /* the software device's memory (owned by the host's memory info), or NULL */
+    bool gpu;                          /* GPU EP devices were listed: copies to/from CUDA memory (cuMemcpy) */
     bool initialized;
 };
 
 void epabi_data_transfer_init(struct epabi_data_transfer* dt, const struct epabi_api* api,
                               const OrtMemoryDevice* device);
+/* Also serve CUDA device memory (GPU-typed, NVIDIA vendor id, device id = CUDA ordinal): synchronous cuMemcpy
+ * in that GPU's primary context; host memory on the other side may be pageable. Initializes dt if needed. */
+void epabi_data_transfer_enable_gpu(struct epabi_data_transfer* dt, const struct epabi_api* api);
 
 #endif

@@ -12,9 +12,11 @@
  *    is_virtual=1, no memory infos; usable only by compile-only sessions (see ep.c).
  * Mirrors the conduct of ONNX Runtime's WebGPU plugin EP (software adapter, virtual device).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_driver.h"
 #include "ep_factory.h"
 
 static bool is_virtual_hw(const struct epabi_api* api, const OrtHardwareDevice* hw) {
@@ -110,9 +112,54 @@ static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* h
         api->ep->ReleaseEpDevice(dev);
         return st;
     }
+    if (kind == EPABI_DEVICE_GPU) epabi_data_transfer_enable_gpu(&f->data_transfer, api);
     f->devices[f->num_devices++] = (struct epabi_device_record){hw, kind, ordinal};
     *out = dev;
     return NULL;
+}
+
+/* The GPUs the CUDA driver sees, as hardware devices of our own making (host passed none). Metadata:
+ * pci_bus_id (cuDeviceGetPCIBusId), cuda_ordinal, DiscoveredBy. Caller holds f->lock. */
+static OrtStatus* make_cuda_hw(struct epabi_factory* f, size_t limit) {
+    const struct epabi_api* api = &f->api;
+    if (f->num_cuda_hw > 0) return NULL;
+    char why[256];
+    const struct epabi_cuda_driver* cu = epabi_cuda_driver(why, sizeof why);
+    int count = 0;
+    if (cu == NULL || cu->DeviceGetCount(&count) != 0 || count <= 0) return NULL;
+    OrtStatus* st = NULL;
+    for (int i = 0; i < count && (size_t)i < limit && st == NULL; ++i) {
+        epabi_cu_device dev = 0;
+        char bus[32] = "";
+        char name[128] = "NVIDIA GPU";
+        char ordinal[16];
+        if (cu->DeviceGet(&dev, i) != 0) break;
+        if (cu->DeviceGetPCIBusId(bus, (int)sizeof bus, dev) != 0) bus[0] = '\0';
+        if (cu->DeviceGetName(name, (int)sizeof name, dev) != 0) snprintf(name, sizeof name, "NVIDIA GPU");
+        snprintf(ordinal, sizeof ordinal, "%d", i);
+        OrtKeyValuePairs* meta = NULL;
+        api->ort->CreateKeyValuePairs(&meta);
+        if (bus[0] != '\0') api->ort->AddKeyValuePair(meta, "pci_bus_id", bus);
+        api->ort->AddKeyValuePair(meta, "cuda_ordinal", ordinal);
+        api->ort->AddKeyValuePair(meta, "Description", name);
+        api->ort->AddKeyValuePair(meta, "DiscoveredBy", EPABI_EP_NAME);
+        st = api->ep->CreateHardwareDevice(OrtHardwareDeviceType_GPU, EPABI_NVIDIA_VENDOR_ID, 0, "NVIDIA", meta,
+                                           &f->cuda_hw[f->num_cuda_hw]);
+        api->ort->ReleaseKeyValuePairs(meta);
+        if (st == NULL) f->num_cuda_hw++;
+    }
+    if (st == NULL)
+        EPABI_LOG(api, f->logger, ORT_LOGGING_LEVEL_INFO,
+                  EPABI_EP_NAME ": the host listed no NVIDIA GPU but the CUDA driver sees %zu; listing them as hardware "
+                  "devices of our own (metadata pci_bus_id, cuda_ordinal)", f->num_cuda_hw);
+    return st;
+}
+
+/* The CUDA ordinal of a host GPU: its cuda_ordinal metadata when present, else its rank among the GPUs. */
+static int gpu_ordinal(const struct epabi_api* api, const OrtHardwareDevice* hw, int rank) {
+    const char* v = epabi_kv_get(api, api->ort->HardwareDevice_Metadata(hw), "cuda_ordinal");
+    if (v == NULL || *v < '0' || *v > '9') return rank;
+    return atoi(v);
 }
 
 static OrtStatus* make_virtual_hw(struct epabi_factory* f) {
@@ -156,10 +203,20 @@ OrtStatus* epabi_factory_list_devices(struct epabi_factory* f, const OrtHardware
                       EPABI_EP_NAME ": more GPUs than the host accepts EP devices (%zu); the rest are not listed", limit);
             break;
         }
-        st = add_device(f, hw, EPABI_DEVICE_GPU, gpus, &ep_devices[n]);
+        st = add_device(f, hw, EPABI_DEVICE_GPU, gpu_ordinal(api, hw, gpus), &ep_devices[n]);
         if (st == NULL) {
             ++n;
             ++gpus;
+        }
+    }
+    if (st == NULL && gpus == 0 && n < limit) {
+        st = make_cuda_hw(f, limit - n);
+        for (size_t i = 0; i < f->num_cuda_hw && st == NULL && n < limit; ++i) {
+            st = add_device(f, f->cuda_hw[i], EPABI_DEVICE_GPU, (int)i, &ep_devices[n]);
+            if (st == NULL) {
+                ++n;
+                ++gpus;
+            }
         }
     }
     if (st == NULL && gpus == 0 && cpu != NULL && software_adapter_allowed() && n < limit) {

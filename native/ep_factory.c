@@ -170,6 +170,9 @@ void epabi_factory_destroy(struct epabi_factory* f) {
     if (f == NULL) return;
     for (size_t i = 0; i < f->num_memory_infos; ++i) f->api.ort->ReleaseMemoryInfo(f->memory_infos[i]);
     f->num_memory_infos = 0;
+    for (size_t i = 0; i < f->num_cuda_hw; ++i)
+        if (f->cuda_hw[i] != NULL) f->api.ep->ReleaseHardwareDevice(f->cuda_hw[i]);
+    f->num_cuda_hw = 0;
     if (f->virtual_hw != NULL) f->api.ep->ReleaseHardwareDevice(f->virtual_hw);
     f->virtual_hw = NULL;
     epabi_arena_release(f->arena);

@@ -43,6 +43,10 @@ struct epabi_factory {
     OrtMemoryInfo* memory_infos[2 * EPABI_MAX_DEVICES];
     size_t num_memory_infos;
     OrtHardwareDevice* virtual_hw;     /* made with OrtEpApi::CreateHardwareDevice when allowed */
+    /* GPUs the host did not pass but the CUDA driver sees (containers and VMs without DRM nodes), made with
+     * OrtEpApi::CreateHardwareDevice at the first enumeration that needs them; index = CUDA ordinal */
+    OrtHardwareDevice* cuda_hw[EPABI_MAX_DEVICES];
+    size_t num_cuda_hw;
 
     struct epabi_arena* arena;         /* host memory for the software device; one reference held here */
     const OrtMemoryInfo* software_memory_info;   /* one of memory_infos, or NULL when none is registered */

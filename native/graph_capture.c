@@ -300,6 +300,7 @@ struct epabi_thread_context {
     struct epabi_graph_manager* manager;   /* owned; destroyed before the stream */
     struct epabi_arena* arena;             /* borrowed (the manager holds a reference) */
     struct epabi_arena_stats watermark;    /* arena stats right before the open capture began */
+    size_t device_free;                    /* CUDA: the device's free bytes (cuMemGetInfo) at the same moment */
     /* the run in progress on this thread */
     bool run_failed;                       /* a fused node failed since OnRunStart */
     unsigned computes;                     /* fused-node runs since OnRunStart */
@@ -468,16 +469,21 @@ static OrtStatus* context_get(const struct epabi_gc_owner* owner, struct epabi_t
     struct thread_slot* slot = NULL;
     EPABI_RETURN_IF_ERROR(slot_get(api, &slot));
     struct epabi_thread_context* tc = calloc(1, sizeof *tc);
+    OrtStatus* stream_status = NULL;
     if (tc != NULL) {
         atomic_fetch_add(&g_live_contexts, 1);
         tc->serial = owner->serial;
         tc->arena = owner->arena;
-        tc->stream = epabi_stream_host_create(api, owner->user_stream_given, owner->user_stream);
+        if (owner->create_stream != NULL)
+            tc->stream = owner->create_stream(owner, &stream_status);
+        else
+            tc->stream = epabi_stream_host_create(api, owner->user_stream_given, owner->user_stream);
         if (tc->stream != NULL)
             tc->manager = epabi_graph_manager_create(api, tc->stream, owner->arena, owner->min_runs);
     }
     if (tc == NULL || tc->stream == NULL || tc->manager == NULL || !slot_add(slot, tc)) {
         if (tc != NULL) context_free(tc);   /* NULL manager and stream are ignored */
+        if (stream_status != NULL) return stream_status;
         return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory for a thread's graph context");
     }
     EPABI_LOG(api, owner->logger, ORT_LOGGING_LEVEL_VERBOSE,
@@ -597,6 +603,8 @@ OrtStatus* epabi_gc_run_start(const struct epabi_gc_owner* owner, const OrtRunOp
     tc->computes = 0;
     if (!epabi_graph_manager_capture_allowed(m, id)) return NULL;
     epabi_arena_get_stats(tc->arena, &tc->watermark);
+    tc->device_free = 0;
+    if (owner->device_free_bytes != NULL && !owner->device_free_bytes(owner, &tc->device_free)) tc->device_free = 0;
     EPABI_RETURN_IF_ERROR(epabi_graph_manager_capture_begin(m, id));
     EPABI_LOG(api, owner->logger, ORT_LOGGING_LEVEL_INFO,
               EPABI_EP_NAME ": capturing graph of annotation id %d on this thread after %d regular run(s)", id,
@@ -608,6 +616,16 @@ OrtStatus* epabi_gc_run_start(const struct epabi_gc_owner* owner, const OrtRunOp
  * the warm-up runs had not reached the steady state (or another thread allocated meanwhile). */
 static void check_watermark(const struct epabi_gc_owner* owner, const struct epabi_thread_context* tc, int id) {
     struct epabi_arena_stats now;
+    size_t free_now = 0;
+    if (tc->device_free > 0 && !owner->mempool && owner->device_free_bytes(owner, &free_now) &&
+        free_now < tc->device_free) {
+        /* the device-wide view: free bytes (cudaMemGetInfo) before and after the capture window, whoever
+         * allocated (arena chunks, cuBLAS, the driver; another process counts too) */
+        EPABI_LOG(owner->api, owner->logger, ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": allocated memory during graph capture of annotation id %d: the device's free "
+                  "memory dropped by %zu bytes while capturing (cuMemGetInfo); raise " MIN_RUNS_OPTION " (now %d) if "
+                  "this repeats", id, tc->device_free - free_now, owner->min_runs);
+    }
     epabi_arena_get_stats(tc->arena, &now);
     if (now.num_reserves <= tc->watermark.num_reserves) return;
     uint64_t chunks = now.num_reserves - tc->watermark.num_reserves;
@@ -719,9 +737,20 @@ OrtStatus* epabi_gc_sync(const struct epabi_gc_owner* owner) {
     return tc != NULL ? epabi_stream_synchronize(tc->stream) : NULL;
 }
 
-void epabi_gc_run_env(struct epabi_thread_context* tc, struct epabi_run_env* env) {
+void epabi_gc_run_env(const struct epabi_gc_owner* owner, struct epabi_thread_context* tc, struct epabi_run_env* env) {
     env->stream = tc != NULL ? tc->stream : NULL;
     env->capture_pool = tc != NULL ? epabi_graph_manager_capture_pool(tc->manager) : NULL;
+    env->mempool = owner->mempool;
+    /* stream-ordered allocations need no capture pool: inside a capture they become the graph's memory nodes */
+    if (env->mempool) env->capture_pool = NULL;
+}
+
+OrtStatus* epabi_gc_get(const struct epabi_gc_owner* owner, struct epabi_thread_context** out) {
+    return context_get(owner, out);
+}
+
+struct epabi_stream* epabi_gc_stream(struct epabi_thread_context* tc) {
+    return tc != NULL ? tc->stream : NULL;
 }
 
 void epabi_gc_note_compute(struct epabi_thread_context* tc, bool ok) {

@@ -128,6 +128,7 @@ void epabi_graph_manager_reset(struct epabi_graph_manager* m);
 /* ---- per-thread contexts and the OrtEp callbacks ----------------------------------------------------- */
 
 /* What an EP tells the machinery about itself. Lives inside the EP; filled before epabi_gc_attach. */
+struct epabi_gc_owner;
 struct epabi_gc_owner {
     const struct epabi_api* api;
     const OrtLogger* logger;           /* the session logger */
@@ -137,6 +138,13 @@ struct epabi_gc_owner {
     uintptr_t user_stream;
     uint64_t serial;                   /* set by epabi_gc_attach; 0 = not attached */
     unsigned fused_nodes;              /* fused nodes the EP compiled: each run computes every one of them */
+    /* Backend hooks (the CUDA backend, set by ep.c); NULL: host streams, no device memory check.
+     * create_stream makes a thread's stream (adopting user_stream when user_stream_given);
+     * device_free_bytes reads the device's free memory (cudaMemGetInfo) for the capture-window detector. */
+    struct epabi_stream* (*create_stream)(const struct epabi_gc_owner* owner, OrtStatus** status);
+    bool (*device_free_bytes)(const struct epabi_gc_owner* owner, size_t* free_bytes);
+    const void* backend;               /* what the hooks need (the CUDA device) */
+    bool mempool;                      /* arena.use_cuda_mempool=1: run memory is stream-ordered (CUDA only) */
 };
 
 struct epabi_thread_context;
@@ -173,7 +181,12 @@ OrtStatus* epabi_gc_release_graph(const struct epabi_gc_owner* owner, int id);
 /* For Compute on this thread: the stream, and the capture pool while a capture window is open (tc may be
  * NULL: a plain run). Then epabi_gc_note_compute records the outcome, so a failed fused node fails the
  * capture (and is not counted as a warm-up run). */
-void epabi_gc_run_env(struct epabi_thread_context* tc, struct epabi_run_env* env);
+void epabi_gc_run_env(const struct epabi_gc_owner* owner, struct epabi_thread_context* tc, struct epabi_run_env* env);
+
+/* The calling thread's context, created on first use (also for EPs that only need per-thread streams, the
+ * CUDA device without graph capture). Errors as OnRunStart's context creation. */
+OrtStatus* epabi_gc_get(const struct epabi_gc_owner* owner, struct epabi_thread_context** out);
+struct epabi_stream* epabi_gc_stream(struct epabi_thread_context* tc);
 void epabi_gc_note_compute(struct epabi_thread_context* tc, bool ok);
 
 #endif

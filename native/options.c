@@ -95,6 +95,7 @@ OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptio
     if (st == NULL)
         st = read_handle(api, cfg, "user_compute_stream", &out->user_compute_stream, &out->user_compute_stream_given);
     if (st == NULL) st = read_nonneg_int(api, cfg, "device_id", &out->device_id, &out->device_id_given);
+    if (st == NULL) st = read_bool(api, cfg, "arena.use_cuda_mempool", &out->use_cuda_mempool);
     if (st == NULL) {
         const char* co = epabi_kv_get(api, cfg, "session.compile_only");
         out->compile_only = co != NULL && strcmp(co, "1") == 0;

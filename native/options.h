@@ -27,6 +27,7 @@ struct epabi_options {
     uintptr_t user_compute_stream;                 /* the handle value; never dereferenced here */
     int device_id;                                 /* >= 0, default: the EP device's own ordinal */
     bool device_id_given;
+    bool use_cuda_mempool;                         /* arena.use_cuda_mempool = 1: stream-ordered device memory */
     bool compile_only;                             /* session.compile_only = "1" (or ep.context_enable = "1" before API 27) */
     char* force_cpu_nodes;                         /* owned copy of "force_cpu_nodes", NULL when absent */
 };

@@ -25,7 +25,8 @@ struct plan_value {
     int input_index;                   /* VK_INPUT: kernel-context input index */
     int output_index;                  /* VK_INNER: kernel-context output index, or -1 */
     int producer;                      /* VK_INNER: producing step, -1 until seen */
-    struct epabi_tensor tensor;        /* VK_CONST: the plan-owned copy */
+    bool on_host;                      /* VK_INNER of a host step: lives in host memory (device plans) */
+    struct epabi_tensor tensor;        /* VK_CONST: the plan-owned copy (data on the device, host kept) */
 };
 
 struct plan_step {
@@ -38,11 +39,15 @@ struct plan_step {
     int out[EPABI_MAX_NODE_IO];
     int* frees;                        /* intermediates whose last reader is this step (owned) */
     int n_frees;
+    bool on_host;                      /* device plans: a host step (plan.h) */
 };
 
 struct epabi_plan {
     const struct epabi_api* api;
     struct epabi_arena* arena;         /* one reference */
+    bool has_device;
+    struct epabi_plan_device device;   /* has_device only */
+    int n_host_steps;
     char* name;                        /* owned */
     struct plan_value* values;
     int n_values, cap_values;
@@ -62,12 +67,18 @@ struct epabi_exec {
     OrtKernelContext* ctx;
     struct epabi_stream* stream;       /* NULL: launches execute at once */
     struct epabi_arena_pool* pool;     /* non-NULL inside a capture window */
+    bool mempool;                      /* stream-ordered allocation (env->mempool) */
+    const void* stream_tag;            /* arena reuse key: the CUDA stream, NULL on the host */
+    bool host_mode;                    /* running a host step: host memory, launches execute at once */
     const struct plan_step* step;      /* the step being run */
     struct epabi_tensor* tensors;      /* per value */
     unsigned char* ready;              /* per value */
-    void** owned;                      /* per value: arena block of an intermediate */
+    void** owned;                      /* per value: arena block of an intermediate (malloc'ed if on_host) */
     void** scratch;
+    unsigned char* scratch_host;       /* per scratch block: malloc'ed (host step) */
     int n_scratch, cap_scratch;
+    void** host_reads;                 /* epabi_exec_host_data copies, freed at run end */
+    int n_host_reads, cap_host_reads;
 };
 
 static char* dup_str(const char* s) {
@@ -166,9 +177,17 @@ static OrtStatus* add_constant(struct epabi_plan* p, const struct epabi_value_de
     t->rank = d->rank;
     memcpy(t->dims, d->dims, sizeof t->dims);
     size_t bytes = d->const_count * esize;
-    t->data = malloc(bytes > 0 ? bytes : 1);
-    if (t->data == NULL) return oom(p, "constant data");
-    if (bytes > 0) memcpy(t->data, d->const_data, bytes);
+    void* host = malloc(bytes > 0 ? bytes : 1);
+    if (host == NULL) return oom(p, "constant data");
+    if (bytes > 0) memcpy(host, d->const_data, bytes);
+    t->host = host;
+    t->data = host;
+    if (p->has_device) {
+        t->data = p->device.upload(p->device.ctx, host, bytes > 0 ? bytes : 1);
+        if (t->data == NULL)
+            return epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of device memory uploading constant '%s' "
+                               "(%zu bytes) of '%s'", d->name, bytes, p->name);
+    }
     *id_out = id;
     return NULL;
 }
@@ -405,14 +424,83 @@ out:
     return st;
 }
 
-OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* arena, const OrtLogger* logger,
-                            const OrtGraph* graph, const OrtNode* fused_node, struct epabi_plan** out) {
+/* Ops a device plan may run on the host when they compute shape values (int32/int64 outputs). */
+static bool host_capable_op(const char* op) {
+    static const char* const kOps[] = {"Shape", "Slice", "Concat", "Gather", "Unsqueeze", "Squeeze", "Reshape",
+                                       "Cast", "Add", "Sub", "Mul", "Div", "Max", "Min", "Expand", NULL};
+    for (const char* const* o = kOps; *o != NULL; ++o)
+        if (strcmp(*o, op) == 0) return true;
+    return false;
+}
+
+/* Device plans: marks host steps and host values (plan.h), to a fixed point. A candidate step has only
+ * int32/int64 outputs, none a fused output, and inputs that are constants or candidates' outputs (Shape reads
+ * only its input's dims). A candidate stays one while every reader of its outputs is a candidate or reads
+ * them only as shape inputs. */
+static void place_steps(struct epabi_plan* p) {
+    for (int si = 0; si < p->n_steps; ++si) {
+        struct plan_step* s = &p->steps[si];
+        bool ok = host_capable_op(s->op_type) && s->n_out > 0;
+        for (int j = 0; j < s->n_out && ok; ++j) {
+            const struct plan_value* v = &p->values[s->out[j]];
+            ok = epabi_is_index_dtype(v->dtype) && v->output_index < 0;
+        }
+        s->on_host = ok;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int si = 0; si < p->n_steps; ++si) {
+            struct plan_step* s = &p->steps[si];
+            if (!s->on_host) continue;
+            bool ok = true;
+            if (strcmp(s->op_type, "Shape") != 0) {
+                for (int j = 0; j < s->n_in && ok; ++j) {
+                    int id = s->in[j];
+                    if (id < 0 || p->values[id].kind == VK_CONST) continue;
+                    ok = p->values[id].kind == VK_INNER && p->steps[p->values[id].producer].on_host;
+                }
+            }
+            for (int j = 0; j < s->n_out && ok; ++j) {
+                int id = s->out[j];
+                for (int ri = 0; ri < p->n_steps && ok; ++ri) {
+                    const struct plan_step* r = &p->steps[ri];
+                    if (r->on_host) continue;
+                    uint32_t host_in = epabi_kernel_host_inputs(r->kernel);
+                    for (int k = 0; k < r->n_in && ok; ++k)
+                        if (r->in[k] == id) ok = k < 32 && (host_in >> k & 1u) != 0;
+                }
+            }
+            if (!ok) {
+                s->on_host = false;
+                changed = true;
+            }
+        }
+    }
+    p->n_host_steps = 0;
+    for (int si = 0; si < p->n_steps; ++si) {
+        if (!p->steps[si].on_host) continue;
+        ++p->n_host_steps;
+        for (int j = 0; j < p->steps[si].n_out; ++j) p->values[p->steps[si].out[j]].on_host = true;
+    }
+}
+
+int epabi_plan_host_steps(const struct epabi_plan* plan) {
+    return plan->n_host_steps;
+}
+
+OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* arena,
+                            const struct epabi_plan_device* device, const OrtLogger* logger, const OrtGraph* graph,
+                            const OrtNode* fused_node, struct epabi_plan** out) {
     const OrtApi* ort = api->ort;
     *out = NULL;
     struct epabi_plan* p = calloc(1, sizeof *p);
     if (p == NULL) return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory building a plan");
     p->api = api;
     p->arena = arena;
+    if (device != NULL) {
+        p->has_device = true;
+        p->device = *device;
+    }
     epabi_arena_retain(arena);
     const char* name = NULL;
     OrtStatus* st = NULL;
@@ -437,6 +525,7 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
     for (size_t i = 0; i < n_nodes && st == NULL; ++i) st = add_step(p, nodes[i], desc);
     if (st == NULL) st = add_outputs(p, graph, fused_node);
     if (st == NULL) st = schedule(p);
+    if (st == NULL && p->has_device) place_steps(p);
     free(nodes);
     free(desc);
     free(p->index);   /* names are not looked up after the build */
@@ -447,8 +536,8 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
         return st;
     }
     EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_VERBOSE,
-              EPABI_EP_NAME ": compiled '%s': %d steps, %d values, %d inputs, %d outputs", p->name, p->n_steps,
-              p->n_values, p->n_inputs, p->n_outputs);
+              EPABI_EP_NAME ": compiled '%s': %d steps (%d on the host), %d values, %d inputs, %d outputs", p->name,
+              p->n_steps, p->n_host_steps, p->n_values, p->n_inputs, p->n_outputs);
     *out = p;
     return NULL;
 }
@@ -464,7 +553,10 @@ void epabi_plan_destroy(struct epabi_plan* p) {
     }
     for (int v = 0; v < p->n_values; ++v) {
         free(p->values[v].name);
-        if (p->values[v].kind == VK_CONST) free(p->values[v].tensor.data);
+        if (p->values[v].kind != VK_CONST) continue;
+        if (p->has_device && p->values[v].tensor.data != NULL && p->values[v].tensor.data != p->values[v].tensor.host)
+            p->device.release(p->device.ctx, p->values[v].tensor.data);
+        free((void*)p->values[v].tensor.host);
     }
     free(p->steps);
     free(p->values);
@@ -486,14 +578,28 @@ const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex) {
     return ex->plan->api;
 }
 
-/* Run memory: the capture pool inside a capture window, else the plan's arena. */
+/* Run memory: host memory for host steps, stream-ordered allocations in mempool mode, the capture pool
+ * inside a capture window, else the plan's arena (linked to the stream that used it, see arena.h). */
 static void* exec_alloc(struct epabi_exec* ex, size_t bytes) {
-    return ex->pool != NULL ? epabi_arena_pool_alloc(ex->pool, bytes) : epabi_arena_alloc(ex->plan->arena, bytes);
+    if (ex->host_mode) return malloc(bytes > 0 ? bytes : 1);
+    if (ex->mempool) return ex->stream->ops->alloc_async(ex->stream, bytes);
+    return ex->pool != NULL ? epabi_arena_pool_alloc(ex->pool, bytes)
+                            : epabi_arena_alloc_on(ex->plan->arena, bytes, ex->stream_tag);
 }
 
-static void exec_free(struct epabi_exec* ex, void* p) {
-    if (ex->pool != NULL) epabi_arena_pool_free(ex->pool, p);
-    else epabi_arena_free(ex->plan->arena, p);
+static void exec_free_device(struct epabi_exec* ex, void* p) {
+    if (p == NULL) return;
+    if (ex->mempool) ex->stream->ops->free_async(ex->stream, p);
+    else if (ex->pool != NULL) epabi_arena_pool_free(ex->pool, p);
+    else epabi_arena_free_on(ex->plan->arena, p, ex->stream_tag);
+}
+
+/* Frees value id's block, wherever it came from. */
+static void exec_free_value(struct epabi_exec* ex, int id) {
+    if (ex->owned[id] == NULL) return;
+    if (ex->plan->values[id].on_host) free(ex->owned[id]);
+    else exec_free_device(ex, ex->owned[id]);
+    ex->owned[id] = NULL;
 }
 
 /* Element count and byte size of a shape, refusing negative dims and overflow. */
@@ -569,6 +675,8 @@ struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTen
         ex->owned[id] = data;
         t->data = data;
     }
+    /* host memory: on the host backend everything; on a device only host steps' values */
+    t->host = !p->has_device || v->on_host ? t->data : NULL;
     ex->ready[id] = 1;
     return t;
 }
@@ -579,11 +687,13 @@ void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status
     if (ex->n_scratch == ex->cap_scratch) {
         int cap = ex->cap_scratch == 0 ? 8 : 2 * ex->cap_scratch;
         void** s = realloc(ex->scratch, (size_t)cap * sizeof *s);
-        if (s == NULL) {
+        unsigned char* h = s != NULL ? realloc(ex->scratch_host, (size_t)cap) : NULL;
+        if (s != NULL) ex->scratch = s;
+        if (h == NULL) {
             *status = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory for scratch bookkeeping");
             return NULL;
         }
-        ex->scratch = s;
+        ex->scratch_host = h;
         ex->cap_scratch = cap;
     }
     void* data = exec_alloc(ex, bytes);
@@ -592,17 +702,52 @@ void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status
                               ex->step != NULL ? ex->step->node_name : "?");
         return NULL;
     }
+    ex->scratch_host[ex->n_scratch] = ex->host_mode;
     ex->scratch[ex->n_scratch++] = data;
     return data;
 }
 
+const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tensor* t, OrtStatus** status) {
+    const struct epabi_plan* p = ex->plan;
+    *status = NULL;
+    if (t->host != NULL) return t->host;
+    if (!p->has_device || ex->stream == NULL || ex->stream->ops->read_to_host == NULL) return t->data;
+    const char* node = ex->step != NULL ? ex->step->node_name : "?";
+    if (epabi_stream_is_capturing(ex->stream)) {
+        *status = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": node '%s' of '%s' needs the values of a shape input "
+                              "that only the device holds, and reading them back would synchronize inside the graph "
+                              "capture; make it a constant or compute it from shapes", node, p->name);
+        return NULL;
+    }
+    size_t bytes = (size_t)epabi_numel(t->rank, t->dims) * epabi_dtype_size(t->dtype);
+    if (ex->n_host_reads == ex->cap_host_reads) {
+        int cap = ex->cap_host_reads == 0 ? 4 : 2 * ex->cap_host_reads;
+        void** r = realloc(ex->host_reads, (size_t)cap * sizeof *r);
+        if (r == NULL) {
+            *status = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory reading a shape input");
+            return NULL;
+        }
+        ex->host_reads = r;
+        ex->cap_host_reads = cap;
+    }
+    void* buf = malloc(bytes > 0 ? bytes : 1);
+    if (buf == NULL) {
+        *status = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory reading a shape input");
+        return NULL;
+    }
+    ex->host_reads[ex->n_host_reads++] = buf;
+    *status = ex->stream->ops->read_to_host(ex->stream, buf, t->data, bytes);
+    return *status == NULL ? buf : NULL;
+}
+
 /* The one place where work is issued: straight to fn on the calling thread without a stream (graph
  * capture off), else through the thread's graph stream, which records the launch while capturing. */
-OrtStatus* epabi_exec_launch(struct epabi_exec* ex, epabi_launch_fn fn, const void* args, size_t args_size) {
-    if (fn == NULL)
-        return epabi_error(ex->plan->api, ORT_EP_FAIL, EPABI_EP_NAME ": node '%s' launched a NULL function",
-                           ex->step != NULL ? ex->step->node_name : "?");
-    if (ex->stream != NULL) return epabi_stream_launch(ex->stream, fn, args, args_size);
+OrtStatus* epabi_exec_launch(struct epabi_exec* ex, enum epabi_launch_kind kind, epabi_launch_fn fn, const void* args,
+                             size_t args_size) {
+    if (fn == NULL || (int)kind < 0 || kind >= EPABI_LAUNCH_KIND_COUNT)
+        return epabi_error(ex->plan->api, ORT_EP_FAIL, EPABI_EP_NAME ": node '%s' launched a NULL function or kind %d",
+                           ex->step != NULL ? ex->step->node_name : "?", (int)kind);
+    if (ex->stream != NULL && !ex->host_mode) return epabi_stream_launch(ex->stream, kind, fn, args, args_size);
     fn(args);   /* synchronous: the caller's args outlive the call */
     return NULL;
 }
@@ -649,6 +794,7 @@ static OrtStatus* bind_inputs(struct epabi_exec* ex) {
         const void* data = NULL;
         EPABI_RETURN_IF_ERROR(ort->GetTensorData(value, &data));
         t->data = (void*)data;   /* kernels treat inputs as read-only */
+        t->host = p->has_device ? NULL : data;
         ex->ready[id] = 1;
     }
     return NULL;
@@ -667,6 +813,7 @@ static OrtStatus* node_error(const struct epabi_plan* p, const struct plan_step*
 static OrtStatus* run_steps(struct epabi_exec* ex) {
     const struct epabi_plan* p = ex->plan;
     const struct epabi_tensor* in[EPABI_MAX_NODE_IO];
+    struct epabi_tensor host_in[EPABI_MAX_NODE_IO];   /* a host step's inputs, with data = their host copy */
     for (int si = 0; si < p->n_steps; ++si) {
         const struct plan_step* s = &p->steps[si];
         for (int j = 0; j < s->n_in; ++j) {
@@ -676,9 +823,16 @@ static OrtStatus* run_steps(struct epabi_exec* ex) {
                                    EPABI_EP_NAME ": node '%s' (%s) in '%s' reads '%s', which no earlier node produced",
                                    s->node_name, s->op_type, p->name, p->values[id].name);
             in[j] = id >= 0 ? &ex->tensors[id] : NULL;
+            if (id >= 0 && s->on_host) {
+                host_in[j] = ex->tensors[id];
+                host_in[j].data = (void*)host_in[j].host;   /* NULL only for Shape's input, whose data it never reads */
+                in[j] = &host_in[j];
+            }
         }
         ex->step = s;
+        ex->host_mode = s->on_host;
         OrtStatus* st = s->kernel->run(ex, s->state, in, s->n_in, s->n_out);
+        ex->host_mode = false;
         if (st != NULL) return node_error(p, s, st);
         for (int j = 0; j < s->n_out; ++j) {
             int id = s->out[j];
@@ -687,11 +841,7 @@ static OrtStatus* run_steps(struct epabi_exec* ex) {
                 return epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": node '%s' (%s) in '%s' did not produce '%s'",
                                    s->node_name, s->op_type, p->name, p->values[id].name);
         }
-        for (int f = 0; f < s->n_frees; ++f) {
-            int id = s->frees[f];
-            exec_free(ex, ex->owned[id]);
-            ex->owned[id] = NULL;
-        }
+        for (int f = 0; f < s->n_frees; ++f) exec_free_value(ex, s->frees[f]);
     }
     ex->step = NULL;
     return NULL;
@@ -705,6 +855,8 @@ OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx, con
     if (env != NULL) {
         ex.stream = env->stream;
         ex.pool = env->capture_pool;
+        ex.mempool = env->mempool && env->stream != NULL && env->stream->ops->alloc_async != NULL;
+        if (env->stream != NULL && env->stream->ops->backend != EPABI_STREAM_HOST) ex.stream_tag = env->stream;
     }
     size_t nv = p->n_values > 0 ? (size_t)p->n_values : 1;
     ex.tensors = calloc(nv, sizeof *ex.tensors);
@@ -724,8 +876,14 @@ OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx, con
     }
     /* inside a capture window these go back to the pool: the captured launches keep pointing at them */
     if (ex.owned != NULL)
-        for (int v = 0; v < p->n_values; ++v) exec_free(&ex, ex.owned[v]);
-    for (int i = 0; i < ex.n_scratch; ++i) exec_free(&ex, ex.scratch[i]);
+        for (int v = 0; v < p->n_values; ++v) exec_free_value(&ex, v);
+    for (int i = 0; i < ex.n_scratch; ++i) {
+        if (ex.scratch_host[i]) free(ex.scratch[i]);
+        else exec_free_device(&ex, ex.scratch[i]);
+    }
+    for (int i = 0; i < ex.n_host_reads; ++i) free(ex.host_reads[i]);
+    free(ex.host_reads);
+    free(ex.scratch_host);
     free(ex.scratch);
     free(ex.owned);
     free(ex.ready);

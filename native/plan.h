@@ -14,6 +14,8 @@
 #ifndef EPABI_PLAN_H
 #define EPABI_PLAN_H
 
+#include <stdbool.h>
+
 #include "api.h"
 #include "arena.h"
 #include "stream.h"
@@ -29,13 +31,32 @@ struct epabi_plan;
 struct epabi_run_env {
     struct epabi_stream* stream;
     struct epabi_arena_pool* capture_pool;
+    bool mempool;   /* intermediates and scratch from the stream's alloc_async/free_async (arena.use_cuda_mempool) */
+};
+
+/* A plan for a device whose memory the host cannot read (CUDA). NULL at build: the plan computes in host
+ * memory (the software adapter). With a device:
+ *   - every constant is uploaded once (upload) and its host copy kept for shape reads;
+ *   - "host steps": a node whose outputs are small int32/int64 shape values (Shape, and Slice/Concat/Gather/
+ *     Cast/Unsqueeze/... over shapes and constants) runs its C kernel on the host at run time, when every
+ *     reader of its outputs reads them on the host (kernels' shape inputs, epabi_kernel_host_inputs) or is a
+ *     host step itself; so dynamic-shape chains like Shape -> Slice -> Concat -> Reshape need neither a device
+ *     round trip nor a host synchronization, and can be captured. */
+struct epabi_plan_device {
+    void* (*upload)(void* ctx, const void* host, size_t bytes);   /* device copy; NULL when out of memory */
+    void (*release)(void* ctx, void* device_ptr);
+    void* ctx;   /* must outlive the plan */
 };
 
 /* Builds the plan of `graph` (the fused subgraph Compile received) for `fused_node`. Errors:
  * ORT_EP_FAIL for a graph the plan cannot express (a node without a kernel, a value without producer),
  * host errors as returned. The arena is retained. */
-OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* arena, const OrtLogger* logger,
-                            const OrtGraph* graph, const OrtNode* fused_node, struct epabi_plan** out);
+OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* arena,
+                            const struct epabi_plan_device* device, const OrtLogger* logger, const OrtGraph* graph,
+                            const OrtNode* fused_node, struct epabi_plan** out);
+
+/* Steps that run on the host (0 without a device); for logs and tests. */
+int epabi_plan_host_steps(const struct epabi_plan* plan);
 
 void epabi_plan_destroy(struct epabi_plan* plan);
 

@@ -22,11 +22,12 @@ void epabi_stream_destroy(struct epabi_stream* s) {
     s->ops->destroy(s);
 }
 
-OrtStatus* epabi_stream_launch(struct epabi_stream* s, epabi_launch_fn fn, const void* args, size_t args_size) {
+OrtStatus* epabi_stream_launch(struct epabi_stream* s, enum epabi_launch_kind kind, epabi_launch_fn fn,
+                               const void* args, size_t args_size) {
     if (fn == NULL)
         return epabi_error(s->api, ORT_EP_FAIL, EPABI_EP_NAME ": a NULL function was launched on the %s stream",
                            s->ops->name);
-    OrtStatus* st = s->ops->launch(s, fn, args, args_size);
+    OrtStatus* st = s->ops->launch(s, kind, fn, args, args_size);
     if (st == NULL) s->launches++;
     return st;
 }
@@ -144,7 +145,9 @@ static bool recording_append(struct host_recording* r, epabi_launch_fn fn, const
     return true;
 }
 
-static OrtStatus* host_launch(struct epabi_stream* s, epabi_launch_fn fn, const void* args, size_t args_size) {
+static OrtStatus* host_launch(struct epabi_stream* s, enum epabi_launch_kind kind, epabi_launch_fn fn,
+                              const void* args, size_t args_size) {
+    (void)kind;   /* the host function is the kernel */
     struct host_stream* h = (struct host_stream*)s;
     if (s->capturing && !recording_append(&h->rec, fn, args, args_size))
         return epabi_error(s->api, ORT_FAIL, EPABI_EP_NAME ": out of memory recording launch %zu (%zu argument "

@@ -6,8 +6,9 @@
  * (graph_capture.h) is written once for every backend:
  *   host  the software adapter's stream (this file). A launch runs fn(args) at once on the calling thread;
  *         synchronize has nothing to wait for.
- *   cuda  (later) a cudaStream_t; capture maps to cudaStreamBeginCapture/EndCapture + cudaGraphInstantiate,
- *         replay to cudaGraphLaunch.
+ *   cuda  a CUstream of one GPU (cuda/cuda_stream.h): a launch issues the CUDA kernels of its kind
+ *         (cuda/cuda_kernels.h); capture is cuStreamBeginCapture (thread-local mode) .. cuStreamEndCapture +
+ *         cuGraphInstantiate, replay is cuGraphLaunch.
  *
  * Capture on the host stream. Between begin_capture and end_capture every launch is recorded: the function,
  * a private copy of its argument block and therefore every buffer address inside it. Replay re-executes the
@@ -61,7 +62,8 @@ struct epabi_stream_graph {
 struct epabi_stream_ops {
     enum epabi_stream_backend backend;
     const char* name;                                       /* "host", "cuda" */
-    OrtStatus* (*launch)(struct epabi_stream* s, epabi_launch_fn fn, const void* args, size_t args_size);
+    OrtStatus* (*launch)(struct epabi_stream* s, enum epabi_launch_kind kind, epabi_launch_fn fn, const void* args,
+                         size_t args_size);
     OrtStatus* (*begin_capture)(struct epabi_stream* s);
     OrtStatus* (*end_capture)(struct epabi_stream* s, struct epabi_stream_graph** out);
     void (*abort_capture)(struct epabi_stream* s);          /* drops what was recorded */
@@ -70,6 +72,11 @@ struct epabi_stream_ops {
     size_t (*graph_launches)(const struct epabi_stream_graph* g);
     void (*graph_destroy)(struct epabi_stream_graph* g);
     void (*destroy)(struct epabi_stream* s);                /* frees the wrapper; the handle only if ours */
+    /* Stream-ordered device memory (arena.use_cuda_mempool=1); NULL on backends without it. */
+    void* (*alloc_async)(struct epabi_stream* s, size_t bytes);
+    void (*free_async)(struct epabi_stream* s, void* p);
+    /* Host-visible copy of device data; waits for the stream first. NULL on the host backend. */
+    OrtStatus* (*read_to_host)(struct epabi_stream* s, void* dst, const void* src, size_t bytes);
 };
 
 struct epabi_stream {
@@ -92,7 +99,8 @@ void epabi_stream_destroy(struct epabi_stream* s);
 
 /* Issues fn(args): executes it (host), and while capturing also records it with a copy of args_size bytes
  * of args. Errors: ORT_FAIL when the record cannot be stored (the launch was not executed then either). */
-OrtStatus* epabi_stream_launch(struct epabi_stream* s, epabi_launch_fn fn, const void* args, size_t args_size);
+OrtStatus* epabi_stream_launch(struct epabi_stream* s, enum epabi_launch_kind kind, epabi_launch_fn fn,
+                               const void* args, size_t args_size);
 
 /* Errors: ORT_FAIL naming the stream when it is already capturing (captures do not nest). */
 OrtStatus* epabi_stream_begin_capture(struct epabi_stream* s);

@@ -17,12 +17,6 @@ struct cast_state {
     ONNXTensorElementDataType to;
 };
 
-struct cast_args {
-    ONNXTensorElementDataType from, to;
-    const void* in;
-    void* out;
-    int64_t n;
-};
 
 /* float -> integer through the width a compiler converts through on x86 */
 static inline int32_t f_to_i32(double v) {
@@ -156,7 +150,7 @@ static OrtStatus* run_cast(struct epabi_exec* ex, const void* state, const struc
     if (out == NULL) return st;
     struct cast_args args = {in[0]->dtype, s->to, in[0]->data, out->data, epabi_numel(in[0]->rank, in[0]->dims)};
     if (args.n == 0) return NULL;
-    return epabi_exec_launch(ex, cast_launch, &args, sizeof args);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_CAST, cast_launch, &args, sizeof args);
 }
 
 const struct epabi_kernel epabi_kernels_cast[] = {

@@ -15,13 +15,6 @@ struct concat_state {
     int64_t axis;
 };
 
-struct concat_args {
-    unsigned char* dst;
-    int64_t outer;
-    int n;
-    const unsigned char* src[EPABI_MAX_NODE_IO];
-    size_t row_bytes[EPABI_MAX_NODE_IO];      /* one input's block per outer index */
-};
 
 /* Concat-1 defaults the axis to 1; from opset 4 the attribute is required. */
 static bool concat_axis(const struct epabi_node* node, int64_t* axis) {
@@ -164,7 +157,7 @@ static OrtStatus* concat_run(struct epabi_exec* ex, const void* state, const str
     if (y == NULL) return status;
     if (epabi_numel(ref->rank, dims) == 0) return NULL;
     a.dst = y->data;
-    return epabi_exec_launch(ex, concat_launch, &a, sizeof a);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_CONCAT, concat_launch, &a, sizeof a);
 }
 
 const struct epabi_kernel epabi_kernels_concat[] = {

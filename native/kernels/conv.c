@@ -28,24 +28,7 @@ struct conv_state {
     enum conv_auto_pad auto_pad;
 };
 
-enum conv_path {
-    CONV_GEMM_X,       /* 1x1, stride 1, no padding: X itself is the column matrix */
-    CONV_GEMM_COLS,    /* im2col, a tile of output positions at a time, then one product per tile */
-    CONV_PER_CHANNEL   /* one input channel per group (depthwise): shifted multiply-adds, no product */
-};
 
-struct conv_launch {
-    const float* x;
-    const float* w;
-    const float* bias;             /* NULL: none */
-    float* y;
-    float* col;                    /* CONV_GEMM_COLS only */
-    float* pack;                   /* CONV_GEMM_* only */
-    enum conv_path path;
-    int64_t n, c, h, wd, m, group, cg, mg;
-    int64_t kh, kw, sh, sw, dh, dw, ph, pw, oh, ow;
-    int64_t tile;                  /* output positions per column tile */
-};
 
 /* The output columns ox whose input column ox * sw + base lies inside [0, wd), clamped to [from, to). */
 static void conv_valid_cols(const struct conv_launch* L, int64_t base, int64_t from, int64_t to, int64_t* lo,
@@ -410,7 +393,7 @@ static OrtStatus* conv_run(struct epabi_exec* ex, const void* state, const struc
         L.pack = epabi_exec_scratch(ex, pack_bytes, &st);
         if (L.pack == NULL) return st;
     }
-    return epabi_exec_launch(ex, conv_launch_fn, &L, sizeof L);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_CONV, conv_launch_fn, &L, sizeof L);
 }
 
 const struct epabi_kernel epabi_kernels_conv[] = {

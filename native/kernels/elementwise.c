@@ -13,22 +13,7 @@
 
 #include "kernel.h"
 
-enum ew_op { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_EQUAL, OP_WHERE, OP_COPY };
 
-/* Operands in output index space: strides are in elements, 0 along broadcast dimensions. */
-struct ew_args {
-    enum ew_op op;
-    ONNXTensorElementDataType dtype;    /* of operand 0 (of operand 1 for Where) */
-    ONNXTensorElementDataType dtype1;   /* of operand 1 (Pow's exponent) */
-    int rank;                           /* >= 1: a scalar runs as shape [1] */
-    int64_t dims[EPABI_MAX_RANK];
-    int n_ops;
-    int64_t strides[3][EPABI_MAX_RANK];
-    const void* in[3];
-    size_t esize[3];
-    void* out;
-    size_t out_esize;
-};
 
 /* ---- inner loops: n elements along the last dimension ------------------------------------------- */
 
@@ -275,7 +260,7 @@ static OrtStatus* launch(struct epabi_exec* ex, struct ew_args* args, const stru
     args->out = out->data;
     args->out_esize = epabi_dtype_size(out->dtype);
     if (epabi_numel(out->rank, out->dims) == 0) return NULL;
-    return epabi_exec_launch(ex, ew_launch, args, sizeof *args);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_ELEMENTWISE, ew_launch, args, sizeof *args);
 }
 
 /* ---- supports() -------------------------------------------------------------------------------- */
@@ -458,8 +443,9 @@ static OrtStatus* run_div(struct epabi_exec* ex, const void* state, const struct
     const struct epabi_tensor* b = in[1];
     if (epabi_is_index_dtype(b->dtype)) {
         const int64_t n = epabi_numel(b->rank, b->dims);
-        for (int64_t i = 0; i < n; ++i)
-            if (epabi_index_at(b->dtype, b->data, i) == 0)
+        /* checked where the host can read the divisor; device-only divisors give 0 like the host kernel */
+        for (int64_t i = 0; b->host != NULL && i < n; ++i)
+            if (epabi_index_at(b->dtype, b->host, i) == 0)
                 return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT,
                                    "Div: integer division by zero (divisor element %lld)", (long long)i);
     }

@@ -43,8 +43,11 @@ static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const str
                            (long long)shape->dims[0], EPABI_MAX_RANK);
     const int n = (int)shape->dims[0];
     int64_t req[EPABI_MAX_RANK];
+    OrtStatus* read_status = NULL;
+    const void* host = n > 0 ? epabi_exec_host_data(ex, shape, &read_status) : NULL;
+    if (read_status != NULL) return read_status;
     for (int i = 0; i < n; ++i) {
-        req[i] = epabi_index_at(shape->dtype, shape->data, i);
+        req[i] = epabi_index_at(shape->dtype, host, i);
         if (req[i] < 0)
             return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: shape[%d] = %lld is negative", i,
                                (long long)req[i]);

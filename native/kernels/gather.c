@@ -20,16 +20,6 @@ struct gather_state {
     int64_t axis;
 };
 
-struct gather_args {
-    const unsigned char* src;
-    const void* indices;
-    bool indices64;
-    unsigned char* dst;
-    int64_t outer;
-    int64_t n_indices;
-    int64_t axis_dim;
-    size_t block_bytes;             /* one index's slice: the inner dims */
-};
 
 static bool gather_supports(const struct epabi_node* node, char* why, size_t why_len) {
     if (node->n_in < 2 || epabi_dtype_size(node->in[0].dtype) == 0) {
@@ -127,13 +117,14 @@ static OrtStatus* gather_run(struct epabi_exec* ex, const void* state, const str
         dims[j++] = x->dims[k];
         inner *= x->dims[k];
     }
-    /* Indices are validated here, on the host stream where earlier launches have already run (also while
-     * capturing), so a bad index is an error rather than silently zero-filled output. The launch still
-     * bounds-checks: a replay reads whatever the captured index buffer holds then. */
+    /* Indices are validated here when the host can read them (the host stream, where earlier launches have
+     * already run, also while capturing; constants and host-computed values on CUDA), so a bad index is an
+     * error rather than silently zero-filled output. Indices only a device holds are not read back (no host
+     * synchronization per Gather); the launch bounds-checks and zero-fills, and so does a replay. */
     const int64_t n_indices = epabi_numel(idx->rank, idx->dims);
     const int64_t axis_dim = x->dims[axis];
-    for (int64_t i = 0; i < n_indices; ++i) {
-        const int64_t v = epabi_index_at(idx->dtype, idx->data, i);
+    for (int64_t i = 0; idx->host != NULL && i < n_indices; ++i) {
+        const int64_t v = epabi_index_at(idx->dtype, idx->host, i);
         if (v < -axis_dim || v >= axis_dim)
             return epabi_error(api, ORT_INVALID_ARGUMENT,
                                "Gather: index %lld at position %lld is out of range [-%lld, %lld) for axis %d",
@@ -153,7 +144,7 @@ static OrtStatus* gather_run(struct epabi_exec* ex, const void* state, const str
         .axis_dim = x->dims[axis],
         .block_bytes = (size_t)inner * epabi_dtype_size(x->dtype),
     };
-    return epabi_exec_launch(ex, gather_launch, &a, sizeof a);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_GATHER, gather_launch, &a, sizeof a);
 }
 
 const struct epabi_kernel epabi_kernels_gather[] = {

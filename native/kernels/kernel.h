@@ -28,14 +28,15 @@
 
 #include "api.h"
 
-enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
+#include "launch_args.h"
 
 /* A dense, row-major tensor. dims[0..rank) are >= 0; rank 0 is a scalar (one element). */
 struct epabi_tensor {
     ONNXTensorElementDataType dtype;
     int rank;
     int64_t dims[EPABI_MAX_RANK];
-    void* data;
+    void* data;          /* in the memory of the stream's device */
+    const void* host;    /* the same values in host memory, or NULL when only the device has them */
 };
 
 /* What GetCapability and Compile know about a node, read once through the OrtApi graph accessors.
@@ -91,7 +92,15 @@ void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status
  * stack or at the epabi_tensor structs: a graph capture records the copy and replays it after run() has
  * returned, and the executor keeps exactly those buffers alive for the captured graph (stream.h). */
 typedef void (*epabi_launch_fn)(const void* args);
-OrtStatus* epabi_exec_launch(struct epabi_exec* ex, epabi_launch_fn fn, const void* args, size_t args_size);
+OrtStatus* epabi_exec_launch(struct epabi_exec* ex, enum epabi_launch_kind kind, epabi_launch_fn fn, const void* args,
+                             size_t args_size);
+
+/* Host-readable data of an input whose values decide shapes (Reshape's shape, Slice's starts..., Expand's
+ * shape, axes inputs): the tensor's own data on the host backend, a host copy for constants and for values
+ * computed on the host (plan.h, host steps), else (device memory) a copy read after waiting for the stream,
+ * valid until the run ends. Errors: ORT_FAIL while capturing a graph, where no host synchronization may
+ * happen (naming the node), or when the copy fails. */
+const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tensor* t, OrtStatus** status);
 
 /* The API block, for error statuses: epabi_error(epabi_exec_api(ex), ...). */
 const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex);
@@ -108,6 +117,11 @@ struct epabi_kernel {
 
 /* Lookup by op type and opset version; NULL when no kernel covers them. registry.c. */
 const struct epabi_kernel* epabi_kernel_find(const char* op_type, int since_version);
+
+/* Bit i set: run() of this kernel reads input i's values on the host (through epabi_exec_host_data) and
+ * never hands it to a launch; shape inputs (Reshape's shape, Expand's shape, Slice's starts/ends/axes/
+ * steps, Squeeze/Unsqueeze/Reduce axes). The executor keeps such values in host memory on devices. */
+uint32_t epabi_kernel_host_inputs(const struct epabi_kernel* kernel);
 
 /* ---- helpers shared by kernels (tensor_util.c) ------------------------------------------------- */
 

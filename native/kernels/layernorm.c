@@ -22,25 +22,7 @@ struct layernorm_state {
 };
 
 /* Scale or B broadcast against X. */
-struct ln_operand {
-    const float* data;                 /* NULL: absent (B only) */
-    bool in_place;                     /* varies contiguously over all normalized dims: read a row in place */
-    bool per_row;                      /* varies along some leading (pre-axis) dim */
-    int64_t strides[EPABI_MAX_RANK];   /* aligned to X's dims, in elements; 0 where broadcast */
-};
 
-struct layernorm_launch {
-    const float* x;
-    float* y;
-    float* mean;                       /* NULL: not requested */
-    float* inv;
-    float* rowbuf;                     /* 2 * norm floats for rebuilt Scale / B rows, or NULL */
-    int rank, axis;
-    int64_t dims[EPABI_MAX_RANK];
-    int64_t rows, norm;
-    float epsilon;
-    struct ln_operand op[2];           /* Scale, B */
-};
 
 /* Element offset of operand `o` at the start of row r. */
 static int64_t ln_row_offset(const struct layernorm_launch* L, const struct ln_operand* o, int64_t r) {
@@ -250,7 +232,7 @@ static OrtStatus* layernorm_run(struct epabi_exec* ex, const void* state, const 
         L.rowbuf = epabi_exec_scratch(ex, 2 * (size_t)L.norm * sizeof(float), &st);
         if (L.rowbuf == NULL) return st;
     }
-    return epabi_exec_launch(ex, layernorm_launch_fn, &L, sizeof L);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_LAYERNORM, layernorm_launch_fn, &L, sizeof L);
 }
 
 const struct epabi_kernel epabi_kernels_layernorm[] = {

@@ -159,17 +159,6 @@ static void* scratch_or_null(struct epabi_exec* ex, size_t bytes, OrtStatus** st
 
 /* ---- MatMul ------------------------------------------------------------------------------------------- */
 
-struct matmul_launch {
-    const float* a;
-    const float* b;
-    float* y;
-    float* pack;
-    int64_t m, n, k;
-    int batch_rank;                         /* 0 when the batch is folded into m or absent */
-    int64_t batch[EPABI_MAX_RANK];
-    int64_t a_stride[EPABI_MAX_RANK];       /* elements between consecutive batch entries; 0 = broadcast */
-    int64_t b_stride[EPABI_MAX_RANK];
-};
 
 static void matmul_launch_fn(const void* p) {
     const struct matmul_launch* L = p;
@@ -288,7 +277,7 @@ static OrtStatus* matmul_run(struct epabi_exec* ex, const void* state, const str
     }
     L.pack = scratch_or_null(ex, epabi_sgemm_scratch_bytes(L.m, n, k), &st);
     if (st != NULL) return st;
-    return epabi_exec_launch(ex, matmul_launch_fn, &L, sizeof L);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_MATMUL, matmul_launch_fn, &L, sizeof L);
 }
 
 /* ---- Gemm --------------------------------------------------------------------------------------------- */
@@ -298,17 +287,6 @@ struct gemm_state {
     float alpha, beta;
 };
 
-struct gemm_launch {
-    const float* a;
-    const float* b;
-    const float* c;        /* NULL: no C term */
-    float* y;
-    float* pack;
-    bool trans_a, trans_b;
-    int64_t m, n, k, lda, ldb;
-    float alpha, beta;
-    int64_t c_rows, c_cols;   /* C's extent after left-padding to rank 2: each 1 (broadcast) or M / N */
-};
 
 static void gemm_launch_fn(const void* p) {
     const struct gemm_launch* L = p;
@@ -427,7 +405,7 @@ static OrtStatus* gemm_run(struct epabi_exec* ex, const void* state, const struc
     L.beta = s->beta;
     L.pack = scratch_or_null(ex, epabi_sgemm_scratch_bytes(m, n, k), &st);
     if (st != NULL) return st;
-    return epabi_exec_launch(ex, gemm_launch_fn, &L, sizeof L);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_GEMM, gemm_launch_fn, &L, sizeof L);
 }
 
 const struct epabi_kernel epabi_kernels_matmul[] = {

@@ -9,12 +9,6 @@
 
 #include <string.h>
 
-struct gmaxpool_launch {
-    const float* x;
-    float* y;
-    int64_t planes;   /* N * C */
-    int64_t size;     /* spatial positions per plane, >= 1 */
-};
 
 static void gmaxpool_launch_fn(const void* p) {
     const struct gmaxpool_launch* L = p;
@@ -74,7 +68,7 @@ static OrtStatus* gmaxpool_run(struct epabi_exec* ex, const void* state, const s
     if (L.planes == 0) return NULL;
     L.x = X->data;
     L.y = Y->data;
-    return epabi_exec_launch(ex, gmaxpool_launch_fn, &L, sizeof L);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_GLOBAL_MAXPOOL, gmaxpool_launch_fn, &L, sizeof L);
 }
 
 const struct epabi_kernel epabi_kernels_pool[] = {

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum reduce_op { REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX };
 
 struct reduce_state {
     enum reduce_op op;
@@ -25,17 +24,6 @@ struct reduce_state {
     int64_t axes[EPABI_MAX_RANK];
 };
 
-struct reduce_launch {
-    const float* x;
-    float* y;
-    double* acc;                     /* out_numel sums (SUM, MEAN) */
-    enum reduce_op op;
-    bool copy;                       /* noop_with_empty_axes with no axes: Y = X */
-    int rank;                        /* merged axes, >= 1 */
-    int64_t dims[EPABI_MAX_RANK];
-    bool reduced[EPABI_MAX_RANK];
-    int64_t in_numel, out_numel, count;   /* count: input elements per output element */
-};
 
 static void reduce_launch_fn(const void* p) {
     const struct reduce_launch* L = p;
@@ -217,7 +205,12 @@ static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const str
             if (n > X->rank || n > EPABI_MAX_RANK)
                 return epabi_error(api, ORT_INVALID_ARGUMENT, "%s: %lld axes given for data of rank %d", name,
                                    (long long)n, X->rank);
-            if (n > 0) memcpy(axes, A->data, sizeof(int64_t) * (size_t)n);
+            if (n > 0) {
+                OrtStatus* read_status = NULL;
+                const void* host = epabi_exec_host_data(ex, A, &read_status);
+                if (read_status != NULL) return read_status;
+                memcpy(axes, host, sizeof(int64_t) * (size_t)n);
+            }
             n_axes = (size_t)n;
             have_axes = n > 0;
         }
@@ -240,7 +233,7 @@ static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const str
         L.copy = true;
         L.x = X->data;
         L.y = Y->data;
-        return epabi_exec_launch(ex, reduce_launch_fn, &L, sizeof L);
+        return epabi_exec_launch(ex, EPABI_LAUNCH_REDUCE, reduce_launch_fn, &L, sizeof L);
     }
     if (have_axes) {
         if (!reduce_check_axes(name, axes, n_axes, X->rank, mask, why, sizeof why))
@@ -287,7 +280,7 @@ static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const str
         L.acc = epabi_exec_scratch(ex, sizeof(double) * (size_t)L.out_numel, &st);
         if (L.acc == NULL) return st;
     }
-    return epabi_exec_launch(ex, reduce_launch_fn, &L, sizeof L);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_REDUCE, reduce_launch_fn, &L, sizeof L);
 }
 
 const struct epabi_kernel epabi_kernels_reduce[] = {

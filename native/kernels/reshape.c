@@ -13,11 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct copy_args {
-    const void* src;
-    void* dst;
-    size_t bytes;
-};
 
 /* Reshape's allowzero, or the axes attribute of Squeeze/Unsqueeze before opset 13. */
 struct reshape_state {
@@ -49,7 +44,10 @@ static OrtStatus* read_ints(struct epabi_exec* ex, const char* what, const struc
     if (count > (int64_t)cap)
         return epabi_error(api, ORT_INVALID_ARGUMENT, "%s has %lld values; at most %zu are supported", what,
                            (long long)count, cap);
-    for (int64_t i = 0; i < count; ++i) out[i] = epabi_index_at(t->dtype, t->data, i);
+    OrtStatus* status = NULL;
+    const void* host = count > 0 ? epabi_exec_host_data(ex, t, &status) : NULL;
+    if (status != NULL) return status;
+    for (int64_t i = 0; i < count; ++i) out[i] = epabi_index_at(t->dtype, host, i);
     *n = (size_t)count;
     return NULL;
 }
@@ -61,7 +59,7 @@ static OrtStatus* emit_copy(struct epabi_exec* ex, const struct epabi_tensor* x,
     if (y == NULL) return status;
     const struct copy_args a = {x->data, y->data, (size_t)epabi_numel(x->rank, x->dims) * epabi_dtype_size(x->dtype)};
     if (a.bytes == 0) return NULL;
-    return epabi_exec_launch(ex, copy_launch, &a, sizeof a);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_COPY, copy_launch, &a, sizeof a);
 }
 
 static void format_dims(char* buf, size_t cap, int rank, const int64_t* dims) {

@@ -14,11 +14,6 @@ struct shape_state {
     bool has_end;                    /* no end attribute: up to the rank */
 };
 
-struct shape_args {
-    int64_t* dst;
-    int n;
-    int64_t dims[EPABI_MAX_RANK];
-};
 
 static bool shape_supports(const struct epabi_node* node, char* why, size_t why_len) {
     /* The dtype is irrelevant to us; we only ask that the executor can bind the tensor at all. */
@@ -76,7 +71,7 @@ static OrtStatus* shape_run(struct epabi_exec* ex, const void* state, const stru
     if (y == NULL) return status;
     if (a.n == 0) return NULL;
     a.dst = y->data;
-    return epabi_exec_launch(ex, shape_launch, &a, sizeof a);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_SHAPE, shape_launch, &a, sizeof a);
 }
 
 const struct epabi_kernel epabi_kernels_shape[] = {

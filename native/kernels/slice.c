@@ -117,7 +117,10 @@ static OrtStatus* read_ints(struct epabi_exec* ex, const char* what, const struc
     if (t->dims[0] > EPABI_MAX_RANK)
         return epabi_error(api, ORT_INVALID_ARGUMENT, "Slice: %s has %lld values; at most %d are supported", what,
                            (long long)t->dims[0], EPABI_MAX_RANK);
-    for (int64_t i = 0; i < t->dims[0]; ++i) out[i] = epabi_index_at(t->dtype, t->data, i);
+    OrtStatus* status = NULL;
+    const void* host = t->dims[0] > 0 ? epabi_exec_host_data(ex, t, &status) : NULL;
+    if (status != NULL) return status;
+    for (int64_t i = 0; i < t->dims[0]; ++i) out[i] = epabi_index_at(t->dtype, host, i);
     *n = (size_t)t->dims[0];
     return NULL;
 }

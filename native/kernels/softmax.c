@@ -18,13 +18,6 @@ struct softmax_state {
     int64_t axis;
 };
 
-struct softmax_launch {
-    const float* x;
-    float* y;
-    float* max;       /* inner floats of scratch (inner > 1 only) */
-    float* sum;
-    int64_t outer, len, inner;
-};
 
 static void softmax_rows(const struct softmax_launch* L) {
     for (int64_t o = 0; o < L->outer; ++o) {
@@ -139,7 +132,7 @@ static OrtStatus* softmax_run(struct epabi_exec* ex, const void* state, const st
         if (L.max == NULL) return st;
         L.sum = L.max + L.inner;
     }
-    return epabi_exec_launch(ex, softmax_launch_fn, &L, sizeof L);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_SOFTMAX, softmax_launch_fn, &L, sizeof L);
 }
 
 const struct epabi_kernel epabi_kernels_softmax[] = {

@@ -65,5 +65,5 @@ static void simplify(struct epabi_strided_copy* a) {
 
 OrtStatus* epabi_strided_copy_launch(struct epabi_exec* ex, struct epabi_strided_copy* a) {
     simplify(a);
-    return epabi_exec_launch(ex, strided_copy_fn, a, sizeof *a);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_STRIDED_COPY, strided_copy_fn, a, sizeof *a);
 }

@@ -8,14 +8,8 @@
 
 #include "kernel.h"
 
-struct epabi_strided_copy {
-    const unsigned char* src;   /* the first element of the view */
-    unsigned char* dst;
-    size_t elsize;
-    int rank;
-    int64_t dims[EPABI_MAX_RANK];
-    int64_t strides[EPABI_MAX_RANK];
-};
+#include "launch_args.h"
+
 
 /* Merges dims that are contiguous (or both broadcast) in the source and drops unit dims, so the innermost
  * row is as long as possible, then launches the copy on the exec's stream. */

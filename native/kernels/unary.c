@@ -8,15 +8,7 @@
 
 #include "kernel.h"
 
-enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID };
 
-struct un_args {
-    enum un_op op;
-    ONNXTensorElementDataType dtype;
-    const void* in;
-    void* out;
-    int64_t n;
-};
 
 static inline float sigmoid_f(float x) {
     if (x >= 0) return 1.0f / (1.0f + expf(-x));
@@ -110,7 +102,7 @@ static OrtStatus* run_op(enum un_op op, struct epabi_exec* ex, const struct epab
     if (out == NULL) return st;
     struct un_args args = {op, in[0]->dtype, in[0]->data, out->data, epabi_numel(in[0]->rank, in[0]->dims)};
     if (args.n == 0) return NULL;
-    return epabi_exec_launch(ex, un_launch, &args, sizeof args);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_UNARY, un_launch, &args, sizeof args);
 }
 
 #define UNARY(NAME, OP)                                                                                      \

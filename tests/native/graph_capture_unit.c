@@ -74,12 +74,12 @@ static bool capture_once(const struct epabi_gc_owner* o, const struct fake_ro* r
     CHECK(st == NULL);
     if (st != NULL) { free(st); return false; }
     struct epabi_thread_context* tc = epabi_gc_find(o);
-    struct epabi_run_env env; epabi_gc_run_env(tc, &env);
+    struct epabi_run_env env; epabi_gc_run_env(o, tc, &env);
     CHECK(tc != NULL && env.stream != NULL && env.capture_pool != NULL);
     if (tc == NULL || env.capture_pool == NULL) return false;
     void* blk = epabi_arena_pool_alloc(env.capture_pool, bytes);
     CHECK(blk != NULL);
-    CHECK(epabi_stream_launch(env.stream, add_one, a, sizeof *a) == NULL);
+    CHECK(epabi_stream_launch(env.stream, EPABI_LAUNCH_COPY, add_one, a, sizeof *a) == NULL);
     epabi_gc_note_compute(tc, blk != NULL);
     st = epabi_gc_run_end(o, opts, true);
     CHECK(st == NULL);
@@ -127,7 +127,7 @@ static void* idle_worker(void* p) {
 static void test_release_frees_idle_threads(struct epabi_api* api) {
     printf("release of an EP frees an idle thread's context for it\n");
     struct epabi_arena *ar_a = epabi_arena_create(), *ar_b = epabi_arena_create(), *ar_c = epabi_arena_create();
-    struct epabi_gc_owner A = {api, (const OrtLogger*)1, ar_a, 0, false, 0, 0, 1};
+    struct epabi_gc_owner A = {api, (const OrtLogger*)1, ar_a, 0, false, 0, 0, 1, NULL, NULL, NULL, false};
     struct epabi_gc_owner B = A, C = A;
     B.arena = ar_b; C.arena = ar_c;
     CHECK(epabi_gc_live_contexts() == 0);
@@ -196,7 +196,7 @@ static void* stress_worker(void* p) {
 static void test_release_while_thread_runs(struct epabi_api* api) {
     printf("releases of EPs while a thread that used them runs another EP (%d EPs)\n", STRESS_EPS);
     struct epabi_arena *ar_a = epabi_arena_create(), *ar_d = epabi_arena_create();
-    struct epabi_gc_owner A = {api, (const OrtLogger*)1, ar_a, 0, false, 0, 0, 1};
+    struct epabi_gc_owner A = {api, (const OrtLogger*)1, ar_a, 0, false, 0, 0, 1, NULL, NULL, NULL, false};
     struct epabi_gc_owner* D = calloc(STRESS_EPS, sizeof *D);
     CHECK(epabi_gc_attach(&A) == NULL);
     struct stress_test t = {.a = &A, .d = D};
@@ -245,7 +245,7 @@ static void test_thread_exit_races_last_release(struct epabi_api* api) {
     struct epabi_arena* ar = epabi_arena_create();
     atomic_store(&g_quiet, true);
     for (int k = 0; k < 100; ++k) {
-        struct epabi_gc_owner E = {api, (const OrtLogger*)1, ar, 0, false, 0, 0, 1};
+        struct epabi_gc_owner E = {api, (const OrtLogger*)1, ar, 0, false, 0, 0, 1, NULL, NULL, NULL, false};
         CHECK(epabi_gc_attach(&E) == NULL);
         struct exit_test t = {.e = &E};
         atomic_init(&t.captured, 0);
@@ -279,7 +279,7 @@ int main(void) {
     expect(epabi_stream_begin_capture(s), ORT_FAIL, "do not nest");
     float in[4] = {1, 2, 3, 4}, out[4] = {0};
     struct add_args a = {in, out, 4};
-    CHECK(epabi_stream_launch(s, add_one, &a, sizeof a) == NULL);
+    CHECK(epabi_stream_launch(s, EPABI_LAUNCH_COPY, add_one, &a, sizeof a) == NULL);
     CHECK(out[3] == 5);   /* executed while capturing */
     CHECK(epabi_stream_end_capture(s, &sg) == NULL && epabi_stream_graph_launches(sg) == 1);
     in[3] = 10; a.out = NULL;  /* the recorded copy of args is what replays */
@@ -306,7 +306,7 @@ int main(void) {
     CHECK(st0.bytes_in_use == 0);   /* abort gave the pool's block back */
     CHECK(epabi_graph_manager_capture_begin(m, 1) == NULL);
     a.out = out;
-    CHECK(epabi_stream_launch(s, add_one, &a, sizeof a) == NULL);
+    CHECK(epabi_stream_launch(s, EPABI_LAUNCH_COPY, add_one, &a, sizeof a) == NULL);
     CHECK(epabi_graph_manager_capture_end(m, 1) == NULL && epabi_graph_manager_is_captured(m, 1));
     expect(epabi_graph_manager_capture_begin(m, 1), ORT_INVALID_ARGUMENT, "already");
     expect(epabi_graph_manager_replay(m, 5, true), ORT_INVALID_ARGUMENT, "annotation id 5");
@@ -336,7 +336,7 @@ int main(void) {
     CHECK(epabi_gc_annotation_id(&api, (const OrtRunOptions*)1) == 0 && epabi_gc_annotation_id(&api, NULL) == 0);
 
     /* owner level: nested OnRunStart, failed capture, attach/detach */
-    struct epabi_gc_owner o = {&api, (const OrtLogger*)1, arena, 0, true, 0x1234, 0, 1};
+    struct epabi_gc_owner o = {&api, (const OrtLogger*)1, arena, 0, true, 0x1234, 0, 1, NULL, NULL, NULL, false};
     CHECK(epabi_gc_attach(&o) == NULL && o.serial != 0);
     g_gid = "3";
     CHECK(epabi_gc_run_start(&o, (const OrtRunOptions*)1) == NULL);   /* min 0: captures */
@@ -345,7 +345,7 @@ int main(void) {
     CHECK(!epabi_gc_is_captured(&o, 3));
     CHECK(epabi_gc_run_start(&o, (const OrtRunOptions*)1) == NULL);   /* clean again: captures */
     struct epabi_thread_context* tc = epabi_gc_find(&o);
-    struct epabi_run_env env; epabi_gc_run_env(tc, &env);
+    struct epabi_run_env env; epabi_gc_run_env(&o, tc, &env);
     CHECK(env.stream != NULL && env.capture_pool != NULL);
     epabi_gc_note_compute(tc, false);                                  /* a fused node failed */
     CHECK(epabi_gc_run_end(&o, (const OrtRunOptions*)1, true) == NULL);

@@ -203,6 +203,7 @@ struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTen
     memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
     /* An empty tensor gets no buffer, as a host may do: kernels must not touch (or offset) its data. */
     t->data = bytes > 0 ? ex->out_buf[index].mem : NULL;
+    t->host = t->data;
     ex->out_set[index] = true;
     return t;
 }
@@ -217,7 +218,15 @@ void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status
     return ex->scratch[ex->n_scratch++].mem;
 }
 
-OrtStatus* epabi_exec_launch(struct epabi_exec* ex, epabi_launch_fn fn, const void* args, size_t args_size) {
+const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tensor* t, OrtStatus** status) {
+    (void)ex;
+    *status = NULL;
+    return t->host != NULL ? t->host : t->data;
+}
+
+OrtStatus* epabi_exec_launch(struct epabi_exec* ex, enum epabi_launch_kind kind, epabi_launch_fn fn, const void* args,
+                             size_t args_size) {
+    (void)kind;
     if (ex->n_launch == H_MAX_LAUNCH) return epabi_error(ex->api, ORT_FAIL, "harness: too many launches");
     void* copy = malloc(args_size > 0 ? args_size : 1);
     if (copy == NULL) return epabi_error(ex->api, ORT_FAIL, "harness: out of memory");
@@ -372,6 +381,7 @@ static void h_read_input(struct h_reader* r, struct h_case* c, int i) {
         free(t->data);
         t->data = NULL;
     }
+    t->host = t->data;   /* a host-memory harness: the values are host-readable */
     d->rank = known ? t->rank : -1;
     if (known) memcpy(d->dims, t->dims, sizeof(int64_t) * (size_t)t->rank);
     if (is_const) {

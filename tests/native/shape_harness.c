@@ -199,6 +199,7 @@ struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTen
     guarded_alloc(&ex->out_buf[index], bytes);
     memset(ex->out_buf[index].map, POISON, ex->out_buf[index].map_len - page_size());
     t->data = ex->out_buf[index].data;
+    t->host = t->data;
     ex->out_set[index] = true;
     return t;
 }
@@ -213,7 +214,15 @@ void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status
     return p;
 }
 
-OrtStatus* epabi_exec_launch(struct epabi_exec* ex, epabi_launch_fn fn, const void* args, size_t args_size) {
+const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tensor* t, OrtStatus** status) {
+    (void)ex;
+    *status = NULL;
+    return t->host != NULL ? t->host : t->data;
+}
+
+OrtStatus* epabi_exec_launch(struct epabi_exec* ex, enum epabi_launch_kind kind, epabi_launch_fn fn, const void* args,
+                             size_t args_size) {
+    (void)kind;
     if (ex->n_launch >= MAX_LAUNCHES) return epabi_error(ex->api, ORT_FAIL, "harness: too many launches");
     void* copy = malloc(args_size ? args_size : 1);
     if (copy == NULL) abort();
@@ -363,6 +372,7 @@ static bool parse_case(struct tokens* tk, struct harness_case* c) {
             guarded_alloc(&in->buf, (size_t)n * (elsize ? elsize : 1));
             for (int64_t i = 0; i < n; ++i) parse_value(need_token(tk), in->t.dtype, in->buf.data + (size_t)i * elsize);
             in->t.data = in->buf.data;
+            in->t.host = in->t.data;   /* host memory: readable */
         } else {
             fprintf(stderr, "harness: unknown directive '%s'\n", tok);
             exit(2);

@@ -24,6 +24,7 @@ static void load(void) {
         return;
     }
     struct epabi_cuda_driver d;
+    memset(&d, 0, sizeof d);
     /* object-to-function pointer conversion through memcpy: ISO C has no direct cast */
 #define LOAD(field, name)                         \
     do {                                          \
@@ -32,14 +33,58 @@ static void load(void) {
         memcpy(&d.field, &p_, sizeof p_);         \
     } while (0)
     LOAD(Init, "cuInit");
+    LOAD(DriverGetVersion, "cuDriverGetVersion");
     LOAD(DeviceGetCount, "cuDeviceGetCount");
     LOAD(DeviceGet, "cuDeviceGet");
+    LOAD(DeviceGetAttribute, "cuDeviceGetAttribute");
+    LOAD(DeviceGetName, "cuDeviceGetName");
+    LOAD(DeviceGetPCIBusId, "cuDeviceGetPCIBusId");
+    LOAD(DeviceTotalMem, "cuDeviceTotalMem_v2");
     LOAD(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
     LOAD(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
     LOAD(CtxPushCurrent, "cuCtxPushCurrent_v2");
     LOAD(CtxPopCurrent, "cuCtxPopCurrent_v2");
+    LOAD(CtxGetCurrent, "cuCtxGetCurrent");
+    LOAD(CtxSetCurrent, "cuCtxSetCurrent");
+    LOAD(CtxSynchronize, "cuCtxSynchronize");
     LOAD(MemAlloc, "cuMemAlloc_v2");
     LOAD(MemFree, "cuMemFree_v2");
+    LOAD(MemAllocHost, "cuMemAllocHost_v2");
+    LOAD(MemFreeHost, "cuMemFreeHost");
+    LOAD(MemGetInfo, "cuMemGetInfo_v2");
+    LOAD(Memcpy, "cuMemcpy");
+    LOAD(MemcpyHtoD, "cuMemcpyHtoD_v2");
+    LOAD(MemcpyDtoH, "cuMemcpyDtoH_v2");
+    LOAD(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+    LOAD(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+    LOAD(MemcpyAsync, "cuMemcpyAsync");
+    LOAD(MemsetD8Async, "cuMemsetD8Async");
+    LOAD(MemAllocAsync, "cuMemAllocAsync");
+    LOAD(MemAllocFromPoolAsync, "cuMemAllocFromPoolAsync");
+    LOAD(MemFreeAsync, "cuMemFreeAsync");
+    LOAD(DeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool");
+    LOAD(MemPoolSetAttribute, "cuMemPoolSetAttribute");
+    LOAD(StreamCreate, "cuStreamCreate");
+    LOAD(StreamDestroy, "cuStreamDestroy_v2");
+    LOAD(StreamSynchronize, "cuStreamSynchronize");
+    LOAD(StreamQuery, "cuStreamQuery");
+    LOAD(StreamWaitEvent, "cuStreamWaitEvent");
+    LOAD(StreamBeginCapture, "cuStreamBeginCapture_v2");
+    LOAD(StreamEndCapture, "cuStreamEndCapture");
+    LOAD(StreamIsCapturing, "cuStreamIsCapturing");
+    LOAD(EventCreate, "cuEventCreate");
+    LOAD(EventDestroy, "cuEventDestroy_v2");
+    LOAD(EventRecord, "cuEventRecord");
+    LOAD(EventSynchronize, "cuEventSynchronize");
+    LOAD(GraphInstantiate, "cuGraphInstantiateWithFlags");
+    LOAD(GraphLaunch, "cuGraphLaunch");
+    LOAD(GraphExecDestroy, "cuGraphExecDestroy");
+    LOAD(GraphDestroy, "cuGraphDestroy");
+    LOAD(GraphGetNodes, "cuGraphGetNodes");
+    LOAD(ModuleLoadData, "cuModuleLoadData");
+    LOAD(ModuleUnload, "cuModuleUnload");
+    LOAD(ModuleGetFunction, "cuModuleGetFunction");
+    LOAD(LaunchKernel, "cuLaunchKernel");
     LOAD(GetErrorString, "cuGetErrorString");
 #undef LOAD
     epabi_cu_result r = d.Init(0);
@@ -49,6 +94,7 @@ static void load(void) {
         snprintf(g_why, sizeof g_why, "cuInit failed: %s (CUDA error %d)", text, r);
         return;
     }
+    if (d.DriverGetVersion(&d.version) != 0) d.version = 0;
     g_driver = d;
     g_loaded = &g_driver;
 }

@@ -1,0 +1,53 @@
+/*
+ * cuda_kernels.h - the CUDA kernels of every launch kind (kernels/launch_args.h): CUDA C source compiled
+ * with NVRTC once per device and cached for the process, plus cuBLAS for MatMul/Gemm.
+ *
+ * The source (cuda_kernels.cu) and launch_args.h are embedded in the library at build time (CMake turns
+ * them into byte arrays), and NVRTC compiles them for the device's compute capability at the first use of
+ * a device; the module stays loaded (in the device's primary context) until the process ends.
+ *
+ * Thread-safety: epabi_cuda_module_get may be called from any thread (one compilation per device, under a
+ * lock); epabi_cuda_launch is safe on distinct streams concurrently.
+ */
+#ifndef EPABI_CUDA_KERNELS_H
+#define EPABI_CUDA_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "api.h"
+#include "cuda_libs.h"
+#include "kernel.h"
+#include "launch_args.h"
+
+/* Embedded at build time (generated file): NUL-terminated. */
+extern const char epabi_cuda_kernels_source[];
+extern const char epabi_launch_args_source[];
+
+struct epabi_cuda_module;   /* one compiled module of one device */
+
+/* The module of device `ordinal`, compiled on first use with the device's primary context current (the
+ * caller makes it current). Errors: ORT_EP_FAIL with NVRTC's log on a compile error, or the driver's error. */
+OrtStatus* epabi_cuda_module_get(const struct epabi_api* api, const struct epabi_cuda_libs* libs, int ordinal,
+                                 struct epabi_cuda_module** out);
+
+/* Where one launch goes. The device's primary context is current on the calling thread. */
+struct epabi_cuda_launch_env {
+    const struct epabi_api* api;
+    const struct epabi_cuda_libs* libs;
+    struct epabi_cuda_module* module;
+    epabi_cu_stream stream;
+    epabi_cublas_handle cublas;   /* bound to `stream`; NULL: MatMul/Gemm use our own kernel */
+};
+
+/* Issues the kernels of one launch block on env->stream (asynchronously; no host synchronization, no
+ * allocation, so it may run inside a stream capture). Errors: ORT_EP_FAIL naming the kind and the CUDA
+ * or cuBLAS error; ORT_NOT_IMPLEMENTED for a dtype/op combination the CUDA kernels do not cover (which
+ * epabi_cuda_node_supported refuses at GetCapability, so it is never reached from a compiled plan). */
+OrtStatus* epabi_cuda_launch(const struct epabi_cuda_launch_env* env, enum epabi_launch_kind kind, const void* args);
+
+/* GetCapability on a GPU device: true when the CUDA kernels cover this node (op, dtypes, attributes), in
+ * addition to the kernel's own supports(). Otherwise writes a short reason. */
+bool epabi_cuda_node_supported(const struct epabi_node* node, char* why, size_t why_len);
+
+#endif

@@ -1,0 +1,253 @@
+/*
+ * cuda_stream.c - see cuda_stream.h.
+ */
+#include "cuda_stream.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_kernels.h"
+#include "ep_factory.h"
+
+struct cuda_stream {
+    struct epabi_stream base;               /* first member */
+    const struct epabi_cuda_device* dev;
+    const struct epabi_cuda_driver* cu;
+    epabi_cu_stream cs;
+    struct epabi_cuda_module* module;
+    epabi_cublas_handle cublas;             /* NULL without cuBLAS */
+    epabi_cu_ptr workspace;                 /* cuBLAS workspace, owned */
+    epabi_cu_mempool pool;                  /* the device's default pool, for alloc_async */
+};
+
+struct cuda_graph {
+    struct epabi_stream_graph base;         /* first member */
+    epabi_cu_graph graph;
+    epabi_cu_graph_exec exec;
+    size_t nodes;
+};
+
+static struct cuda_stream* cs_of(struct epabi_stream* s) {
+    return (struct cuda_stream*)s;
+}
+
+static OrtStatus* cuda_launch(struct epabi_stream* s, enum epabi_launch_kind kind, epabi_launch_fn fn,
+                              const void* args, size_t args_size) {
+    (void)fn;   /* the host function is the software adapter's; the kind selects the CUDA kernels */
+    (void)args_size;
+    struct cuda_stream* c = cs_of(s);
+    struct epabi_cuda_launch_env env = {s->api, c->dev->libs, c->module, c->cs, c->cublas};
+    struct epabi_cuda_scope scope;
+    epabi_cuda_enter(c->dev, &scope);
+    OrtStatus* st = epabi_cuda_launch(&env, kind, args);
+    epabi_cuda_leave(&scope);
+    return st;
+}
+
+static OrtStatus* cuda_begin_capture(struct epabi_stream* s) {
+    struct cuda_stream* c = cs_of(s);
+    struct epabi_cuda_scope scope;
+    epabi_cuda_enter(c->dev, &scope);
+    epabi_cu_result r = c->cu->StreamBeginCapture(c->cs, EPABI_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+    epabi_cuda_leave(&scope);
+    return r == 0 ? NULL : epabi_cuda_status(s->api, r, "cuStreamBeginCapture");
+}
+
+static OrtStatus* cuda_end_capture(struct epabi_stream* s, struct epabi_stream_graph** out) {
+    struct cuda_stream* c = cs_of(s);
+    struct epabi_cuda_scope scope;
+    epabi_cuda_enter(c->dev, &scope);
+    epabi_cu_graph graph = NULL;
+    epabi_cu_graph_exec exec = NULL;
+    OrtStatus* st = NULL;
+    epabi_cu_result r = c->cu->StreamEndCapture(c->cs, &graph);
+    if (r != 0 || graph == NULL) {
+        st = epabi_cuda_status(s->api, r != 0 ? r : 1, "cuStreamEndCapture (the capture was invalidated)");
+    } else if ((r = c->cu->GraphInstantiate(&exec, graph, 0)) != 0) {
+        st = epabi_cuda_status(s->api, r, "cuGraphInstantiate");
+    }
+    struct cuda_graph* g = NULL;
+    if (st == NULL) {
+        g = calloc(1, sizeof *g);
+        if (g == NULL) st = epabi_error(s->api, ORT_FAIL, EPABI_EP_NAME ": out of memory ending a graph capture");
+    }
+    if (st != NULL) {
+        if (exec != NULL) c->cu->GraphExecDestroy(exec);
+        if (graph != NULL) c->cu->GraphDestroy(graph);
+        epabi_cuda_leave(&scope);
+        return st;
+    }
+    g->base.ops = s->ops;
+    g->base.stream = s;
+    g->graph = graph;
+    g->exec = exec;
+    if (c->cu->GraphGetNodes(graph, NULL, &g->nodes) != 0) g->nodes = 0;
+    epabi_cuda_leave(&scope);
+    *out = &g->base;
+    return NULL;
+}
+
+static void cuda_abort_capture(struct epabi_stream* s) {
+    struct cuda_stream* c = cs_of(s);
+    struct epabi_cuda_scope scope;
+    epabi_cuda_enter(c->dev, &scope);
+    epabi_cu_graph graph = NULL;
+    if (c->cu->StreamEndCapture(c->cs, &graph) == 0 && graph != NULL) c->cu->GraphDestroy(graph);
+    epabi_cuda_leave(&scope);
+}
+
+static OrtStatus* cuda_replay(struct epabi_stream* s, const struct epabi_stream_graph* g) {
+    struct cuda_stream* c = cs_of(s);
+    const struct cuda_graph* cg = (const struct cuda_graph*)g;
+    struct epabi_cuda_scope scope;
+    epabi_cuda_enter(c->dev, &scope);
+    epabi_cu_result r = c->cu->GraphLaunch(cg->exec, c->cs);
+    epabi_cuda_leave(&scope);
+    if (r != 0) return epabi_cuda_status(s->api, r, "cuGraphLaunch");
+    s->launches += cg->nodes;
+    return NULL;
+}
+
+static OrtStatus* cuda_synchronize(struct epabi_stream* s) {
+    struct cuda_stream* c = cs_of(s);
+    struct epabi_cuda_scope scope;
+    epabi_cuda_enter(c->dev, &scope);
+    epabi_cu_result r = c->cu->StreamSynchronize(c->cs);
+    epabi_cuda_leave(&scope);
+    return r == 0 ? NULL : epabi_cuda_status(s->api, r, "cuStreamSynchronize");
+}
+
+static size_t cuda_graph_launches(const struct epabi_stream_graph* g) {
+    return ((const struct cuda_graph*)g)->nodes;
+}
+
+static void cuda_graph_destroy(struct epabi_stream_graph* g) {
+    struct cuda_graph* cg = (struct cuda_graph*)g;
+    struct cuda_stream* c = (struct cuda_stream*)(uintptr_t)g->stream;
+    struct epabi_cuda_scope scope;
+    epabi_cuda_enter(c->dev, &scope);
+    /* a replay may still be running: the memory its capture pool returns to the arena must be idle */
+    c->cu->StreamSynchronize(c->cs);
+    c->cu->GraphExecDestroy(cg->exec);
+    c->cu->GraphDestroy(cg->graph);
+    epabi_cuda_leave(&scope);
+    free(cg);
+}
+
+static void cuda_destroy(struct epabi_stream* s) {
+    struct cuda_stream* c = cs_of(s);
+    struct epabi_cuda_scope scope;
+    epabi_cuda_enter(c->dev, &scope);
+    if (c->cs != NULL) c->cu->StreamSynchronize(c->cs);
+    if (c->cublas != NULL) c->dev->libs->cublas->Destroy(c->cublas);
+    if (c->workspace != 0) c->cu->MemFree(c->workspace);
+    if (c->cs != NULL && !s->user_owned) c->cu->StreamDestroy(c->cs);   /* a user's stream is never destroyed */
+    epabi_cuda_leave(&scope);
+    free(c);
+}
+
+static void* cuda_alloc_async(struct epabi_stream* s, size_t bytes) {
+    struct cuda_stream* c = cs_of(s);
+    epabi_cu_ptr p = 0;
+    struct epabi_cuda_scope scope;
+    epabi_cuda_enter(c->dev, &scope);
+    epabi_cu_result r = c->cu->MemAllocFromPoolAsync(&p, bytes > 0 ? bytes : 1, c->pool, c->cs);
+    epabi_cuda_leave(&scope);
+    return r == 0 ? (void*)(uintptr_t)p : NULL;
+}
+
+static void cuda_free_async(struct epabi_stream* s, void* p) {
+    struct cuda_stream* c = cs_of(s);
+    struct epabi_cuda_scope scope;
+    epabi_cuda_enter(c->dev, &scope);
+    c->cu->MemFreeAsync((epabi_cu_ptr)(uintptr_t)p, c->cs);
+    epabi_cuda_leave(&scope);
+}
+
+static OrtStatus* cuda_read_to_host(struct epabi_stream* s, void* dst, const void* src, size_t bytes) {
+    struct cuda_stream* c = cs_of(s);
+    struct epabi_cuda_scope scope;
+    epabi_cuda_enter(c->dev, &scope);
+    epabi_cu_result r = c->cu->StreamSynchronize(c->cs);
+    if (r == 0 && bytes > 0) r = c->cu->MemcpyDtoH(dst, (epabi_cu_ptr)(uintptr_t)src, bytes);
+    epabi_cuda_leave(&scope);
+    return r == 0 ? NULL : epabi_cuda_status(s->api, r, "reading a shape input back from the GPU");
+}
+
+static const struct epabi_stream_ops kCudaOps = {
+    .backend = EPABI_STREAM_CUDA,
+    .name = "cuda",
+    .launch = cuda_launch,
+    .begin_capture = cuda_begin_capture,
+    .end_capture = cuda_end_capture,
+    .abort_capture = cuda_abort_capture,
+    .replay = cuda_replay,
+    .synchronize = cuda_synchronize,
+    .graph_launches = cuda_graph_launches,
+    .graph_destroy = cuda_graph_destroy,
+    .destroy = cuda_destroy,
+    .alloc_async = cuda_alloc_async,
+    .free_async = cuda_free_async,
+    .read_to_host = cuda_read_to_host,
+};
+
+const struct epabi_cuda_device* epabi_stream_cuda_device(const struct epabi_stream* s) {
+    return s != NULL && s->ops == &kCudaOps ? ((const struct cuda_stream*)s)->dev : NULL;
+}
+
+struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const struct epabi_cuda_device* device,
+                                              bool adopt_user, uintptr_t user_handle, OrtStatus** status) {
+    *status = NULL;
+    const struct epabi_cuda_libs* libs = device->libs;
+    struct cuda_stream* c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        *status = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory creating a CUDA stream");
+        return NULL;
+    }
+    c->base.ops = &kCudaOps;
+    c->base.api = api;
+    c->base.user_owned = adopt_user;
+    c->dev = device;
+    c->cu = libs->cu;
+    struct epabi_cuda_scope scope;
+    if (!epabi_cuda_enter(device, &scope)) {
+        free(c);
+        *status = epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": cannot make GPU %d current", device->ordinal);
+        return NULL;
+    }
+    OrtStatus* st = epabi_cuda_module_get(api, libs, device->ordinal, &c->module);
+    epabi_cu_result r = 0;
+    if (st == NULL) {
+        if (adopt_user) {
+            c->cs = (epabi_cu_stream)user_handle;
+        } else if ((r = c->cu->StreamCreate(&c->cs, EPABI_CU_STREAM_NON_BLOCKING)) != 0) {
+            c->cs = NULL;
+            st = epabi_cuda_status(api, r, "cuStreamCreate");
+        }
+    }
+    c->base.handle = (uintptr_t)c->cs;
+    if (st == NULL && device->mempools && (r = c->cu->DeviceGetDefaultMemPool(&c->pool, device->device)) == 0) {
+        /* keep freed memory in the pool instead of giving it back at every synchronization */
+        uint64_t keep = UINT64_MAX;
+        c->cu->MemPoolSetAttribute(c->pool, EPABI_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep);
+    }
+    if (st == NULL && libs->cublas != NULL) {
+        const struct epabi_cublas* cb = libs->cublas;
+        if (cb->Create(&c->cublas) != 0) {
+            c->cublas = NULL;   /* MatMul/Gemm fall back to our own kernel */
+        } else if (c->cu->MemAlloc(&c->workspace, EPABI_CUBLAS_WORKSPACE_BYTES) != 0 ||
+                   cb->SetStream(c->cublas, c->cs) != 0 ||
+                   cb->SetWorkspace(c->cublas, (void*)(uintptr_t)c->workspace, EPABI_CUBLAS_WORKSPACE_BYTES) != 0) {
+            st = epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": cannot set up cuBLAS on GPU %d's stream",
+                             device->ordinal);
+        }
+    }
+    epabi_cuda_leave(&scope);
+    if (st != NULL) {
+        cuda_destroy(&c->base);
+        *status = st;
+        return NULL;
+    }
+    return &c->base;
+}

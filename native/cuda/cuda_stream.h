@@ -1,0 +1,39 @@
+/*
+ * cuda_stream.h - the CUDA backend of stream.h: a CUstream of one GPU.
+ *
+ *   launch        the CUDA kernels of the launch's kind (cuda_kernels.h), asynchronously
+ *   capture       cuStreamBeginCapture in thread-local mode (other threads may keep using CUDA while this
+ *                 one captures), cuStreamEndCapture + cuGraphInstantiate; nothing is executed while capturing
+ *   replay        cuGraphLaunch on the stream
+ *   alloc_async   cuMemAllocFromPoolAsync from the device's default memory pool (arena.use_cuda_mempool=1);
+ *                 inside a capture these become the graph's own memory nodes
+ *   read_to_host  waits for the stream, then copies device to host
+ *
+ * The stream is created non-blocking (it never synchronizes with the legacy default stream, which other
+ * threads' synchronous copies use while this one captures). A user's stream (user_compute_stream) is adopted:
+ * used as is and never destroyed. Each stream owns a cuBLAS handle bound to it, with its own workspace
+ * (cublasSetWorkspace), so a GEMM allocates nothing inside a capture.
+ *
+ * Every call makes the stream's device current for its duration; destroy may run on any thread.
+ * Ownership and thread-safety as stream.h.
+ */
+#ifndef EPABI_CUDA_STREAM_H
+#define EPABI_CUDA_STREAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cuda_device.h"
+#include "stream.h"
+
+/* NULL and *status set on failure (stream, cuBLAS handle or kernel module creation; NVRTC compiles the
+ * device's kernels here on first use, never inside a capture). */
+struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const struct epabi_cuda_device* device,
+                                              bool adopt_user, uintptr_t user_handle, OrtStatus** status);
+
+/* The device of a CUDA stream, NULL for other backends. */
+const struct epabi_cuda_device* epabi_stream_cuda_device(const struct epabi_stream* s);
+
+enum { EPABI_CUBLAS_WORKSPACE_BYTES = 4 << 20 };
+
+#endif

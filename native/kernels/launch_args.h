@@ -1,0 +1,235 @@
+/*
+ * launch_args.h - the argument blocks of every kernel launch, shared by the C kernels (the kernels/ C files), the
+ * executor and the CUDA backend, which compiles this very header with NVRTC (cuda/cuda_kernels.cu), so a
+ * block has one layout on both sides of the launch.
+ *
+ * A kernel's run() fills one block and hands it to epabi_exec_launch together with its kind and its host
+ * function; the host stream calls the host function, the CUDA stream looks the kind up in its launcher
+ * table (cuda/cuda_launch.c). Pointers inside a block are tensor data or scratch in the memory of the
+ * stream's device: host memory on the software adapter, device memory on CUDA.
+ *
+ * Layout rules (both compilers must agree): fixed-width integers, size_t (64-bit on every platform we build
+ * for), 32-bit enums, bool (1 byte), pointers (64-bit). No bit fields.
+ */
+#ifndef EPABI_LAUNCH_ARGS_H
+#define EPABI_LAUNCH_ARGS_H
+
+#if defined(__CUDACC_RTC__)
+/* NVRTC has no C library headers: the few types the blocks use. */
+typedef signed char int8_t;
+typedef unsigned char uint8_t;
+typedef short int16_t;
+typedef unsigned short uint16_t;
+typedef int int32_t;
+typedef unsigned int uint32_t;
+typedef long long int64_t;
+typedef unsigned long long uint64_t;
+typedef int ONNXTensorElementDataType;
+/* ONNXTensorElementDataType values (the C side checks them against ort_abi.h) */
+enum {
+    ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED = 0, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT = 1,
+    ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8 = 2, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 = 3,
+    ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16 = 4, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16 = 5,
+    ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 = 6, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 = 7,
+    ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL = 9, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16 = 10,
+    ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE = 11, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32 = 12,
+    ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64 = 13
+};
+enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
+#else
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api.h"
+enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
+_Static_assert(sizeof(size_t) == 8 && sizeof(void*) == 8, "launch blocks assume a 64-bit target");
+#endif
+
+/* What a launch does; the CUDA backend's launcher table is indexed by it. */
+enum epabi_launch_kind {
+    EPABI_LAUNCH_ELEMENTWISE,     /* struct ew_args */
+    EPABI_LAUNCH_UNARY,           /* struct un_args */
+    EPABI_LAUNCH_CAST,            /* struct cast_args */
+    EPABI_LAUNCH_COPY,            /* struct copy_args */
+    EPABI_LAUNCH_STRIDED_COPY,    /* struct epabi_strided_copy */
+    EPABI_LAUNCH_CONCAT,          /* struct concat_args */
+    EPABI_LAUNCH_GATHER,          /* struct gather_args */
+    EPABI_LAUNCH_SHAPE,           /* struct shape_args */
+    EPABI_LAUNCH_MATMUL,          /* struct matmul_launch */
+    EPABI_LAUNCH_GEMM,            /* struct gemm_launch */
+    EPABI_LAUNCH_CONV,            /* struct conv_launch */
+    EPABI_LAUNCH_LAYERNORM,       /* struct layernorm_launch */
+    EPABI_LAUNCH_GLOBAL_MAXPOOL,  /* struct gmaxpool_launch */
+    EPABI_LAUNCH_REDUCE,          /* struct reduce_launch */
+    EPABI_LAUNCH_SOFTMAX,         /* struct softmax_launch */
+    EPABI_LAUNCH_KIND_COUNT
+};
+
+enum ew_op { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_EQUAL, OP_WHERE, OP_COPY };
+
+/* Operands in output index space: strides are in elements, 0 along broadcast dimensions. */
+struct ew_args {
+    enum ew_op op;
+    ONNXTensorElementDataType dtype;    /* of operand 0 (of operand 1 for Where) */
+    ONNXTensorElementDataType dtype1;   /* of operand 1 (Pow's exponent) */
+    int rank;                           /* >= 1: a scalar runs as shape [1] */
+    int64_t dims[EPABI_MAX_RANK];
+    int n_ops;
+    int64_t strides[3][EPABI_MAX_RANK];
+    const void* in[3];
+    size_t esize[3];
+    void* out;
+    size_t out_esize;
+};
+
+enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID };
+
+struct un_args {
+    enum un_op op;
+    ONNXTensorElementDataType dtype;
+    const void* in;
+    void* out;
+    int64_t n;
+};
+
+struct cast_args {
+    ONNXTensorElementDataType from, to;
+    const void* in;
+    void* out;
+    int64_t n;
+};
+
+struct copy_args {
+    const void* src;
+    void* dst;
+    size_t bytes;
+};
+
+struct epabi_strided_copy {
+    const unsigned char* src;   /* the first element of the view */
+    unsigned char* dst;
+    size_t elsize;
+    int rank;
+    int64_t dims[EPABI_MAX_RANK];
+    int64_t strides[EPABI_MAX_RANK];
+};
+
+struct concat_args {
+    unsigned char* dst;
+    int64_t outer;
+    int n;
+    const unsigned char* src[EPABI_MAX_NODE_IO];
+    size_t row_bytes[EPABI_MAX_NODE_IO];      /* one input's block per outer index */
+};
+
+struct gather_args {
+    const unsigned char* src;
+    const void* indices;
+    bool indices64;
+    unsigned char* dst;
+    int64_t outer;
+    int64_t n_indices;
+    int64_t axis_dim;
+    size_t block_bytes;             /* one index's slice: the inner dims */
+};
+
+struct shape_args {
+    int64_t* dst;
+    int n;
+    int64_t dims[EPABI_MAX_RANK];
+};
+
+struct matmul_launch {
+    const float* a;
+    const float* b;
+    float* y;
+    float* pack;
+    int64_t m, n, k;
+    int batch_rank;                         /* 0 when the batch is folded into m or absent */
+    int64_t batch[EPABI_MAX_RANK];
+    int64_t a_stride[EPABI_MAX_RANK];       /* elements between consecutive batch entries; 0 = broadcast */
+    int64_t b_stride[EPABI_MAX_RANK];
+};
+
+struct gemm_launch {
+    const float* a;
+    const float* b;
+    const float* c;        /* NULL: no C term */
+    float* y;
+    float* pack;
+    bool trans_a, trans_b;
+    int64_t m, n, k, lda, ldb;
+    float alpha, beta;
+    int64_t c_rows, c_cols;   /* C's extent after left-padding to rank 2: each 1 (broadcast) or M / N */
+};
+
+enum conv_path {
+    CONV_GEMM_X,       /* 1x1, stride 1, no padding: X itself is the column matrix */
+    CONV_GEMM_COLS,    /* im2col, a tile of output positions at a time, then one product per tile */
+    CONV_PER_CHANNEL   /* one input channel per group (depthwise): shifted multiply-adds, no product */
+};
+
+struct conv_launch {
+    const float* x;
+    const float* w;
+    const float* bias;             /* NULL: none */
+    float* y;
+    float* col;                    /* CONV_GEMM_COLS only */
+    float* pack;                   /* CONV_GEMM_* only */
+    enum conv_path path;
+    int64_t n, c, h, wd, m, group, cg, mg;
+    int64_t kh, kw, sh, sw, dh, dw, ph, pw, oh, ow;
+    int64_t tile;                  /* output positions per column tile */
+};
+
+struct ln_operand {
+    const float* data;                 /* NULL: absent (B only) */
+    bool in_place;                     /* varies contiguously over all normalized dims: read a row in place */
+    bool per_row;                      /* varies along some leading (pre-axis) dim */
+    int64_t strides[EPABI_MAX_RANK];   /* aligned to X's dims, in elements; 0 where broadcast */
+};
+
+struct layernorm_launch {
+    const float* x;
+    float* y;
+    float* mean;                       /* NULL: not requested */
+    float* inv;
+    float* rowbuf;                     /* 2 * norm floats for rebuilt Scale / B rows, or NULL */
+    int rank, axis;
+    int64_t dims[EPABI_MAX_RANK];
+    int64_t rows, norm;
+    float epsilon;
+    struct ln_operand op[2];           /* Scale, B */
+};
+
+struct gmaxpool_launch {
+    const float* x;
+    float* y;
+    int64_t planes;   /* N * C */
+    int64_t size;     /* spatial positions per plane, >= 1 */
+};
+
+enum reduce_op { REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX };
+
+struct reduce_launch {
+    const float* x;
+    float* y;
+    double* acc;                     /* out_numel sums (SUM, MEAN) */
+    enum reduce_op op;
+    bool copy;                       /* noop_with_empty_axes with no axes: Y = X */
+    int rank;                        /* merged axes, >= 1 */
+    int64_t dims[EPABI_MAX_RANK];
+    bool reduced[EPABI_MAX_RANK];
+    int64_t in_numel, out_numel, count;   /* count: input elements per output element */
+};
+
+struct softmax_launch {
+    const float* x;
+    float* y;
+    float* max;       /* inner floats of scratch (inner > 1 only) */
+    float* sum;
+    int64_t outer, len, inner;
+};
+
+#endif
