@@ -119,10 +119,13 @@ static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* h
 }
 
 /* The GPUs the CUDA driver sees, as hardware devices of our own making (host passed none). Metadata:
- * pci_bus_id (cuDeviceGetPCIBusId), cuda_ordinal, DiscoveredBy. Caller holds f->lock. */
+ * pci_bus_id (cuDeviceGetPCIBusId), cuda_ordinal, DiscoveredBy. EPABI_CUDA_DISCOVERY=0 turns this off (then
+ * a host without GPUs gets the software adapter when it is allowed). Caller holds f->lock. */
 static OrtStatus* make_cuda_hw(struct epabi_factory* f, size_t limit) {
     const struct epabi_api* api = &f->api;
     if (f->num_cuda_hw > 0) return NULL;
+    const char* discovery = getenv("EPABI_CUDA_DISCOVERY");
+    if (discovery != NULL && strcmp(discovery, "0") == 0) return NULL;   /* the user asked us not to look */
     char why[256];
     const struct epabi_cuda_driver* cu = epabi_cuda_driver(why, sizeof why);
     int count = 0;

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 import epabi
+
+# A CPU-only host on a GPU machine would otherwise get the GPUs the CUDA driver sees, as hardware devices the
+# plugin creates itself, instead of the software adapter most tests use; GPU tests turn discovery back on.
+os.environ.setdefault("EPABI_CUDA_DISCOVERY", "0")
 
 
 @pytest.fixture(scope="session")
@@ -16,8 +21,12 @@ def library_path() -> str:
 
 @pytest.fixture
 def software_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Lets the plugin offer its CPU software adapter (EPABI_ALLOW_SOFTWARE_ADAPTER=1)."""
+    """Lets the plugin offer its CPU software adapter (EPABI_ALLOW_SOFTWARE_ADAPTER=1).
+
+    EPABI_CUDA_DISCOVERY=0 keeps it that way on a GPU machine: a CPU-only host would otherwise get the GPUs the
+    CUDA driver sees, as hardware devices the plugin creates itself."""
     monkeypatch.setenv("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
+    monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "0")
 
 
 @pytest.fixture
