@@ -48,16 +48,17 @@ def host(software_adapter: None, library_path: str) -> Iterator[epabi.Host]:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """Prints the conformance table (op, cases, claimed, passed) when conformance tests ran."""
+    """Prints the conformance tables (op, cases, claimed, passed) of the devices whose conformance tests ran."""
     import sys
 
     module = sys.modules.get("test_conformance")  # only when the conformance tests were collected
-    TABLE = getattr(module, "TABLE", None)
-    if not TABLE:
-        return
-    tr = terminalreporter
-    tr.section("ONNX backend conformance on the software adapter")
-    tr.write_line(f"{'op':<22}{'cases':>7}{'claimed':>9}{'passed':>8}")
-    for op in sorted(TABLE):
-        cases, claimed, passed = TABLE[op]
-        tr.write_line(f"{op:<22}{cases:>7}{claimed:>9}{passed:>8}")
+    for attr, title in (("TABLE", "the software adapter"), ("GPU_TABLE", "the GPU (CUDA kernels)")):
+        table = getattr(module, attr, None)
+        if not table:
+            continue
+        tr = terminalreporter
+        tr.section(f"ONNX backend conformance on {title}")
+        tr.write_line(f"{'op':<22}{'cases':>7}{'claimed':>9}{'passed':>8}")
+        for op in sorted(table):
+            cases, claimed, passed = table[op]
+            tr.write_line(f"{op:<22}{cases:>7}{claimed:>9}{passed:>8}")

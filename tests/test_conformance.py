@@ -1,8 +1,9 @@
-"""ONNX backend conformance on the software adapter, through the epabi host.
+"""ONNX backend conformance on the software adapter and (on a GPU machine) on the CUDA kernels, through the
+epabi host.
 
 Every relevant case (its graph uses an op we have a kernel for) must reproduce the expected outputs; the
 nodes the plugin claims run on our kernels, the rest on the CPU fallback. The per-op table (cases,
-claimed, passed) is printed at the end of the pytest run.
+claimed, passed) is printed at the end of the pytest run, one for each device that ran.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import pytest
 import epabi
 from conformance import KERNEL_OPS, Case, baseline_ok, close, relevant_cases
 
-TABLE: dict[str, list[int]] = {}  # op -> [cases, claimed, passed]
+TABLE: dict[str, list[int]] = {}  # op -> [cases, claimed, passed], software adapter
+GPU_TABLE: dict[str, list[int]] = {}  # the same on the GPU EP device (CUDA kernels)
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +29,37 @@ def sw_host(library_path: str) -> Iterator[epabi.Host]:
             yield host
 
 
+@pytest.fixture(scope="module")
+def gpu_host(library_path: str) -> Iterator[epabi.Host]:
+    """A host listing the GPUs (sysfs, else the ones the plugin finds through the CUDA driver)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EPABI_CUDA_DISCOVERY", "1")
+        mp.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
+        with epabi.Host() as host:
+            host.register_execution_provider_library("epabi", library_path)
+            gpus = [d for d in host.get_ep_devices()
+                    if d.ep_name == epabi.get_ep_name() and d.ep_metadata.get("device_kind") == "gpu"]
+            if not gpus:
+                pytest.skip("no GPU EP device (no NVIDIA GPU or driver)")
+            yield host
+
+
 @pytest.mark.parametrize("case", relevant_cases(), ids=lambda c: f"{c.source}:{c.name}")
 def test_backend_case(case: Case, sw_host: epabi.Host) -> None:
+    _check_case(case, sw_host, TABLE)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", relevant_cases(), ids=lambda c: f"{c.source}:{c.name}")
+def test_backend_case_gpu(case: Case, gpu_host: epabi.Host) -> None:
+    _check_case(case, gpu_host, GPU_TABLE)
+
+
+def _check_case(case: Case, host: epabi.Host, table: dict[str, list[int]]) -> None:
     if not baseline_ok(case.name):
         pytest.skip("onnx.reference alone does not reproduce this case")
     so = epabi.SessionOptions()
-    so.add_provider_for_devices(sw_host.get_ep_devices())
+    so.add_provider_for_devices([d for d in host.get_ep_devices() if d.ep_name == epabi.get_ep_name()])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with epabi.InferenceSession(case.model, so) as session:
@@ -41,7 +68,7 @@ def test_backend_case(case: Case, sw_host: epabi.Host) -> None:
             claimed_ops = {n.op_type for n in session.graph.nodes if n.ep_name == epabi.get_ep_name()}
     problem = close(outputs, case.outputs, case.rtol, case.atol)
     for op in case.ops & KERNEL_OPS:
-        row = TABLE.setdefault(op, [0, 0, 0])
+        row = table.setdefault(op, [0, 0, 0])
         row[0] += 1
         if op in claimed_ops:
             row[1] += 1
