@@ -101,8 +101,10 @@ class IOBinding:
 
     def bind_cuda_array_input(self, name: str, array: Any) -> None:
         """Binds a CUDA array (CuPy, PyTorch, ``__cuda_array_interface__`` or DLPack) without copying; the
-        binding keeps it alive. Raises TypeError/ValueError as :func:`epabi.cuda_arrays.describe_cuda_array`,
-        ValueError when no EP device has GPU memory of the array's device."""
+        binding keeps it alive. The producer's stream is synchronised once, here: later writes by the producer
+        (``x[...] = ...`` in CuPy) must be finished (e.g. its stream synchronised) before the next run.
+        Raises TypeError/ValueError as :func:`epabi.cuda_arrays.describe_cuda_array`, ValueError when no EP
+        device has GPU memory of the array's device."""
         self.bind_ortvalue_input(name, self._wrap_array(array, "input"))
 
     # -- outputs -------------------------------------------------------------------------------------------

@@ -1,0 +1,334 @@
+"""Eager runs vs CUDA-graph replays on the GPU EP device: per-run microseconds, against the raw CUDA-graph floor.
+
+Models: MLPs of 8 and 32 layers (width 64, batch 1, MatMul+Add+Relu; ``epabi.models.mlp``) and magika's
+standard_v3_3 (batch 1, when the ``magika`` package is installed). For each model, per-run medians of:
+
+* our EP, eager (``enable_cuda_graph=0``) and replay (``enable_cuda_graph=1``, ``gpu_graph_id=1``), through
+  epabi's emulated host and through real onnxruntime (when importable); inputs and outputs are bound once in the
+  EP's device memory (``ortvalue_from_numpy(x, "cuda", 0)``), so a replay copies nothing;
+* the floor (MLPs): ``bench/cuda_floor/mlp_graph.cu``, built here with ``nvcc`` into a temp dir, runs the same
+  kernel sequence (per layer a cuBLAS sgemm and a fused bias-add+ReLU kernel) captured once into a CUDA graph,
+  timed over N graph launches with a stream synchronisation after each;
+* PyTorch CUDA graphs (MLPs): ``torch.cuda.CUDAGraph`` of the same layers, replay + synchronise per run (and
+  PyTorch eager, for reference).
+
+Ratios: eager/replay per host, replay/floor for every replay. Each timing is a run + synchronisation as a caller
+sees it (our EP syncs its stream at the end of a run; replays are followed by ``OrtEp::Sync``). Informational,
+not a test. Pieces that cannot run are skipped with the reason printed (no GPU: nothing runs; no nvcc: no
+floor; no torch: no PyTorch rows; no onnxruntime: no real-onnxruntime rows), and the exit status stays 0.
+
+    python bench/graph_replay.py [--runs 1000] [--json] [--keep-build DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import epabi
+from epabi.models import mlp
+
+HERE = Path(__file__).resolve().parent
+FLOOR_SOURCE = HERE / "cuda_floor" / "mlp_graph.cu"
+WIDTH, BATCH, LAYERS = 64, 1, (8, 32)
+SKIPPED: list[str] = []
+
+
+def skip(what: str, why: str) -> None:
+    SKIPPED.append(f"{what}: {why}")
+    print(f"[skip] {what}: {why}", flush=True)
+
+
+def median_us(call: Callable[[], None], runs: int, warmup: int = 50) -> float:
+    for _ in range(warmup):
+        call()
+    times = np.empty(runs)
+    for i in range(runs):
+        t0 = time.perf_counter()
+        call()
+        times[i] = time.perf_counter() - t0
+    return float(np.median(times) * 1e6)
+
+
+def gpu_count() -> int:
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
+
+
+def magika_model() -> Path | None:
+    try:
+        import magika
+    except ImportError:
+        return None
+    path = Path(magika.__file__).parent / "models" / "standard_v3_3" / "model.onnx"
+    return path if path.is_file() else None
+
+
+def magika_input() -> np.ndarray:
+    """magika's features of this file (first and last 1024 bytes, padded with 256): int32 [1, 2048]."""
+    data = Path(__file__).read_bytes()
+    beg, end = list(data[:4096].lstrip()[:1024]), list(data[-4096:].rstrip()[-1024:])
+    return np.array([beg + [256] * (1024 - len(beg)) + [256] * (1024 - len(end)) + end], dtype=np.int32)
+
+
+# -- our EP through epabi's emulated host -------------------------------------------------------------------------
+
+def emulated(host: epabi.Host, device: epabi.EpDevice, model: Any, feeds: dict[str, np.ndarray],
+             out_shape: list[int], graph: bool, runs: int) -> float:
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices([device], {"enable_cuda_graph": "1" if graph else "0"})
+    with epabi.InferenceSession(model, so) as session:
+        off = [n for n, ep in session.node_assignment.items() if ep != epabi.get_ep_name()]
+        if off:
+            raise RuntimeError(f"{len(off)} node(s) stay on the CPU: {off[:5]}")
+        binding = session.io_binding()
+        values = {name: epabi.OrtValue.ortvalue_from_numpy(a, "cuda", 0, host=host) for name, a in feeds.items()}
+        for name, v in values.items():
+            binding.bind_ortvalue_input(name, v)
+        out = epabi.OrtValue.ortvalue_from_shape_and_type(out_shape, np.float32, "cuda", 0, host=host)
+        binding.bind_ortvalue_output(session.get_outputs()[0].name, out)
+        ro = epabi.RunOptions()
+        ro.add_run_config_entry("gpu_graph_id", "1")
+        result = median_us(lambda: session.run_with_iobinding(binding, ro), runs)
+        if graph and session.graph_capture.replays == 0:
+            raise RuntimeError("enable_cuda_graph=1 but no run was a replay")
+        return result
+
+
+# -- our EP through real onnxruntime ------------------------------------------------------------------------------
+
+def real_ort(ort: Any, device: Any, model: Any, feeds: dict[str, np.ndarray], out_shape: list[int], graph: bool,
+             runs: int) -> float:
+    so = ort.SessionOptions()
+    so.add_provider_for_devices([device], {"enable_cuda_graph": "1" if graph else "0"})
+    data = model.SerializeToString() if hasattr(model, "SerializeToString") else str(model)
+    session = ort.InferenceSession(data, so, enable_fallback=0)
+    if session.get_providers()[0] != epabi.get_ep_name():
+        raise RuntimeError(f"onnxruntime fell back to {session.get_providers()}")
+    binding = session.io_binding()
+    values = {name: ort.OrtValue.ortvalue_from_numpy(a, "cuda", 0) for name, a in feeds.items()}
+    for name, v in values.items():
+        binding.bind_ortvalue_input(name, v)
+    out = ort.OrtValue.ortvalue_from_shape_and_type(out_shape, np.float32, "cuda", 0)
+    binding.bind_ortvalue_output(session.get_outputs()[0].name, out)
+    ro = ort.RunOptions()
+    ro.add_run_config_entry("gpu_graph_id", "1")
+    return median_us(lambda: session.run_with_iobinding(binding, ro), runs)  # its values go with this frame
+
+
+# -- the raw CUDA-graph floor -------------------------------------------------------------------------------------
+
+def build_floor(build_dir: Path) -> Path | None:
+    """Compiles mlp_graph.cu with nvcc (cuBLAS, else the simple GEMM; -arch=native, else nvcc's default)."""
+    nvcc = shutil.which("nvcc") or next((str(p) for p in (Path("/usr/local/cuda/bin/nvcc"),) if p.is_file()), None)
+    if nvcc is None:
+        skip("CUDA-graph floor", "nvcc not found (PATH, /usr/local/cuda/bin)")
+        return None
+    exe = build_dir / "mlp_graph"
+    errors = []
+    for extra in (["-lcublas"], ["-DEPABI_SIMPLE_GEMM"]):
+        for arch in (["-arch=native"], []):
+            cmd = [nvcc, "-O3", "-std=c++17", *arch, str(FLOOR_SOURCE), "-o", str(exe), *extra]
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode == 0:
+                print(f"[build] {' '.join(cmd)}", flush=True)
+                return exe
+            errors.append(f"$ {' '.join(cmd)}\n{proc.stderr.strip()[-800:]}")
+    skip("CUDA-graph floor", "nvcc could not build mlp_graph.cu:\n" + "\n".join(errors))
+    return None
+
+
+def floor_us(exe: Path, layers: int, runs: int) -> dict[str, Any] | None:
+    proc = subprocess.run([str(exe), str(layers), str(WIDTH), str(BATCH), str(runs), "50"], capture_output=True,
+                          text=True, timeout=300)
+    if proc.returncode != 0:
+        skip(f"CUDA-graph floor, mlp {layers}", f"mlp_graph exited {proc.returncode}: {proc.stderr.strip()[-800:]}")
+        return None
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    if result["max_abs_err"] > 1e-3:
+        skip(f"CUDA-graph floor, mlp {layers}", f"wrong output (max abs error {result['max_abs_err']})")
+        return None
+    return result
+
+
+# -- PyTorch ------------------------------------------------------------------------------------------------------
+
+def torch_mlp(torch: Any, layers: int, runs: int) -> tuple[float, float]:
+    """(eager, CUDA-graph replay) per-run microseconds of the same MLP in PyTorch, synchronising after each run."""
+    linears = [torch.nn.Linear(WIDTH, WIDTH).cuda().eval() for _ in range(layers)]
+
+    def forward(x: Any) -> Any:
+        for i, layer in enumerate(linears):
+            x = layer(x)
+            if i + 1 < layers:
+                x = torch.relu(x)
+        return x
+
+    static_x = torch.randn(BATCH, WIDTH, device="cuda")
+    with torch.inference_mode():
+        def eager() -> None:
+            forward(static_x)
+            torch.cuda.synchronize()
+
+        eager_us = median_us(eager, runs)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up on a side stream before capture, as PyTorch's docs do
+            for _ in range(3):
+                forward(static_x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = forward(static_x)
+
+        def replay() -> None:
+            graph.replay()
+            torch.cuda.synchronize()
+
+        replay_us = median_us(replay, runs)
+        torch.testing.assert_close(static_y, forward(static_x))
+    return eager_us, replay_us
+
+
+# -- driver -------------------------------------------------------------------------------------------------------
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1000, help="timed runs per measurement (median reported)")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--keep-build", type=Path, help="build the floor harness here instead of a temp dir")
+    args = parser.parse_args()
+
+    if gpu_count() == 0:
+        print("[skip] graph_replay: no NVIDIA GPU with a working driver (libcuda.so.1, cuDeviceGetCount)")
+        return 0
+
+    models: list[tuple[str, Any, dict[str, np.ndarray], list[int], int | None]] = []
+    rng = np.random.default_rng(0)
+    for layers in LAYERS:
+        models.append((f"mlp {layers}x{WIDTH} b{BATCH}", mlp(layers=layers, width=WIDTH, batch=BATCH),
+                       {"x": rng.standard_normal((BATCH, WIDTH)).astype(np.float32)}, [BATCH, WIDTH], layers))
+    magika = magika_model()
+    if magika is None:
+        skip("magika", "the magika package (its standard_v3_3 model) is not installed")
+    else:
+        models.append(("magika b1", magika, {"bytes": magika_input()}, [1, 214], None))
+
+    rows: dict[str, dict[str, float]] = {name: {} for name, *_ in models}
+
+    def measure(name: str, key: str, fn: Callable[[], float]) -> None:
+        try:
+            rows[name][key] = fn()
+        except Exception as exc:  # noqa: BLE001 - a failing piece is reported, the others still run
+            skip(f"{name}, {key}", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+
+    # our EP through epabi's emulated host
+    gpus_found = epabi.hardware.pci_gpus() or [epabi.nvidia_gpu_device(0)]  # sysfs may hide them in a VM
+    with epabi.Host(hardware=[epabi.cpu_device(), *gpus_found]) as host:
+        host.register_execution_provider_library("epabi", epabi.get_library_path())
+        gpus = [d for d in host.get_ep_devices() if d.ep_metadata.get("device_kind") == "gpu"]
+        if not gpus:
+            skip("epabi host", f"our plugin lists no GPU EP device ({host.get_ep_devices()})")
+        else:
+            for name, model, feeds, out_shape, _ in models:
+                for graph, key in ((False, "epabi_eager_us"), (True, "epabi_replay_us")):
+                    measure(name, key, lambda m=model, f=feeds, o=out_shape, g=graph:
+                            emulated(host, gpus[0], m, f, o, g, args.runs))
+
+    # our EP through real onnxruntime
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        ort = None
+        skip("onnxruntime", "not importable in this interpreter")
+    if ort is not None:
+        ort.register_execution_provider_library("epabi", epabi.get_library_path())
+        try:
+            gpus = [d for d in ort.get_ep_devices()
+                    if d.ep_name == epabi.get_ep_name() and dict(d.ep_metadata).get("device_kind") == "gpu"]
+            if not gpus:
+                skip(f"onnxruntime {ort.__version__}", "it lists no GPU EP device of ours (no GPU hardware device "
+                     "discovered)")
+            for name, model, feeds, out_shape, _ in models if gpus else []:
+                for graph, key in ((False, "ort_eager_us"), (True, "ort_replay_us")):
+                    measure(name, key, lambda m=model, f=feeds, o=out_shape, g=graph:
+                            real_ort(ort, gpus[0], m, f, o, g, args.runs))
+        finally:
+            gc.collect()
+            ort.unregister_execution_provider_library("epabi")
+
+    # the floor
+    with tempfile.TemporaryDirectory(prefix="epabi_cuda_floor_") as tmp:
+        build_dir = args.keep_build or Path(tmp)
+        build_dir.mkdir(parents=True, exist_ok=True)
+        exe = build_floor(build_dir)
+        for name, _, _, _, layers in models:
+            if exe is not None and layers is not None:
+                result = floor_us(exe, layers, args.runs)
+                if result is not None:
+                    rows[name]["floor_us"] = result["median_us"]
+                    rows[name]["floor_kernels"] = result["kernels_per_run"]
+
+    # PyTorch
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ImportError("torch sees no CUDA device")
+    except ImportError as exc:
+        skip("PyTorch", str(exc) or "not importable")
+        torch = None
+    if torch is not None:
+        for name, _, _, _, layers in models:
+            if layers is not None:
+                try:
+                    rows[name]["torch_eager_us"], rows[name]["torch_replay_us"] = torch_mlp(torch, layers, args.runs)
+                except Exception as exc:  # noqa: BLE001
+                    skip(f"{name}, PyTorch", f"{type(exc).__name__}: {exc}")
+
+    for row in rows.values():
+        for host_name in ("epabi", "ort", "torch"):
+            eager, replay = row.get(f"{host_name}_eager_us"), row.get(f"{host_name}_replay_us")
+            if eager and replay:
+                row[f"{host_name}_eager_over_replay"] = eager / replay
+            if replay and row.get("floor_us"):
+                row[f"{host_name}_replay_over_floor"] = replay / row["floor_us"]
+
+    if args.json:
+        print(json.dumps({"rows": rows, "skipped": SKIPPED}, indent=2))
+        return 0
+    print(f"\nper-run microseconds (median of {args.runs}), run + synchronise; ratios eager/replay and replay/floor")
+    for name, row in rows.items():
+        print(f"\n{name}")
+        for key, value in row.items():
+            if key == "floor_kernels":
+                print(f"  {key:<28}{int(value):>10}")
+            elif key.endswith("_us"):
+                print(f"  {key:<28}{value:>10.1f}")
+            else:
+                print(f"  {key:<28}{value:>9.2f}x")
+    if SKIPPED:
+        print(f"\nskipped: {len(SKIPPED)} piece(s), reasons above")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
