@@ -51,18 +51,24 @@ static OrtStatus* virtual_devices_allowed(const struct epabi_api* api, bool* all
 
 /* Caller holds f->lock. Keeps the memory info alive until the factory is destroyed, because the host
  * may keep referring to it through the EP device. */
-static OrtStatus* attach_memory_info(struct epabi_factory* f, OrtEpDevice* dev, const char* name,
-                                     OrtMemoryInfoDeviceType type, int ordinal, OrtAllocatorType alloc_type,
-                                     const OrtMemoryInfo** made) {
+static OrtStatus* attach_memory_info_typed(struct epabi_factory* f, OrtEpDevice* dev, const char* name,
+                                           OrtMemoryInfoDeviceType type, OrtDeviceMemoryType mem_type, int ordinal,
+                                           OrtAllocatorType alloc_type, const OrtMemoryInfo** made) {
     const struct epabi_api* api = &f->api;
     if (f->num_memory_infos >= sizeof f->memory_infos / sizeof f->memory_infos[0])
         return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": too many memory infos");
     OrtMemoryInfo* info = NULL;
-    EPABI_RETURN_IF_ERROR(api->ort->CreateMemoryInfo_V2(name, type, EPABI_NVIDIA_VENDOR_ID, ordinal,
-                                                        OrtDeviceMemoryType_DEFAULT, 0, alloc_type, &info));
+    EPABI_RETURN_IF_ERROR(api->ort->CreateMemoryInfo_V2(name, type, EPABI_NVIDIA_VENDOR_ID, ordinal, mem_type, 0,
+                                                        alloc_type, &info));
     f->memory_infos[f->num_memory_infos++] = info;
     if (made != NULL) *made = info;
     return api->ep->EpDevice_AddAllocatorInfo(dev, info);
+}
+
+static OrtStatus* attach_memory_info(struct epabi_factory* f, OrtEpDevice* dev, const char* name,
+                                     OrtMemoryInfoDeviceType type, int ordinal, OrtAllocatorType alloc_type,
+                                     const OrtMemoryInfo** made) {
+    return attach_memory_info_typed(f, dev, name, type, OrtDeviceMemoryType_DEFAULT, ordinal, alloc_type, made);
 }
 
 /* Caller holds f->lock. The software adapter's DEFAULT memory: host memory from the factory's arena that
@@ -105,6 +111,10 @@ static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* h
         if (st == NULL)
             st = attach_memory_info(f, dev, EPABI_GPU_READONLY_MEMORY_NAME, OrtMemoryInfoDeviceType_GPU, ordinal,
                                     OrtReadOnlyAllocator, NULL);
+        /* pinned host memory (cuMemAllocHost) for staging copies, as ORT's CUDA EP offers */
+        if (st == NULL)
+            st = attach_memory_info_typed(f, dev, EPABI_GPU_PINNED_MEMORY_NAME, OrtMemoryInfoDeviceType_GPU,
+                                          OrtDeviceMemoryType_HOST_ACCESSIBLE, ordinal, OrtDeviceAllocator, NULL);
     } else if (kind == EPABI_DEVICE_SOFTWARE && software_device_memory(f)) {
         st = attach_software_memory(f, dev);
     }

@@ -96,8 +96,10 @@ static OrtStatus* CreateAllocatorImpl(OrtEpFactory* this_ptr, const OrtMemoryInf
         if (st != NULL) f->api.ort->ReleaseStatus(st);
     }
     /* the GPU devices' memory (device and read-only infos): hosts create these allocators at registration */
-    if (name != NULL && (strcmp(name, EPABI_GPU_MEMORY_NAME) == 0 || strcmp(name, EPABI_GPU_READONLY_MEMORY_NAME) == 0))
-        return epabi_gpu_allocator_create(&f->api, f->logger, memory_info, ordinal, allocator);
+    if (name != NULL && (strcmp(name, EPABI_GPU_MEMORY_NAME) == 0 || strcmp(name, EPABI_GPU_READONLY_MEMORY_NAME) == 0 ||
+                         strcmp(name, EPABI_GPU_PINNED_MEMORY_NAME) == 0))
+        return epabi_gpu_allocator_create(&f->api, f->logger, memory_info, ordinal,
+                                          strcmp(name, EPABI_GPU_PINNED_MEMORY_NAME) == 0, allocator);
     return epabi_error(&f->api, ORT_NOT_IMPLEMENTED, EPABI_EP_NAME ": no allocator for memory info '%s'",
                        name != NULL ? name : "(null)");
 }

@@ -22,6 +22,7 @@
 #define EPABI_MAX_DEVICES 16
 #define EPABI_GPU_MEMORY_NAME "EpAbi_GPU"
 #define EPABI_GPU_READONLY_MEMORY_NAME "EpAbi_GPU_readonly"
+#define EPABI_GPU_PINNED_MEMORY_NAME "EpAbi_GPU_pinned"
 #define EPABI_SOFTWARE_MEMORY_NAME "EpAbi_Software"
 
 enum epabi_device_kind { EPABI_DEVICE_GPU = 0, EPABI_DEVICE_SOFTWARE = 1, EPABI_DEVICE_VIRTUAL = 2 };
@@ -40,7 +41,7 @@ struct epabi_factory {
     pthread_mutex_t lock;
     struct epabi_device_record devices[EPABI_MAX_DEVICES];
     size_t num_devices;
-    OrtMemoryInfo* memory_infos[2 * EPABI_MAX_DEVICES];
+    OrtMemoryInfo* memory_infos[4 * EPABI_MAX_DEVICES];
     size_t num_memory_infos;
     OrtHardwareDevice* virtual_hw;     /* made with OrtEpApi::CreateHardwareDevice when allowed */
     /* GPUs the host did not pass but the CUDA driver sees (containers and VMs without DRM nodes), made with

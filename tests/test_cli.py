@@ -108,6 +108,8 @@ def test_devices_injected_gpu_lists_memory_infos(no_software_adapter, capsys, mo
          "vendor_id": "0x10de", "device_id": 0},
         {"name": "EpAbi_GPU_readonly", "device_type": "GPU", "memory_type": "DEFAULT",
          "allocator_type": "READ_ONLY", "vendor_id": "0x10de", "device_id": 0},
+        {"name": "EpAbi_GPU_pinned", "device_type": "GPU", "memory_type": "HOST_ACCESSIBLE",
+         "allocator_type": "DEVICE", "vendor_id": "0x10de", "device_id": 0},
     ]
     assert cli.main(["devices"]) == 0
     out = capsys.readouterr().out
@@ -166,7 +168,7 @@ def test_python_m_epabi_devices_json_subprocess():
     if gpus:  # the software adapter is offered only when no GPU is listed
         assert kinds == ["gpu"] * len(gpus)
         assert [d["device"]["device_id"] for d in doc["devices"]] == [g.device_id for g in gpus]
-        assert all(len(d["memory_infos"]) == 2 for d in doc["devices"])
+        assert all(len(d["memory_infos"]) == 3 for d in doc["devices"])
     else:
         assert kinds == ["software"]
         assert doc["devices"][0]["device"]["type"] == "CPU"

@@ -37,12 +37,15 @@ def test_each_nvidia_gpu_becomes_an_ep_device(library_path: str, monkeypatch: py
         for ordinal, dev in enumerate(devices):
             assert dev.ep_metadata["device_kind"] == "gpu"
             infos = {(i.name, i.allocator_type) for i in dev.memory_infos}
-            assert infos == {("EpAbi_GPU", OrtAllocatorType.DEVICE), ("EpAbi_GPU_readonly", OrtAllocatorType.READ_ONLY)}
+            assert infos == {("EpAbi_GPU", OrtAllocatorType.DEVICE), ("EpAbi_GPU_readonly", OrtAllocatorType.READ_ONLY),
+                             ("EpAbi_GPU_pinned", OrtAllocatorType.DEVICE)}
             for info in dev.memory_infos:
+                pinned = info.name == "EpAbi_GPU_pinned"
                 assert (info.device_type, info.vendor_id, info.device_id, info.mem_type) == (
-                    OrtMemoryInfoDeviceType.GPU, NVIDIA, ordinal, OrtDeviceMemoryType.DEFAULT)
+                    OrtMemoryInfoDeviceType.GPU, NVIDIA, ordinal,
+                    OrtDeviceMemoryType.HOST_ACCESSIBLE if pinned else OrtDeviceMemoryType.DEFAULT)
             assert dev.memory_info(OrtDeviceMemoryType.DEFAULT).name == "EpAbi_GPU"
-            assert dev.memory_info(OrtDeviceMemoryType.HOST_ACCESSIBLE) is None
+            assert dev.memory_info(OrtDeviceMemoryType.HOST_ACCESSIBLE).name == "EpAbi_GPU_pinned"
 
 
 def test_no_gpu_no_software_adapter_lists_nothing(library_path: str, no_software_adapter: None,
@@ -146,7 +149,7 @@ def test_create_ep_refuses_more_than_one_device(library_path: str) -> None:
 def test_gpu_ep_on_api_24_host(library_path: str) -> None:
     with _register([epabi.cpu_device(), epabi.nvidia_gpu_device()], library_path, api=24) as host:
         (dev,) = _ours(host)
-        assert len(dev.memory_infos) == 2
+        assert len(dev.memory_infos) == 3
         with _create(host, [dev]) as ep:
             assert "Sync" not in ep.members
 

@@ -16,6 +16,7 @@ struct gpu_allocator {
     const OrtLogger* logger;
     const OrtMemoryInfo* info;
     int ordinal;
+    bool pinned;                       /* page-locked host memory (cuMemAllocHost) instead of device memory */
     pthread_mutex_t lock;              /* guards the fields below */
     const struct epabi_cuda_driver* cu;
     epabi_cu_device device;
@@ -51,8 +52,10 @@ static void* AllocImpl(OrtAllocator* this_, size_t size) {
     epabi_cu_ptr p = 0;
     epabi_cu_context popped = NULL;
     if (a->cu->CtxPushCurrent(a->ctx) != 0) return NULL;
-    epabi_cu_result r = a->cu->MemAlloc(&p, size);
+    void* host = NULL;
+    epabi_cu_result r = a->pinned ? a->cu->MemAllocHost(&host, size) : a->cu->MemAlloc(&p, size);
     a->cu->CtxPopCurrent(&popped);
+    if (a->pinned) return r == 0 ? host : NULL;
     return r == 0 ? (void*)(uintptr_t)p : NULL;
 }
 
@@ -61,7 +64,8 @@ static void FreeImpl(OrtAllocator* this_, void* p) {
     if (p == NULL || !ensure_context(a)) return;
     epabi_cu_context popped = NULL;
     if (a->cu->CtxPushCurrent(a->ctx) != 0) return;
-    a->cu->MemFree((epabi_cu_ptr)(uintptr_t)p);
+    if (a->pinned) a->cu->MemFreeHost(p);
+    else a->cu->MemFree((epabi_cu_ptr)(uintptr_t)p);
     a->cu->CtxPopCurrent(&popped);
 }
 
@@ -74,7 +78,7 @@ static void* ReserveImpl(OrtAllocator* this_, size_t size) {
 }
 
 OrtStatus* epabi_gpu_allocator_create(const struct epabi_api* api, const OrtLogger* logger, const OrtMemoryInfo* info,
-                                      int ordinal, OrtAllocator** out) {
+                                      int ordinal, bool pinned, OrtAllocator** out) {
     *out = NULL;
     struct gpu_allocator* a = calloc(1, sizeof *a);
     if (a == NULL) return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory creating a GPU allocator");
@@ -87,6 +91,7 @@ OrtStatus* epabi_gpu_allocator_create(const struct epabi_api* api, const OrtLogg
     a->logger = logger;
     a->info = info;
     a->ordinal = ordinal;
+    a->pinned = pinned;
     /* version 1 members plus Reserve (API 18); the optional later members stay NULL */
     a->base.version = 18;
     a->base.Alloc = AllocImpl;

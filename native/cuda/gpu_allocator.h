@@ -1,6 +1,7 @@
 /*
- * gpu_allocator.h - the OrtAllocator for a GPU EP device's memory infos (EpAbi_GPU, EpAbi_GPU_readonly):
- * cuMemAlloc/cuMemFree in the device's primary context, through the driver loaded at run time
+ * gpu_allocator.h - the OrtAllocator for a GPU EP device's memory infos (EpAbi_GPU, EpAbi_GPU_readonly:
+ * cuMemAlloc/cuMemFree; EpAbi_GPU_pinned, host-accessible: cuMemAllocHost/cuMemFreeHost) in the device's primary
+ * context, through the driver loaded at run time
  * (cuda_driver.h). Real hosts create these at registration, so creation never needs the driver: it is
  * looked up at the first Alloc, and without it Alloc returns NULL after one WARNING naming the reason.
  *
@@ -16,7 +17,7 @@
 #include "api.h"
 
 OrtStatus* epabi_gpu_allocator_create(const struct epabi_api* api, const OrtLogger* logger, const OrtMemoryInfo* info,
-                                      int ordinal, OrtAllocator** out);
+                                      int ordinal, bool pinned, OrtAllocator** out);
 
 /* True when allocator was made by epabi_gpu_allocator_create. */
 bool epabi_gpu_allocator_is_ours(const OrtAllocator* allocator);
