@@ -376,3 +376,21 @@ def test_dlpack_arrays_are_read_without_copying(dm_host: epabi.Host) -> None:
         epabi.OrtValue.ortvalue_from_cuda_array(FakeDLPackArray(arr.backing, code=5, bits=64))
     ints = FakeDLPackArray(epabi.OrtValue.ortvalue_from_numpy(data.astype(np.int64), "cuda", 0), code=0, bits=64)
     np.testing.assert_array_equal(epabi.OrtValue.ortvalue_from_cuda_array(ints).numpy(), data.astype(np.int64))
+
+
+def test_an_interface_without_stream_defers_to_dlpack(dm_host: epabi.Host) -> None:
+    # PyTorch's __cuda_array_interface__ (v2) names no stream; its DLPack export orders the access instead
+    data = np.arange(4, dtype=np.float32)
+    backing = epabi.OrtValue.ortvalue_from_numpy(data, "cuda", 0)
+
+    class Both(FakeDLPackArray):
+        @property
+        def __cuda_array_interface__(self) -> dict[str, Any]:
+            return {"shape": (4,), "typestr": "<f4", "data": (backing.data_ptr(), False), "version": 2}
+
+    both = Both(backing)
+    np.testing.assert_array_equal(epabi.OrtValue.ortvalue_from_cuda_array(both).numpy(), data)
+    assert both.streams == [1]
+    # with a stream named (None: ready), the interface itself is used
+    named = FakeCudaArray(backing, stream=None)
+    np.testing.assert_array_equal(epabi.OrtValue.ortvalue_from_cuda_array(named).numpy(), data)

@@ -352,12 +352,13 @@ def test_user_compute_stream_is_adopted_and_survives_the_session(gpu_host: epabi
     with caplog.at_level(logging.DEBUG, logger="epabi"):
         with _session(gpu_host, _add_model(), user_compute_stream=str(stream.ptr)) as session:
             assert session._ep.concurrent_run_supported is False  # one unified stream serialises runs
-            with stream:  # produced on the user's stream: the binding synchronises with it (CAI "stream")
-                xs, ys, zs = cp.asarray(x), cp.asarray(y), cp.zeros((3, 2), cp.float32)
             binding = session.io_binding()
-            binding.bind_cuda_array_input("x", xs)
-            binding.bind_cuda_array_input("y", ys)
-            binding.bind_cuda_array_output("z", zs)
+            with stream:  # made on the user's stream, which CuPy names in __cuda_array_interface__ ("stream"):
+                xs, ys, zs = cp.asarray(x), cp.asarray(y), cp.zeros((3, 2), cp.float32)
+                binding.bind_cuda_array_input("x", xs)  # ... and binding synchronises it
+                binding.bind_cuda_array_input("y", ys)
+                binding.bind_cuda_array_output("z", zs)
+            np.testing.assert_array_equal(binding.inputs["y"].numpy(), y)
             for step in range(4):
                 with stream:
                     ys[...] = float(step)

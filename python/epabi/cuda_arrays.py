@@ -6,11 +6,12 @@ host or pinned memory), no mask. The view keeps a reference to the object (and t
 memory stays alive as long as the view does.
 
 Synchronisation: a producer may still be writing the array on one of its streams. The CUDA Array Interface
-(v3) names that stream in ``"stream"``; DLPack is asked for the array on the legacy default stream
-(``__dlpack__(stream=1)``). Either stream is synchronised through the CUDA driver (``cuStreamSynchronize`` in
-the device's primary context) before the view is returned, so the EP, which computes on its own streams,
-reads finished data. Without a CUDA driver (the software adapter's emulated device memory) there is no work
-to wait for and nothing is synchronised.
+(v3) names that stream in ``"stream"`` (None: ready); DLPack is asked for the array on the legacy default
+stream (``__dlpack__(stream=1)``), and is used instead of an interface that names no stream at all (v2, e.g.
+PyTorch); an object with neither gets its device synchronised. The stream is synchronised through the CUDA
+driver (``cuStreamSynchronize``/``cuCtxSynchronize`` in the device's primary context) before the view is
+returned, so the EP, which computes on its own streams, reads finished data. Without a CUDA driver (the
+software adapter's emulated device memory) there is no work to wait for and nothing is synchronised.
 
 Thread-safety: the functions are thread-safe; the driver is loaded once under a lock.
 """
@@ -94,6 +95,8 @@ def describe_cuda_array(obj: Any, device_id: int | None = None) -> CudaArrayView
             cai = obj.__cuda_array_interface__
         except Exception as exc:  # noqa: BLE001 - e.g. torch refuses tensors that require grad
             raise TypeError(f"{what}: __cuda_array_interface__ failed: {exc}") from exc
+        if isinstance(cai, dict) and "stream" not in cai and _has_attr(obj, "__dlpack__"):
+            return _from_dlpack(obj, device_id, what)  # a v2 interface names no stream; DLPack orders the access
         return _from_cai(obj, cai, device_id, what)
     if _has_attr(obj, "__dlpack__"):
         return _from_dlpack(obj, device_id, what)
@@ -122,8 +125,9 @@ def _from_cai(obj: Any, cai: Any, device_id: int | None, what: str) -> CudaArray
         _check_contiguous(shape, tuple(int(s) for s in strides), dtype.itemsize, what)
     _check_pointer(pointer, shape, what)
     device_id = _device_of(obj, pointer, device_id, what)
-    stream = cai.get("stream")
-    if stream is not None:
+    if "stream" not in cai:  # a v2 exporter: no stream named, so wait for everything on the device
+        _driver().synchronize(None, device_id, what)
+    elif (stream := cai["stream"]) is not None:  # None: the producer says the data is ready
         if not isinstance(stream, int) or stream == 0:
             raise ValueError(f"{what}: __cuda_array_interface__ 'stream' must be a non-zero integer, got {stream!r}")
         _driver().synchronize(stream, device_id, what)
@@ -178,9 +182,12 @@ def _dlpack_device(obj: Any, what: str) -> tuple[int, int]:
 
 def _from_dlpack(obj: Any, device_id: int | None, what: str) -> CudaArrayView:
     try:
-        capsule = obj.__dlpack__(stream=1)  # ready on the legacy default stream, synchronised below
-    except TypeError:
-        capsule = obj.__dlpack__()  # producers without the stream keyword
+        try:
+            capsule = obj.__dlpack__(stream=1)  # ready on the legacy default stream, synchronised below
+        except TypeError:
+            capsule = obj.__dlpack__()  # producers without the stream keyword
+    except Exception as exc:  # noqa: BLE001 - e.g. torch refuses tensors that require grad
+        raise TypeError(f"{what}: __dlpack__() failed: {exc}") from exc
     if not _capsule_is_valid(capsule, b"dltensor"):
         raise TypeError(f"{what}: __dlpack__() did not return an unused 'dltensor' capsule")
     managed = _DLManagedTensor.from_address(_capsule_pointer(capsule, b"dltensor"))
@@ -288,9 +295,9 @@ class _Driver:
         if rc != 0:
             raise ValueError(f"{what}: {call} failed with CUDA driver error {rc}")
 
-    def synchronize(self, stream: int, device_id: int, what: str) -> None:
-        """Waits for ``stream`` (a CUstream handle; 1 = legacy default, 2 = per-thread default) in the primary
-        context of ``device_id``. No-op without a driver."""
+    def synchronize(self, stream: int | None, device_id: int, what: str) -> None:
+        """Waits for ``stream`` (a CUstream handle; 1 = legacy default, 2 = per-thread default; None = the whole
+        primary context) in the primary context of ``device_id``. No-op without a driver."""
         lib = self.lib
         if lib is None:
             return
@@ -300,8 +307,11 @@ class _Driver:
         try:
             self._check(lib.cuCtxPushCurrent_v2(ctx), "cuCtxPushCurrent", what)
             try:
-                self._check(lib.cuStreamSynchronize(ctypes.c_void_p(stream)), f"cuStreamSynchronize({stream:#x})",
-                            what)
+                if stream is None:
+                    self._check(lib.cuCtxSynchronize(), "cuCtxSynchronize", what)
+                else:
+                    self._check(lib.cuStreamSynchronize(ctypes.c_void_p(stream)),
+                                f"cuStreamSynchronize({stream:#x})", what)
             finally:
                 popped = ctypes.c_void_p(0)
                 lib.cuCtxPopCurrent_v2(ctypes.byref(popped))
