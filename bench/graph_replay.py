@@ -241,8 +241,7 @@ def main() -> int:
             skip(f"{name}, {key}", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
     # our EP through epabi's emulated host
-    gpus_found = epabi.hardware.pci_gpus() or [epabi.nvidia_gpu_device(0)]  # sysfs may hide them in a VM
-    with epabi.Host(hardware=[epabi.cpu_device(), *gpus_found]) as host:
+    with epabi.Host() as host:  # GPUs from sysfs, else the plugin lists those the CUDA driver sees
         host.register_execution_provider_library("epabi", epabi.get_library_path())
         gpus = [d for d in host.get_ep_devices() if d.ep_metadata.get("device_kind") == "gpu"]
         if not gpus:

@@ -86,10 +86,11 @@ def _add_model() -> onnx.ModelProto:
 
 
 @pytest.fixture
-def gpu_host(library_path: str, no_software_adapter: None) -> Iterator[epabi.Host]:
-    """The newest emulated host with the CPU and the GPUs (from sysfs, else one injected NVIDIA GPU)."""
-    gpus = epabi.hardware.pci_gpus() or [epabi.nvidia_gpu_device(0)]
-    with epabi.Host(hardware=[epabi.cpu_device(), *gpus]) as host:
+def gpu_host(library_path: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[epabi.Host]:
+    """The newest emulated host listing the GPUs (sysfs, else the ones the plugin finds through the CUDA driver)."""
+    monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
+    monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
+    with epabi.Host() as host:
         host.register_execution_provider_library("epabi", library_path)
         yield host
 
@@ -494,7 +495,7 @@ def test_real_onnxruntime_replays_magika_on_the_gpu(library_path: str, magika_cp
     proc = subprocess.run([sys.executable, "-c", PRELUDE + REAL_ORT_SCRIPT, library_path, str(magika_path()),
                            str(tmp_path / "first.npy"), str(tmp_path / "second.npy"), str(tmp_path)],
                           capture_output=True, text=True, timeout=600,
-                          env=host_env({"EPABI_ALLOW_SOFTWARE_ADAPTER": "0"}))
+                          env=host_env({"EPABI_ALLOW_SOFTWARE_ADAPTER": "0", "EPABI_CUDA_DISCOVERY": "1"}))
     result = result_of(proc.stdout)
     assert proc.returncode == 0 and result is not None, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n" \
                                                         f"{proc.stderr[-6000:]}"

@@ -301,7 +301,9 @@ class _Driver:
         lib = self.lib
         if lib is None:
             return
-        dev, ctx = ctypes.c_int(0), ctypes.c_void_p(0)
+        dev, ctx, count = ctypes.c_int(0), ctypes.c_void_p(0), ctypes.c_int(0)
+        if lib.cuDeviceGetCount(ctypes.byref(count)) != 0 or not 0 <= device_id < count.value:
+            raise ValueError(f"{what} is on CUDA device {device_id}, but the CUDA driver has {count.value} device(s)")
         self._check(lib.cuDeviceGet(ctypes.byref(dev), ctypes.c_int(device_id)), f"cuDeviceGet({device_id})", what)
         self._check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev), "cuDevicePrimaryCtxRetain", what)
         try:
