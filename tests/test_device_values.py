@@ -394,3 +394,38 @@ def test_an_interface_without_stream_defers_to_dlpack(dm_host: epabi.Host) -> No
     # with a stream named (None: ready), the interface itself is used
     named = FakeCudaArray(backing, stream=None)
     np.testing.assert_array_equal(epabi.OrtValue.ortvalue_from_cuda_array(named).numpy(), data)
+
+
+# -- runs of an EP without concurrent-run support take turns ----------------------------------------------------
+
+def test_runs_take_turns_when_the_ep_refuses_concurrent_runs(host: epabi.Host) -> None:
+    # one user_compute_stream means no concurrent runs (IsConcurrentRunSupported false): like ORT, the session
+    # runs one call at a time, so no OnRunStart comes between another run's OnRunStart and OnRunEnd
+    import threading
+
+    model = mlp(layers=4, width=32, batch=4)
+    feeds = sample_inputs(model)
+    expected = ReferenceEvaluator(model).run(None, feeds)[0]
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(host.get_ep_devices(), {"user_compute_stream": "0x10"})
+    errors: list[BaseException] = []
+    with epabi.InferenceSession(model, so) as session:
+        assert session._ep.concurrent_run_supported is False
+        mark = len(host.trace)
+
+        def worker() -> None:
+            try:
+                for _ in range(20):
+                    np.testing.assert_allclose(session.run(None, feeds)[0], expected, rtol=1e-5, atol=1e-6)
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    assert not errors, errors
+    marks = [c for c in host.trace[mark:] if c in ("OrtEp::OnRunStart", "OrtEp::OnRunEnd")]
+    assert len(marks) == 4 * 20 * 2
+    assert marks == ["OrtEp::OnRunStart", "OrtEp::OnRunEnd"] * (4 * 20)

@@ -5,12 +5,13 @@ Session creation: load and shape-infer the model; ``CreateEp`` on the selected E
 node. Unclaimed nodes run on the CPU through ``onnx.reference`` (a library, not epabi's kernels).
 A run: ``OnRunStart``, the units in topological order (fused nodes through ``Compute`` with an
 ``OrtKernelContext``), ``OnRunEnd(sync_stream=True)``. ``close()`` releases states, compute infos and the EP.
-Concurrent ``run`` calls are allowed when the EP says so (``IsConcurrentRunSupported``); creation and close
-are not thread-safe.
+Concurrent ``run`` calls run concurrently when the EP says so (``IsConcurrentRunSupported``), else one at a
+time, as in ORT; creation and close are not thread-safe.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from pathlib import Path
@@ -111,6 +112,7 @@ class InferenceSession:
                  provider_options: Any = None, enable_fallback: int = 1, host: Any = None) -> None:
         self._closed = True  # until the fields below exist, close() has nothing to release
         self._idle = threading.Condition()
+        self._run_lock = threading.Lock()  # serialises runs when the EP does not support concurrent ones
         self._in_flight = 0
         if providers and any((p[0] if isinstance(p, tuple) else p) != "CPUExecutionProvider" for p in providers):
             raise ValueError(f"providers={providers!r}: plugin EPs are selected with "
@@ -405,13 +407,17 @@ class InferenceSession:
             if self._closed:
                 raise _invalid("the session is closed (closed by close(), or its EP library was unregistered)")
             self._in_flight += 1
+        # like ORT, runs of an EP that does not support concurrent runs (e.g. one user_compute_stream) take turns
+        serial = self._run_lock if self._ep is not None and self._ep.concurrent_run_supported is False \
+            else contextlib.nullcontext()
         try:
-            if not getattr(self, "graph_capture", None) or not self.graph_capture.enabled:
-                return self._execute(feeds, prealloc, run_options)
-            if self._allocator is not None and annotation_id(run_options) != -1:
-                self._check_capture_bindings(feeds, prealloc)
-            return self.graph_capture.run(lambda: self._execute(feeds, prealloc, run_options), run_options,
-                                          lambda: None)
+            with serial:
+                if not getattr(self, "graph_capture", None) or not self.graph_capture.enabled:
+                    return self._execute(feeds, prealloc, run_options)
+                if self._allocator is not None and annotation_id(run_options) != -1:
+                    self._check_capture_bindings(feeds, prealloc)
+                return self.graph_capture.run(lambda: self._execute(feeds, prealloc, run_options), run_options,
+                                              lambda: None)
         finally:
             with self._idle:
                 self._in_flight -= 1
