@@ -1,0 +1,423 @@
+/*
+ * cuda_launch.c - epabi_cuda_launch: one launcher per launch kind, which sizes the grid, picks the kernel
+ * of the block's dtype and issues it on the launch's stream; plus epabi_cuda_node_supported.
+ *
+ * This file holds the dispatch, the shared helpers (cuda_launch_internal.h) and the dtype-generic kinds
+ * (elementwise, unary, cast and data movement); cuda_launch_math.c holds the float32 math kinds (MatMul,
+ * Gemm, Conv, LayerNorm, GlobalMaxPool, Reduce, Softmax) and the GEMM helper.
+ *
+ * Every launcher computes what the host launch function of its kind computes (native/kernels), issues
+ * nothing for empty work, never allocates and never synchronizes, so it can run inside a stream capture.
+ * The block is received by pointer and passed to the kernel by value (cuLaunchKernel copies it); a
+ * launcher may adjust a local copy first (e.g. merge the dims of an elementwise block).
+ * Thread-safety: no state; launches on distinct streams may run concurrently.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_launch_internal.h"
+#include "ep_factory.h"   /* EPABI_EP_NAME */
+
+/* ---- shared helpers ------------------------------------------------------------------------------- */
+
+unsigned epabi_cuda_grid(int64_t n, unsigned block) {
+    const int64_t cap = (int64_t)1 << 20;   /* the kernels loop grid-stride past this */
+    if (n <= 0 || block == 0) return 1;
+    int64_t b = (n + (int64_t)block - 1) / (int64_t)block;
+    return (unsigned)(b < cap ? b : cap);
+}
+
+unsigned epabi_cuda_row_block(int64_t n) {
+    unsigned b = 32;
+    while (b < 256 && (int64_t)b < n) b <<= 1;
+    return b;
+}
+
+OrtStatus* epabi_cuda_fail(const struct epabi_cuda_launch_env* env, const char* what, epabi_cu_result r) {
+    return epabi_error(env->api, ORT_EP_FAIL, EPABI_EP_NAME ": CUDA launch of %s failed: %s", what,
+                       epabi_cuda_error_text(env->libs->cu, r));
+}
+
+OrtStatus* epabi_cuda_run(const struct epabi_cuda_launch_env* env, const char* what, enum epabi_cuda_kernel_id id,
+                          unsigned gx, unsigned gy, unsigned gz, unsigned block, void** params) {
+    epabi_cu_result r =
+        env->libs->cu->LaunchKernel(env->module->fn[id], gx, gy, gz, block, 1, 1, 0, env->stream, params, NULL);
+    return r == 0 ? NULL : epabi_cuda_fail(env, what, r);
+}
+
+static OrtStatus* not_implemented(const struct epabi_cuda_launch_env* env, const char* what, const char* detail,
+                                  int value) {
+    return epabi_error(env->api, ORT_NOT_IMPLEMENTED, EPABI_EP_NAME ": the CUDA kernels do not cover %s with %s %d",
+                       what, detail, value);
+}
+
+static OrtStatus* copy_bytes(const struct epabi_cuda_launch_env* env, const char* what, void* dst, const void* src,
+                             size_t bytes) {
+    if (bytes == 0) return NULL;
+    epabi_cu_result r = env->libs->cu->MemcpyAsync((epabi_cu_ptr)(uintptr_t)dst, (epabi_cu_ptr)(uintptr_t)src, bytes,
+                                                   env->stream);
+    return r == 0 ? NULL : epabi_cuda_fail(env, what, r);
+}
+
+static int64_t numel(int rank, const int64_t* dims) {
+    int64_t n = 1;
+    for (int d = 0; d < rank; ++d) n *= dims[d];
+    return n;
+}
+
+/* The largest of 16, 8, 4, 2, 1 bytes dividing v. */
+static size_t unit_of(uint64_t v) {
+    size_t u = 16;
+    while (u > 1 && v % u != 0) u >>= 1;
+    return u;
+}
+
+/* The kernel of a numeric dtype among 10 per-dtype kernels listed in dtype order f32 f64 i8 u8 i16 u16 i32
+ * u32 i64 u64 (consecutive in EPABI_CUDA_KERNEL_LIST), or -1. */
+static int numeric_index(ONNXTensorElementDataType t) {
+    switch (t) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return 0;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: return 1;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return 2;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: return 3;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: return 4;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: return 5;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: return 6;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: return 7;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: return 8;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: return 9;
+    default: return -1;
+    }
+}
+
+_Static_assert(EPABI_CK_ew_arith_u64 - EPABI_CK_ew_arith_f32 == 9, "ew_arith kernels in dtype order");
+_Static_assert(EPABI_CK_cast_from_u64 - EPABI_CK_cast_from_f32 == 9, "cast kernels in dtype order");
+_Static_assert(EPABI_CK_cast_from_bool == EPABI_CK_cast_from_u64 + 1, "cast_from_bool follows the numeric ones");
+
+/* ---- elementwise ------------------------------------------------------------------------------------ */
+
+/* Drops unit dims and merges neighbours that every operand walks contiguously, as the host's strided copy
+ * does, so the kernel's index arithmetic runs over as few dims as possible (usually one). */
+static void ew_simplify(struct ew_args* a) {
+    const int nops = a->n_ops;
+    int r = 0;
+    for (int d = 0; d < a->rank; ++d) {
+        if (a->dims[d] == 1) continue;
+        if (r > 0) {
+            bool merge = true;
+            for (int k = 0; k < nops; ++k)
+                if (a->strides[k][r - 1] != a->strides[k][d] * a->dims[d]) merge = false;
+            if (merge) {
+                a->dims[r - 1] *= a->dims[d];
+                for (int k = 0; k < nops; ++k) a->strides[k][r - 1] = a->strides[k][d];
+                continue;
+            }
+        }
+        a->dims[r] = a->dims[d];
+        for (int k = 0; k < nops; ++k) a->strides[k][r] = a->strides[k][d];
+        ++r;
+    }
+    if (r == 0) {
+        a->dims[0] = 1;
+        for (int k = 0; k < nops; ++k) a->strides[k][0] = 0;
+        r = 1;
+    }
+    a->rank = r;
+}
+
+static OrtStatus* launch_elementwise(const struct epabi_cuda_launch_env* env, const struct ew_args* in) {
+    const char* what = "Elementwise";
+    struct ew_args a = *in;
+    if (a.rank < 1 || a.rank > EPABI_MAX_RANK || a.n_ops < 1 || a.n_ops > 3)
+        return not_implemented(env, what, "rank", a.rank);
+    int64_t n = numel(a.rank, a.dims);
+    if (n <= 0) return NULL;
+    ew_simplify(&a);
+    int id = -1;
+    switch (a.op) {
+    case OP_ADD:
+    case OP_SUB:
+    case OP_MUL:
+    case OP_DIV:
+    case OP_MAX:
+    case OP_MIN:
+        if (numeric_index(a.dtype) < 0) return not_implemented(env, what, "dtype", (int)a.dtype);
+        id = EPABI_CK_ew_arith_f32 + numeric_index(a.dtype);
+        break;
+    case OP_POW:
+        if (numeric_index(a.dtype1) < 0) return not_implemented(env, "Pow", "exponent dtype", (int)a.dtype1);
+        if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+            id = EPABI_CK_ew_pow_f32;
+        else if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE)
+            id = EPABI_CK_ew_pow_f64;
+        else
+            return not_implemented(env, "Pow", "base dtype", (int)a.dtype);
+        break;
+    case OP_EQUAL:
+        if (numeric_index(a.dtype) < 0 && a.dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL)
+            return not_implemented(env, "Equal", "dtype", (int)a.dtype);
+        id = EPABI_CK_ew_equal;
+        break;
+    case OP_WHERE:
+    case OP_COPY:
+        switch (a.out_esize) {
+        case 1: id = EPABI_CK_ew_select_1; break;
+        case 2: id = EPABI_CK_ew_select_2; break;
+        case 4: id = EPABI_CK_ew_select_4; break;
+        case 8: id = EPABI_CK_ew_select_8; break;
+        default: return not_implemented(env, "Where", "element size", (int)a.out_esize);
+        }
+        break;
+    default:
+        return not_implemented(env, what, "op", (int)a.op);
+    }
+    void* params[] = {&a, &n};
+    return epabi_cuda_run(env, what, (enum epabi_cuda_kernel_id)id, epabi_cuda_grid(n, EPABI_CUDA_BLOCK), 1, 1,
+                          EPABI_CUDA_BLOCK, params);
+}
+
+/* ---- unary, cast -------------------------------------------------------------------------------------- */
+
+static OrtStatus* launch_unary(const struct epabi_cuda_launch_env* env, const struct un_args* in) {
+    struct un_args a = *in;
+    if (a.n <= 0) return NULL;
+    enum epabi_cuda_kernel_id id;
+    if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+        id = EPABI_CK_un_f32;
+    else if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE)
+        id = EPABI_CK_un_f64;
+    else if (a.op == UN_RELU && a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)
+        id = EPABI_CK_un_i32;
+    else if (a.op == UN_RELU && a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
+        id = EPABI_CK_un_i64;
+    else
+        return not_implemented(env, "Unary", "dtype", (int)a.dtype);
+    void* params[] = {&a};
+    return epabi_cuda_run(env, "Unary", id, epabi_cuda_grid(a.n, EPABI_CUDA_BLOCK), 1, 1, EPABI_CUDA_BLOCK, params);
+}
+
+static bool castable(ONNXTensorElementDataType t) {
+    return numeric_index(t) >= 0 || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
+}
+
+static OrtStatus* launch_cast(const struct epabi_cuda_launch_env* env, const struct cast_args* in) {
+    struct cast_args a = *in;
+    if (a.n <= 0) return NULL;
+    if (!castable(a.to)) return not_implemented(env, "Cast", "target dtype", (int)a.to);
+    int id;
+    if (a.from == ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL)
+        id = EPABI_CK_cast_from_bool;
+    else if (numeric_index(a.from) >= 0)
+        id = EPABI_CK_cast_from_f32 + numeric_index(a.from);
+    else
+        return not_implemented(env, "Cast", "source dtype", (int)a.from);
+    void* params[] = {&a};
+    return epabi_cuda_run(env, "Cast", (enum epabi_cuda_kernel_id)id, epabi_cuda_grid(a.n, EPABI_CUDA_BLOCK), 1, 1,
+                          EPABI_CUDA_BLOCK, params);
+}
+
+/* ---- data movement -------------------------------------------------------------------------------------- */
+
+static OrtStatus* launch_copy(const struct epabi_cuda_launch_env* env, const struct copy_args* a) {
+    return copy_bytes(env, "Copy", a->dst, a->src, a->bytes);
+}
+
+static OrtStatus* launch_strided_copy(const struct epabi_cuda_launch_env* env, const struct epabi_strided_copy* in) {
+    const char* what = "StridedCopy";
+    struct epabi_strided_copy a = *in;
+    if (a.rank < 1 || a.rank > EPABI_MAX_RANK) return not_implemented(env, what, "rank", a.rank);
+    const int64_t n = numel(a.rank, a.dims);
+    if (n <= 0 || a.elsize == 0) return NULL;
+    if (a.rank == 1 && a.strides[0] == 1) return copy_bytes(env, what, a.dst, a.src, (size_t)n * a.elsize);
+    const uint64_t addr = (uint64_t)(uintptr_t)a.src | (uint64_t)(uintptr_t)a.dst;
+    enum epabi_cuda_kernel_id id;
+    int64_t items = n;
+    if (a.elsize <= 8 && unit_of(a.elsize) == a.elsize && addr % a.elsize == 0) {
+        id = a.elsize == 1 ? EPABI_CK_strided_copy_1
+           : a.elsize == 2 ? EPABI_CK_strided_copy_2
+           : a.elsize == 4 ? EPABI_CK_strided_copy_4
+                           : EPABI_CK_strided_copy_8;
+    } else {
+        id = EPABI_CK_strided_copy_bytes;
+        items = n * (int64_t)a.elsize;
+    }
+    void* params[] = {&a, &items};
+    return epabi_cuda_run(env, what, id, epabi_cuda_grid(items, EPABI_CUDA_BLOCK), 1, 1, EPABI_CUDA_BLOCK, params);
+}
+
+static OrtStatus* launch_concat(const struct epabi_cuda_launch_env* env, const struct concat_args* in) {
+    const char* what = "Concat";
+    struct concat_args a = *in;
+    if (a.n < 0 || a.n > EPABI_MAX_NODE_IO) return not_implemented(env, what, "input count", a.n);
+    if (a.n == 0 || a.outer <= 0) return NULL;
+    int64_t total_row = 0;
+    uint64_t align = (uint64_t)(uintptr_t)a.dst;
+    size_t widest = 0;
+    for (int i = 0; i < a.n; ++i) {
+        total_row += (int64_t)a.row_bytes[i];
+        align |= (uint64_t)(uintptr_t)a.src[i] | (uint64_t)a.row_bytes[i];
+        if (a.row_bytes[i] > widest) widest = a.row_bytes[i];
+    }
+    if (total_row == 0) return NULL;
+    if (a.n == 1 || a.outer == 1) {   /* one contiguous block per input: plain copies */
+        if (a.n == 1) return copy_bytes(env, what, a.dst, a.src[0], (size_t)total_row * (size_t)a.outer);
+        size_t off = 0;
+        for (int i = 0; i < a.n; ++i) {
+            EPABI_RETURN_IF_ERROR(copy_bytes(env, what, a.dst + off, a.src[i], a.row_bytes[i]));
+            off += a.row_bytes[i];
+        }
+        return NULL;
+    }
+    const size_t unit = unit_of(align);
+    enum epabi_cuda_kernel_id id = unit == 16 ? EPABI_CK_concat_16
+                                 : unit == 8  ? EPABI_CK_concat_8
+                                 : unit == 4  ? EPABI_CK_concat_4
+                                 : unit == 2  ? EPABI_CK_concat_2
+                                              : EPABI_CK_concat_1;
+    unsigned gx = epabi_cuda_grid((int64_t)(widest / unit) * a.outer, EPABI_CUDA_BLOCK);
+    if (gx > 8192) gx = 8192;   /* times a.n blocks along y */
+    void* params[] = {&a, &total_row};
+    return epabi_cuda_run(env, what, id, gx, (unsigned)a.n, 1, EPABI_CUDA_BLOCK, params);
+}
+
+static OrtStatus* launch_gather(const struct epabi_cuda_launch_env* env, const struct gather_args* in) {
+    const char* what = "Gather";
+    struct gather_args a = *in;
+    if (a.outer <= 0 || a.n_indices <= 0 || a.block_bytes == 0) return NULL;
+    const size_t unit = unit_of((uint64_t)(uintptr_t)a.src | (uint64_t)(uintptr_t)a.dst | (uint64_t)a.block_bytes);
+    int64_t units = (int64_t)(a.block_bytes / unit);
+    int64_t n = a.outer * a.n_indices * units;
+    enum epabi_cuda_kernel_id id = unit == 16 ? EPABI_CK_gather_16
+                                 : unit == 8  ? EPABI_CK_gather_8
+                                 : unit == 4  ? EPABI_CK_gather_4
+                                 : unit == 2  ? EPABI_CK_gather_2
+                                              : EPABI_CK_gather_1;
+    void* params[] = {&a, &n, &units};
+    return epabi_cuda_run(env, what, id, epabi_cuda_grid(n, EPABI_CUDA_BLOCK), 1, 1, EPABI_CUDA_BLOCK, params);
+}
+
+static OrtStatus* launch_shape(const struct epabi_cuda_launch_env* env, const struct shape_args* in) {
+    struct shape_args a = *in;
+    if (a.n <= 0) return NULL;
+    if (a.n > EPABI_MAX_RANK) return not_implemented(env, "Shape", "rank", a.n);
+    void* params[] = {&a};
+    return epabi_cuda_run(env, "Shape", EPABI_CK_shape_write, 1, 1, 1, 32, params);
+}
+
+/* ---- dispatch ----------------------------------------------------------------------------------------- */
+
+OrtStatus* epabi_cuda_launch(const struct epabi_cuda_launch_env* env, enum epabi_launch_kind kind, const void* args) {
+    /* env itself is the caller's (never NULL); its parts are checked */
+    if (env->module == NULL || env->libs == NULL || env->libs->cu == NULL || args == NULL)
+        return epabi_error(env->api, ORT_EP_FAIL, EPABI_EP_NAME ": CUDA launch without a module, driver or arguments");
+    switch (kind) {
+    case EPABI_LAUNCH_ELEMENTWISE: return launch_elementwise(env, args);
+    case EPABI_LAUNCH_UNARY: return launch_unary(env, args);
+    case EPABI_LAUNCH_CAST: return launch_cast(env, args);
+    case EPABI_LAUNCH_COPY: return launch_copy(env, args);
+    case EPABI_LAUNCH_STRIDED_COPY: return launch_strided_copy(env, args);
+    case EPABI_LAUNCH_CONCAT: return launch_concat(env, args);
+    case EPABI_LAUNCH_GATHER: return launch_gather(env, args);
+    case EPABI_LAUNCH_SHAPE: return launch_shape(env, args);
+    case EPABI_LAUNCH_MATMUL: return epabi_cuda_launch_matmul(env, args);
+    case EPABI_LAUNCH_GEMM: return epabi_cuda_launch_gemm(env, args);
+    case EPABI_LAUNCH_CONV: return epabi_cuda_launch_conv(env, args);
+    case EPABI_LAUNCH_LAYERNORM: return epabi_cuda_launch_layernorm(env, args);
+    case EPABI_LAUNCH_GLOBAL_MAXPOOL: return epabi_cuda_launch_gmaxpool(env, args);
+    case EPABI_LAUNCH_REDUCE: return epabi_cuda_launch_reduce(env, args);
+    case EPABI_LAUNCH_SOFTMAX: return epabi_cuda_launch_softmax(env, args);
+    case EPABI_LAUNCH_KIND_COUNT: break;
+    }
+    return not_implemented(env, "a launch", "kind", (int)kind);
+}
+
+/* ---- GetCapability ---------------------------------------------------------------------------------------- */
+
+static bool is_op(const struct epabi_node* node, const char* const* names) {
+    for (; *names != NULL; ++names)
+        if (strcmp(node->op_type, *names) == 0) return true;
+    return false;
+}
+
+static bool refuse(char* why, size_t why_len, const struct epabi_node* node, const char* what,
+                   ONNXTensorElementDataType t) {
+    snprintf(why, why_len, "%s: the CUDA kernels do not cover %s dtype %s", node->op_type, what, epabi_dtype_name(t));
+    return false;
+}
+
+/* Inputs that are present (an absent optional input has dtype UNDEFINED). */
+static bool present(const struct epabi_node* node, int i) {
+    return i < node->n_in && node->in[i].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+}
+
+bool epabi_cuda_node_supported(const struct epabi_node* node, char* why, size_t why_len) {
+    static const char* const kArith[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", NULL};
+    static const char* const kFloatUnary[] = {"Sqrt", "Reciprocal", "Exp", "Erf", "Tanh", "Sigmoid", NULL};
+    static const char* const kMoves[] = {"Reshape", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Slice",
+                                         "Expand", "Concat", "Gather", "Shape", NULL};
+    static const char* const kFloatMath[] = {"MatMul", "Gemm", "Conv", "LayerNormalization", "GlobalMaxPool",
+                                             "ReduceSum", "ReduceMean", "ReduceMax", "Softmax", NULL};
+    if (node->domain != NULL && node->domain[0] != '\0') return true;   /* not ours to judge */
+    const ONNXTensorElementDataType t0 =
+        node->n_in > 0 ? node->in[0].dtype : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+    const ONNXTensorElementDataType f32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+
+    if (is_op(node, kArith)) {
+        for (int i = 0; i < node->n_in; ++i)
+            if (present(node, i) && numeric_index(node->in[i].dtype) < 0)
+                return refuse(why, why_len, node, "input", node->in[i].dtype);
+        return true;
+    }
+    if (strcmp(node->op_type, "Pow") == 0) {
+        if (t0 != f32 && t0 != ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE) return refuse(why, why_len, node, "base", t0);
+        if (node->n_in > 1 && numeric_index(node->in[1].dtype) < 0)
+            return refuse(why, why_len, node, "exponent", node->in[1].dtype);
+        return true;
+    }
+    if (strcmp(node->op_type, "Equal") == 0) {
+        if (!castable(t0)) return refuse(why, why_len, node, "input", t0);
+        return true;
+    }
+    if (strcmp(node->op_type, "Where") == 0) {
+        if (node->n_in < 3) return true;
+        const size_t es = epabi_dtype_size(node->in[1].dtype);
+        if (node->in[0].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL)
+            return refuse(why, why_len, node, "condition", node->in[0].dtype);
+        if (es != 1 && es != 2 && es != 4 && es != 8) return refuse(why, why_len, node, "value", node->in[1].dtype);
+        return true;
+    }
+    if (is_op(node, kFloatUnary)) {
+        if (t0 != f32 && t0 != ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE) return refuse(why, why_len, node, "input", t0);
+        return true;
+    }
+    if (strcmp(node->op_type, "Relu") == 0) {
+        if (t0 != f32 && t0 != ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE && t0 != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 &&
+            t0 != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
+            return refuse(why, why_len, node, "input", t0);
+        return true;
+    }
+    if (strcmp(node->op_type, "Cast") == 0) {
+        if (!castable(t0)) return refuse(why, why_len, node, "input", t0);
+        if (node->n_out > 0 && !castable(node->out[0].dtype))
+            return refuse(why, why_len, node, "output", node->out[0].dtype);
+        return true;
+    }
+    if (is_op(node, kMoves)) {
+        /* byte copies: every dtype with a whole-byte element */
+        if (epabi_dtype_size(t0) == 0) return refuse(why, why_len, node, "data", t0);
+        if (strcmp(node->op_type, "Gather") == 0 && node->n_in > 1 &&
+            node->in[1].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 &&
+            node->in[1].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
+            return refuse(why, why_len, node, "indices", node->in[1].dtype);
+        return true;
+    }
+    if (is_op(node, kFloatMath)) {
+        if (t0 != f32) return refuse(why, why_len, node, "input", t0);
+        for (int i = 0; i < node->n_out; ++i)
+            if (node->out[i].dtype != f32 && node->out[i].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED)
+                return refuse(why, why_len, node, "output", node->out[i].dtype);
+        return true;
+    }
+    return true;   /* ops without CUDA-specific limits: the kernel's own supports() decides */
+}

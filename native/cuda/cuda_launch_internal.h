@@ -1,0 +1,87 @@
+/*
+ * cuda_launch_internal.h - private to the CUDA kernels' C side (cuda_module.c, cuda_launch*.c): the table of
+ * kernel functions a compiled module holds, and the helpers the per-family launchers share.
+ *
+ * EPABI_CUDA_KERNEL_LIST names every `extern "C" __global__` function of cuda_kernels.cu that the launchers
+ * call; cuda_module.c looks each one up once (cuModuleGetFunction) into epabi_cuda_module.fn, indexed by
+ * enum epabi_cuda_kernel_id, so a launch never looks a name up. tools/check_nvrtc.py checks that every name
+ * here is a kernel of the .cu file.
+ */
+#ifndef EPABI_CUDA_LAUNCH_INTERNAL_H
+#define EPABI_CUDA_LAUNCH_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cuda_kernels.h"
+
+#define EPABI_CUDA_KERNEL_LIST(X)                                                                         \
+    X(ew_arith_f32) X(ew_arith_f64) X(ew_arith_i8) X(ew_arith_u8) X(ew_arith_i16) X(ew_arith_u16)          \
+    X(ew_arith_i32) X(ew_arith_u32) X(ew_arith_i64) X(ew_arith_u64)                                        \
+    X(ew_pow_f32) X(ew_pow_f64) X(ew_equal)                                                                \
+    X(ew_select_1) X(ew_select_2) X(ew_select_4) X(ew_select_8)                                            \
+    X(un_f32) X(un_f64) X(un_i32) X(un_i64)                                                                \
+    X(cast_from_f32) X(cast_from_f64) X(cast_from_i8) X(cast_from_u8) X(cast_from_i16) X(cast_from_u16)    \
+    X(cast_from_i32) X(cast_from_u32) X(cast_from_i64) X(cast_from_u64) X(cast_from_bool)                  \
+    X(strided_copy_1) X(strided_copy_2) X(strided_copy_4) X(strided_copy_8) X(strided_copy_bytes)          \
+    X(concat_1) X(concat_2) X(concat_4) X(concat_8) X(concat_16)                                           \
+    X(gather_1) X(gather_2) X(gather_4) X(gather_8) X(gather_16)                                           \
+    X(shape_write)                                                                                         \
+    X(sgemm_f32) X(gemm_scale_f32) X(gemm_fill_c)                                                          \
+    X(conv_direct) X(conv_im2col) X(conv_bias_fill)                                                        \
+    X(layernorm_f32) X(gmaxpool_f32) X(reduce_thread_f32) X(reduce_block_f32)                              \
+    X(softmax_rows_f32) X(softmax_strided_f32)
+
+enum epabi_cuda_kernel_id {
+#define EPABI_CK_ENUM_(name) EPABI_CK_##name,
+    EPABI_CUDA_KERNEL_LIST(EPABI_CK_ENUM_)
+#undef EPABI_CK_ENUM_
+    EPABI_CK_COUNT
+};
+
+/* One device's compiled kernels. Created once per device by epabi_cuda_module_get and never freed (see
+ * cuda_module.c): the module lives in the device's primary context, which cuda_module.c retains for the
+ * life of the process so the functions stay valid. */
+struct epabi_cuda_module {
+    int ordinal;
+    int cc_major, cc_minor;
+    bool from_ptx;                       /* loaded from PTX (the arch was unknown to NVRTC) */
+    epabi_cu_module module;
+    epabi_cu_function fn[EPABI_CK_COUNT];
+};
+
+/* Threads per block of the one-dimensional grid-stride kernels. */
+enum { EPABI_CUDA_BLOCK = 256 };
+
+/* Blocks for n items at `block` threads each, capped (the kernels loop grid-stride); at least 1. */
+unsigned epabi_cuda_grid(int64_t n, unsigned block);
+
+/* Smallest power of two >= n, clamped to [32, 256]: the block of a row-per-block kernel. */
+unsigned epabi_cuda_row_block(int64_t n);
+
+/* cuLaunchKernel of kernel `id` on env->stream; `what` names the launch kind in the error. */
+OrtStatus* epabi_cuda_run(const struct epabi_cuda_launch_env* env, const char* what, enum epabi_cuda_kernel_id id,
+                          unsigned gx, unsigned gy, unsigned gz, unsigned block, void** params);
+
+/* An ORT_EP_FAIL status for a failed driver call (cuMemsetD8Async, cuMemcpyAsync...). */
+OrtStatus* epabi_cuda_fail(const struct epabi_cuda_launch_env* env, const char* what, epabi_cu_result r);
+
+/* Row-major, strided-batched float GEMM on env->stream: for b in [0, batch),
+ *   C_b[m,n] = alpha * op(A_b)[m,k] * op(B_b)[k,n] + beta * C_b      (A_b = a + b * stride_a, ...)
+ * with BLAS semantics: beta == 0 never reads C; k == 0 or alpha == 0 leaves beta * C without reading A/B.
+ * Through cuBLAS when env->cublas is set and every size fits its int, else through sgemm_f32. */
+OrtStatus* epabi_cuda_sgemm(const struct epabi_cuda_launch_env* env, const char* what, bool trans_a, bool trans_b,
+                            int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+                            int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta, float* c,
+                            int64_t ldc, int64_t stride_c, int64_t batch);
+
+/* The launchers of the float32 math kinds (cuda_launch_math.c). */
+OrtStatus* epabi_cuda_launch_matmul(const struct epabi_cuda_launch_env* env, const struct matmul_launch* L);
+OrtStatus* epabi_cuda_launch_gemm(const struct epabi_cuda_launch_env* env, const struct gemm_launch* L);
+OrtStatus* epabi_cuda_launch_conv(const struct epabi_cuda_launch_env* env, const struct conv_launch* L);
+OrtStatus* epabi_cuda_launch_layernorm(const struct epabi_cuda_launch_env* env, const struct layernorm_launch* L);
+OrtStatus* epabi_cuda_launch_gmaxpool(const struct epabi_cuda_launch_env* env, const struct gmaxpool_launch* L);
+OrtStatus* epabi_cuda_launch_reduce(const struct epabi_cuda_launch_env* env, const struct reduce_launch* L);
+OrtStatus* epabi_cuda_launch_softmax(const struct epabi_cuda_launch_env* env, const struct softmax_launch* L);
+
+#endif

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Compile-checks the CUDA kernels without a GPU: NVRTC needs no device.
+
+What it checks, in order:
+  1. layout: gcc compiles native/kernels/launch_args.h and prints sizeof/offsetof of every member of every
+     launch block; the numbers must equal the generated static_assert block in native/cuda/cuda_kernels.cu
+     (--update-layout rewrites that block from gcc's numbers). NVRTC then re-checks them on its side: a
+     block whose layout differs between the two compilers fails the NVRTC compilation.
+  2. NVRTC: compiles cuda_kernels.cu with launch_args.h as the in-memory header "launch_args.h", with the
+     options cuda_module.c uses (read from its EPABI_NVRTC_OPTIONS line) and --gpu-architecture=sm_<arch>
+     (CUBIN, the normal path), then compute_<arch> (PTX, the fallback path); prints the logs.
+  3. names: every kernel of EPABI_CUDA_KERNEL_LIST (cuda_launch_internal.h, the table cuda_module.c looks
+     up) must be an `.entry` of the PTX, i.e. an unmangled extern "C" __global__ function.
+
+Usage: tools/check_nvrtc.py [--nvrtc PATH/libnvrtc.so] [--arch 90] [--update-layout]
+libnvrtc is searched as: --nvrtc, $EPABI_CUDA_LIB_DIR, the nvidia-* wheels of this Python, then
+/tmp/nvrtcvenv (a CUDA 13 NVRTC wheel), $CUDA_HOME/lib64, /usr/local/cuda/lib64, the system path.
+Exit status 0 when everything passes.
+"""
+import argparse
+import ctypes
+import glob
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CU = os.path.join(ROOT, "native", "cuda", "cuda_kernels.cu")
+ARGS_H = os.path.join(ROOT, "native", "kernels", "launch_args.h")
+MODULE_C = os.path.join(ROOT, "native", "cuda", "cuda_module.c")
+LIST_H = os.path.join(ROOT, "native", "cuda", "cuda_launch_internal.h")
+BEGIN = "// BEGIN GENERATED LAYOUT CHECK"
+END = "// END GENERATED LAYOUT CHECK"
+SONAMES = ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so")
+
+
+def find_nvrtc(explicit):
+    if explicit:
+        return explicit
+    dirs = []
+    if os.environ.get("EPABI_CUDA_LIB_DIR"):
+        dirs.append(os.environ["EPABI_CUDA_LIB_DIR"])
+    site = sysconfig.get_paths().get("purelib", "")
+    dirs += [os.path.join(site, "nvidia", "cu13", "lib"), os.path.join(site, "nvidia", "cuda_nvrtc", "lib")]
+    dirs += glob.glob("/tmp/nvrtcvenv/lib/python3*/site-packages/nvidia/cu13/lib")
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env):
+            dirs.append(os.path.join(os.environ[env], "lib64"))
+    dirs.append("/usr/local/cuda/lib64")
+    for d in dirs:
+        for s in SONAMES:
+            p = os.path.join(d, s)
+            if os.path.exists(p):
+                return p
+    return SONAMES[0]   # the system search path
+
+
+# ---- 1. layout ----------------------------------------------------------------------------------------
+
+def parse_structs(text):
+    """{struct name: [member names]} of the C side of launch_args.h (the part after #else)."""
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    structs = {}
+    for m in re.finditer(r"struct\s+(\w+)\s*\{(.*?)\}\s*;", text, flags=re.S):
+        name, body = m.group(1), m.group(2)
+        members = []
+        for decl in body.split(";"):
+            decl = " ".join(decl.split())
+            if not decl:
+                continue
+            # "const float* a", "bool trans_a, trans_b", "int64_t strides[3][EPABI_MAX_RANK]"
+            head = re.match(r"^((?:const\s+)?(?:unsigned\s+|signed\s+)?(?:struct\s+|enum\s+)?\w+)\s*(.*)$", decl)
+            if not head:
+                raise SystemExit(f"cannot parse member '{decl}' of struct {name}")
+            for d in head.group(2).split(","):
+                d = d.strip().lstrip("*").strip()
+                ident = re.match(r"^(?:const\s+)?\**\s*(\w+)", d)
+                if not ident:
+                    raise SystemExit(f"cannot parse declarator '{d}' of struct {name}")
+                members.append(ident.group(1))
+        structs[name] = members
+    return structs
+
+
+def gcc_layout(structs):
+    prog = ['#include <stddef.h>', '#include <stdio.h>', '#include "launch_args.h"', "int main(void) {"]
+    for s in structs:
+        prog.append(f'    printf("static_assert(sizeof({s}) == %zu, \\"{s} layout\\");\\n", sizeof(struct {s}));')
+    # member offsets need __builtin_offsetof, which older NVRTCs (13.0) lack: the .cu defines EP_HAVE_OFFSETOF
+    prog.append('    printf("#if EP_HAVE_OFFSETOF\\n");')
+    for s, members in structs.items():
+        for f in members:
+            prog.append(f'    printf("static_assert(EP_OFF({s}, {f}) == %zu, \\"{s}.{f}\\");\\n", '
+                        f"offsetof(struct {s}, {f}));")
+    prog.append('    printf("#endif\\n");')
+    prog += ["    return 0;", "}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = os.path.join(tmp, "layout.c"), os.path.join(tmp, "layout")
+        with open(src, "w") as f:
+            f.write("\n".join(prog) + "\n")
+        inc = [f"-I{os.path.join(ROOT, p)}" for p in ("native", "native/include", "native/kernels")]
+        subprocess.run(["gcc", "-std=c11", "-Wall", "-Wextra", "-Werror", *inc, src, "-o", exe], check=True)
+        out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+    return out.splitlines()
+
+
+def check_layout(update):
+    with open(ARGS_H) as f:
+        header = f.read()
+    c_part = header.split("#else", 1)[1] if "#else" in header else header
+    structs = parse_structs(c_part)
+    lines = gcc_layout(structs)
+    with open(CU) as f:
+        cu = f.read()
+    start, stop = cu.find(BEGIN), cu.find(END)
+    if start < 0 or stop < 0:
+        print(f"layout: markers '{BEGIN}' / '{END}' missing in {CU}")
+        return False
+    current = cu[start + len(BEGIN):stop].strip().splitlines()
+    if current == lines:
+        print(f"layout: OK ({len(structs)} blocks, {len(lines)} asserts match gcc)")
+        return True
+    if update:
+        cu = cu[:start + len(BEGIN)] + "\n" + "\n".join(lines) + "\n" + cu[stop:]
+        with open(CU, "w") as f:
+            f.write(cu)
+        print(f"layout: rewrote the generated block of {os.path.relpath(CU, ROOT)} ({len(lines)} asserts)")
+        return True
+    missing = [l for l in lines if l not in current]
+    print("layout: the generated block of cuda_kernels.cu is stale (run with --update-layout); differences:")
+    for l in missing[:20]:
+        print("   gcc says:", l)
+    return False
+
+
+# ---- 2. NVRTC --------------------------------------------------------------------------------------------
+
+def module_options():
+    with open(MODULE_C) as f:
+        text = f.read()
+    m = re.search(r"#define\s+EPABI_NVRTC_OPTIONS\s+(.*)", text)
+    if not m:
+        raise SystemExit("cuda_module.c has no '#define EPABI_NVRTC_OPTIONS ...' line")
+    return re.findall(r'"([^"]*)"', m.group(1))
+
+
+class Nvrtc:
+    def __init__(self, path):
+        self.lib = ctypes.CDLL(path)
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        self.lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+        self.version = (major.value, minor.value)
+        self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+
+    def compile(self, src, headers, options, want_ptx):
+        prog = ctypes.c_void_p()
+        n = len(headers)
+        hsrc = (ctypes.c_char_p * max(n, 1))(*[h[1].encode() for h in headers])
+        hname = (ctypes.c_char_p * max(n, 1))(*[h[0].encode() for h in headers])
+        rc = self.lib.nvrtcCreateProgram(ctypes.byref(prog), src.encode(), b"cuda_kernels.cu", n, hsrc, hname)
+        if rc != 0:
+            return rc, "nvrtcCreateProgram failed", b""
+        opts = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
+        rc = self.lib.nvrtcCompileProgram(prog, len(options), opts)
+        size = ctypes.c_size_t()
+        self.lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        self.lib.nvrtcGetProgramLog(prog, log)
+        image = b""
+        if rc == 0:
+            get_size, get = (self.lib.nvrtcGetPTXSize, self.lib.nvrtcGetPTX) if want_ptx else \
+                (self.lib.nvrtcGetCUBINSize, self.lib.nvrtcGetCUBIN)
+            get_size(prog, ctypes.byref(size))
+            buf = ctypes.create_string_buffer(size.value)
+            get(prog, buf)
+            image = buf.raw
+        self.lib.nvrtcDestroyProgram(ctypes.byref(prog))
+        return rc, log.value.decode(errors="replace"), image
+
+    def error(self, rc):
+        return self.lib.nvrtcGetErrorString(rc).decode()
+
+
+def kernel_list():
+    with open(LIST_H) as f:
+        text = f.read()
+    m = re.search(r"#define\s+EPABI_CUDA_KERNEL_LIST\(X\)((?:.*\\\n)*.*)", text)
+    if not m:
+        raise SystemExit("cuda_launch_internal.h has no EPABI_CUDA_KERNEL_LIST(X)")
+    return re.findall(r"X\((\w+)\)", m.group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nvrtc", help="path of libnvrtc.so")
+    ap.add_argument("--arch", default="90", help="compute capability digits, e.g. 90 (default) or 80")
+    ap.add_argument("--update-layout", action="store_true", help="rewrite the layout block from gcc's numbers")
+    args = ap.parse_args()
+
+    ok = check_layout(args.update_layout)
+
+    path = find_nvrtc(args.nvrtc)
+    nv = Nvrtc(path)
+    print(f"nvrtc: {path} (version {nv.version[0]}.{nv.version[1]})")
+    with open(CU) as f:
+        src = f.read()
+    with open(ARGS_H) as f:
+        headers = [("launch_args.h", f.read())]
+    base = module_options()
+    entries = set()
+    for arch, want_ptx in ((f"sm_{args.arch}", False), (f"compute_{args.arch}", True)):
+        options = [f"--gpu-architecture={arch}", *base]
+        rc, log, image = nv.compile(src, headers, options, want_ptx)
+        status = "OK" if rc == 0 else f"FAILED ({nv.error(rc)})"
+        kind = "PTX" if want_ptx else "CUBIN"
+        print(f"nvrtc {' '.join(options)}: {status}, {len(image)} bytes of {kind}")
+        if log.strip():
+            print(log.rstrip())
+        if rc != 0:
+            ok = False
+        elif want_ptx:
+            entries = set(re.findall(r"\.entry\s+(\w+)\s*\(", image.decode(errors="replace")))
+
+    names = kernel_list()
+    if entries:
+        missing = [n for n in names if n not in entries]
+        unused = sorted(entries - set(names))
+        if missing:
+            ok = False
+            print("names: kernels looked up but not defined (extern \"C\" __global__):", ", ".join(missing))
+        else:
+            print(f"names: OK (all {len(names)} kernels of EPABI_CUDA_KERNEL_LIST are entries of the module)")
+        if unused:
+            print("names: note, kernels defined but never looked up:", ", ".join(unused))
+    print("check_nvrtc:", "PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
