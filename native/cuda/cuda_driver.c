@@ -72,6 +72,7 @@ static void load(void) {
     LOAD(StreamBeginCapture, "cuStreamBeginCapture_v2");
     LOAD(StreamEndCapture, "cuStreamEndCapture");
     LOAD(StreamIsCapturing, "cuStreamIsCapturing");
+    LOAD(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
     LOAD(EventCreate, "cuEventCreate");
     LOAD(EventDestroy, "cuEventDestroy_v2");
     LOAD(EventRecord, "cuEventRecord");

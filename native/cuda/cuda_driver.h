@@ -29,6 +29,7 @@ typedef void* epabi_cu_mempool;            /* CUmemoryPool */
 enum {
     EPABI_CU_STREAM_NON_BLOCKING = 1,               /* CU_STREAM_NON_BLOCKING */
     EPABI_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,  /* CU_STREAM_CAPTURE_MODE_THREAD_LOCAL */
+    EPABI_CU_STREAM_CAPTURE_MODE_RELAXED = 2,       /* CU_STREAM_CAPTURE_MODE_RELAXED */
     EPABI_CU_STREAM_CAPTURE_STATUS_NONE = 0,
     EPABI_CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75,        /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
     EPABI_CU_DEVICE_ATTRIBUTE_CC_MINOR = 76,
@@ -84,6 +85,7 @@ struct epabi_cuda_driver {
     epabi_cu_result (*StreamBeginCapture)(epabi_cu_stream stream, int mode);
     epabi_cu_result (*StreamEndCapture)(epabi_cu_stream stream, epabi_cu_graph* graph);
     epabi_cu_result (*StreamIsCapturing)(epabi_cu_stream stream, int* status);
+    epabi_cu_result (*ThreadExchangeStreamCaptureMode)(int* mode);
     epabi_cu_result (*EventCreate)(epabi_cu_event* event, unsigned flags);
     epabi_cu_result (*EventDestroy)(epabi_cu_event event);
     epabi_cu_result (*EventRecord)(epabi_cu_event event, epabi_cu_stream stream);
