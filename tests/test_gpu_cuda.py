@@ -272,7 +272,7 @@ def test_eight_threads_each_capture_their_own_graph(gpu_host: epabi.Host) -> Non
             t.start()
         for t in threads:
             t.join(timeout=300)
-        assert not errors, errors
+        assert not errors, "\n".join(f"{type(e).__name__}: {e}" for e in errors)
         assert session.graph_capture.replays >= 8 * 5  # every thread captured once, then replayed its own graph
 
 
