@@ -358,7 +358,15 @@ static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state,
     if (ep->cuda != NULL && !epabi_cuda_enter(ep->cuda, &scope))
         return epabi_error(&ep->factory->api, ORT_EP_FAIL, EPABI_EP_NAME ": cannot make GPU %d current",
                            ep->cuda->ordinal);
-    OrtStatus* st = epabi_plan_run(ci->plan, kernel_context, &env);
+    OrtStatus* st = NULL;
+    if (ep->cuda != NULL && env.stream != NULL && !epabi_stream_is_capturing(env.stream)) {
+        /* inputs the host copied on its own stream (stream-aware hosts) are complete before our stream reads them */
+        void* host_stream = NULL;
+        OrtStatus* q = ep->factory->api.ort->KernelContext_GetGPUComputeStream(kernel_context, &host_stream);
+        if (q != NULL) ep->factory->api.ort->ReleaseStatus(q);
+        else st = epabi_stream_cuda_wait_for(env.stream, (epabi_cu_stream)host_stream);
+    }
+    if (st == NULL) st = epabi_plan_run(ci->plan, kernel_context, &env);
     if (ep->cuda != NULL && env.stream != NULL && !epabi_stream_is_capturing(env.stream)) {
         /* outside a capture window the outputs must be complete when Compute returns: the host copies them
          * with its own (synchronous) data transfer; then no queued work uses the arena's blocks any more */

@@ -61,21 +61,26 @@ static OrtStatus* cuda_ordinal(const struct epabi_data_transfer* dt, const OrtVa
     return NULL;
 }
 
-/* cuMemcpy infers the direction from the addresses (unified addressing); synchronous, on the GPU's context. */
-static OrtStatus* cuda_copy(const struct epabi_api* api, int ordinal, void* dst, const void* src, size_t bytes) {
+/* cuMemcpy infers the direction from the addresses (unified addressing), on the GPU's context: synchronous,
+ * or ordered on the host's sync stream when it gives one (cuda_sync_stream.h). */
+static OrtStatus* cuda_copy(const struct epabi_api* api, int ordinal, void* dst, const void* src, size_t bytes,
+                            void* stream) {
     const struct epabi_cuda_device* d = NULL;
     EPABI_RETURN_IF_ERROR(epabi_cuda_device_get(api, ordinal, &d));
     struct epabi_cuda_scope scope;
     if (!epabi_cuda_enter(d, &scope))
         return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": CopyTensors cannot make GPU %d current", ordinal);
-    epabi_cu_result r = d->libs->cu->Memcpy((epabi_cu_ptr)(uintptr_t)dst, (epabi_cu_ptr)(uintptr_t)src, bytes);
+    epabi_cu_result r =
+        stream != NULL
+            ? d->libs->cu->MemcpyAsync((epabi_cu_ptr)(uintptr_t)dst, (epabi_cu_ptr)(uintptr_t)src, bytes, stream)
+            : d->libs->cu->Memcpy((epabi_cu_ptr)(uintptr_t)dst, (epabi_cu_ptr)(uintptr_t)src, bytes);
     epabi_cuda_leave(&scope);
     return r == 0 ? NULL : epabi_cuda_status(api, r, "CopyTensors (cuMemcpy)");
 }
 
 static OrtStatus* CopyTensorsImpl(OrtDataTransferImpl* this_ptr, const OrtValue** src_tensors, OrtValue** dst_tensors,
                                   OrtSyncStream** streams, size_t num_tensors) {
-    (void)streams;   /* host memory on both sides: every copy is synchronous */
+    /* host memory on both sides: memmove; CUDA memory: cuMemcpy, async on the host's stream when it gives one */
     const struct epabi_data_transfer* dt = dt_of(this_ptr);
     const struct epabi_api* api = dt->api;
     if (num_tensors > 0 && (src_tensors == NULL || dst_tensors == NULL))
@@ -98,7 +103,8 @@ static OrtStatus* CopyTensorsImpl(OrtDataTransferImpl* this_ptr, const OrtValue*
         int ordinal = -1;
         EPABI_RETURN_IF_ERROR(cuda_ordinal(dt, src_tensors[i], dst_tensors[i], &ordinal));
         if (ordinal >= 0) {
-            EPABI_RETURN_IF_ERROR(cuda_copy(api, ordinal, dst, src, src_bytes));
+            void* stream = streams != NULL && streams[i] != NULL ? api->ort->SyncStream_GetHandle(streams[i]) : NULL;
+            EPABI_RETURN_IF_ERROR(cuda_copy(api, ordinal, dst, src, src_bytes, stream));
         } else if (src != dst) {
             memmove(dst, src, src_bytes);
         }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ep.h"
+#include "cuda_sync_stream.h"
 #include "gpu_allocator.h"
 #include "ep_allocator.h"
 
@@ -122,9 +123,36 @@ static OrtStatus* CreateDataTransferImpl(OrtEpFactory* this_ptr, OrtDataTransfer
     return NULL;
 }
 
+/* Stream aware when the CUDA backend serves a GPU EP device this factory listed (cuda_sync_stream.h). */
 static bool IsStreamAwareImpl(const OrtEpFactory* this_ptr) {
-    (void)this_ptr;
-    return false;
+    struct epabi_factory* f = (struct epabi_factory*)(uintptr_t)this_ptr;
+    bool gpu = false;
+    pthread_mutex_lock(&f->lock);
+    for (size_t i = 0; i < f->num_devices && !gpu; ++i) gpu = f->devices[i].kind == EPABI_DEVICE_GPU;
+    pthread_mutex_unlock(&f->lock);
+    return gpu && epabi_cuda_usable(epabi_cuda_libs());
+}
+
+static OrtStatus* CreateSyncStreamForDeviceImpl(OrtEpFactory* this_ptr, const OrtMemoryDevice* memory_device,
+                                                const OrtKeyValuePairs* stream_options, OrtSyncStreamImpl** stream) {
+    (void)stream_options;
+    struct epabi_factory* f = (struct epabi_factory*)this_ptr;
+    const struct epabi_api* api = &f->api;
+    if (stream == NULL || memory_device == NULL)
+        return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": CreateSyncStreamForDevice got a NULL pointer");
+    *stream = NULL;
+    const struct epabi_cuda_device* dev = NULL;
+    pthread_mutex_lock(&f->lock);
+    bool software = f->software_memory_info != NULL &&
+                    api->ep->MemoryDevice_AreEqual(memory_device,
+                                                   api->ep->MemoryInfo_GetMemoryDevice(f->software_memory_info));
+    pthread_mutex_unlock(&f->lock);
+    if (!software && api->ep->MemoryDevice_GetVendorId(memory_device) == EPABI_NVIDIA_VENDOR_ID &&
+        api->ep->MemoryDevice_GetDeviceType(memory_device) == OrtMemoryInfoDeviceType_GPU &&
+        epabi_cuda_usable(epabi_cuda_libs()))
+        EPABI_RETURN_IF_ERROR(
+            epabi_cuda_device_get(api, (int)api->ep->MemoryDevice_GetDeviceId(memory_device), &dev));
+    return epabi_sync_stream_create(api, dev, stream);
 }
 
 struct epabi_factory* epabi_factory_create(const struct epabi_api* api, const OrtLogger* logger) {
@@ -157,7 +185,7 @@ struct epabi_factory* epabi_factory_create(const struct epabi_api* api, const Or
     t->ReleaseAllocator = ReleaseAllocatorImpl;
     t->CreateDataTransfer = CreateDataTransferImpl;     /* never NULL: NULL crashes real hosts */
     t->IsStreamAware = IsStreamAwareImpl;
-    t->CreateSyncStreamForDevice = NULL;                /* not stream aware */
+    t->CreateSyncStreamForDevice = CreateSyncStreamForDeviceImpl;
     t->GetHardwareDeviceIncompatibilityDetails = NULL;  /* host default: compatible */
     t->CreateExternalResourceImporterForDevice = NULL;  /* no external resource import */
     t->GetNumCustomOpDomains = NULL;                    /* no custom ops */

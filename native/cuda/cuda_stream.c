@@ -19,6 +19,7 @@ struct cuda_stream {
     epabi_cublas_handle cublas;             /* NULL without cuBLAS */
     epabi_cu_ptr workspace;                 /* cuBLAS workspace, owned */
     epabi_cu_mempool pool;                  /* the device's default pool, for alloc_async */
+    epabi_cu_event order;                   /* for epabi_stream_cuda_wait_for */
 };
 
 struct cuda_graph {
@@ -141,6 +142,7 @@ static void cuda_destroy(struct epabi_stream* s) {
     epabi_cuda_enter(c->dev, &scope);
     if (c->cs != NULL) c->cu->StreamSynchronize(c->cs);
     if (c->cublas != NULL) c->dev->libs->cublas->Destroy(c->cublas);
+    if (c->order != NULL) c->cu->EventDestroy(c->order);
     if (c->workspace != 0) c->cu->MemFree(c->workspace);
     if (c->cs != NULL && !s->user_owned) c->cu->StreamDestroy(c->cs);   /* a user's stream is never destroyed */
     epabi_cuda_leave(&scope);
@@ -192,6 +194,18 @@ static const struct epabi_stream_ops kCudaOps = {
     .read_to_host = cuda_read_to_host,
 };
 
+OrtStatus* epabi_stream_cuda_wait_for(struct epabi_stream* s, epabi_cu_stream producer) {
+    if (s == NULL || s->ops != &kCudaOps || producer == NULL) return NULL;
+    struct cuda_stream* c = cs_of(s);
+    if (producer == c->cs) return NULL;
+    struct epabi_cuda_scope scope;
+    epabi_cuda_enter(c->dev, &scope);
+    epabi_cu_result r = c->cu->EventRecord(c->order, producer);
+    if (r == 0) r = c->cu->StreamWaitEvent(c->cs, c->order, 0);
+    epabi_cuda_leave(&scope);
+    return r == 0 ? NULL : epabi_cuda_status(s->api, r, "ordering the EP's stream after the host's stream");
+}
+
 const struct epabi_cuda_device* epabi_stream_cuda_device(const struct epabi_stream* s) {
     return s != NULL && s->ops == &kCudaOps ? ((const struct cuda_stream*)s)->dev : NULL;
 }
@@ -227,6 +241,10 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
         }
     }
     c->base.handle = (uintptr_t)c->cs;
+    if (st == NULL && (r = c->cu->EventCreate(&c->order, EPABI_CU_EVENT_DISABLE_TIMING)) != 0) {
+        c->order = NULL;
+        st = epabi_cuda_status(api, r, "cuEventCreate");
+    }
     if (st == NULL && device->mempools && (r = c->cu->DeviceGetDefaultMemPool(&c->pool, device->device)) == 0) {
         /* keep freed memory in the pool instead of giving it back at every synchronization */
         uint64_t keep = UINT64_MAX;

@@ -31,6 +31,10 @@
 struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const struct epabi_cuda_device* device,
                                               bool adopt_user, uintptr_t user_handle, OrtStatus** status);
 
+/* Makes the CUDA stream s wait (on the device) for the work queued so far on `producer` (another CUstream of the
+ * same GPU, e.g. ONNX Runtime's sync stream that copied the inputs). Not while capturing. */
+OrtStatus* epabi_stream_cuda_wait_for(struct epabi_stream* s, epabi_cu_stream producer);
+
 /* The device of a CUDA stream, NULL for other backends. */
 const struct epabi_cuda_device* epabi_stream_cuda_device(const struct epabi_stream* s);
 
