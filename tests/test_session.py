@@ -309,3 +309,28 @@ def test_string_tensors_through_the_cpu_fallback(host: epabi.Host) -> None:
         assert session.node_assignment["Identity_0"] == "CPUExecutionProvider"  # strings never go to the EP
         (out,) = session.run(None, {"s": np.array(["ab", "c"])})
     assert out.dtype == object and list(out) == ["ab", "c"]
+
+
+@pytest.mark.parametrize("relu_input_is_output", [False, True])
+def test_add_relu_fusion_matches_reference(host: epabi.Host, caplog: pytest.LogCaptureFixture,
+                                           relu_input_is_output: bool) -> None:
+    # Add -> Relu becomes one launch with a Relu epilogue, unless the Add's result is also read elsewhere (here:
+    # a graph output); NaN must stay NaN through the fused epilogue, negatives become 0
+    nodes = [helper.make_node("Add", ["a", "b"], ["s"], name="add"),
+             helper.make_node("Relu", ["s"], ["y"], name="relu"),
+             helper.make_node("Sub", ["y", "b"], ["z"], name="sub")]
+    outputs = [helper.make_tensor_value_info("z", T.FLOAT, [2, 3])]
+    if relu_input_is_output:
+        outputs.append(helper.make_tensor_value_info("s", T.FLOAT, [2, 3]))
+    model = _model(nodes, [helper.make_tensor_value_info("a", T.FLOAT, [2, 3]),
+                           helper.make_tensor_value_info("b", T.FLOAT, [3])], outputs)
+    a = np.array([[-1.0, 2.0, np.nan], [0.5, -3.0, 4.0]], np.float32)
+    b = np.array([0.25, -0.5, 1.0], np.float32)
+    expected = ReferenceEvaluator(model).run(None, {"a": a, "b": b})
+    with caplog.at_level("DEBUG"), _session(host, model) as session:
+        assert set(session.node_assignment.values()) == {EP}
+        got = session.run(None, {"a": a, "b": b})
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6)
+    compiled = [r.getMessage() for r in caplog.records if "compiled '" in r.getMessage()]
+    assert compiled and ("0 Relu fused" if relu_input_is_output else "1 Relu fused") in compiled[0], compiled

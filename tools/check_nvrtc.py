@@ -13,13 +13,14 @@ What it checks, in order:
      up) must be an `.entry` of the PTX, i.e. an unmangled extern "C" __global__ function.
 
 Usage: tools/check_nvrtc.py [--nvrtc PATH/libnvrtc.so] [--arch 90] [--update-layout]
-libnvrtc is searched as: --nvrtc, $EPABI_CUDA_LIB_DIR, the nvidia-* wheels of this Python, then
-/tmp/nvrtcvenv (a CUDA 13 NVRTC wheel), $CUDA_HOME/lib64, /usr/local/cuda/lib64, the system path.
+libnvrtc is searched as: --nvrtc, $EPABI_CUDA_LIB_DIR, the nvidia-* wheels of this Python (the test extra
+installs nvidia-cuda-nvrtc), $CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda/lib64, the system path.
 Exit status 0 when everything passes.
 """
+from __future__ import annotations
+
 import argparse
 import ctypes
-import glob
 import os
 import re
 import subprocess
@@ -37,7 +38,7 @@ END = "// END GENERATED LAYOUT CHECK"
 SONAMES = ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so")
 
 
-def find_nvrtc(explicit):
+def find_nvrtc(explicit: str | None) -> str:
     if explicit:
         return explicit
     dirs = []
@@ -45,7 +46,6 @@ def find_nvrtc(explicit):
         dirs.append(os.environ["EPABI_CUDA_LIB_DIR"])
     site = sysconfig.get_paths().get("purelib", "")
     dirs += [os.path.join(site, "nvidia", "cu13", "lib"), os.path.join(site, "nvidia", "cuda_nvrtc", "lib")]
-    dirs += glob.glob("/tmp/nvrtcvenv/lib/python3*/site-packages/nvidia/cu13/lib")
     for env in ("CUDA_HOME", "CUDA_PATH"):
         if os.environ.get(env):
             dirs.append(os.path.join(os.environ[env], "lib64"))
@@ -60,7 +60,7 @@ def find_nvrtc(explicit):
 
 # ---- 1. layout ----------------------------------------------------------------------------------------
 
-def parse_structs(text):
+def parse_structs(text: str) -> dict[str, list[str]]:
     """{struct name: [member names]} of the C side of launch_args.h (the part after #else)."""
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     text = re.sub(r"//[^\n]*", "", text)
@@ -86,7 +86,7 @@ def parse_structs(text):
     return structs
 
 
-def gcc_layout(structs):
+def gcc_layout(structs: dict[str, list[str]]) -> list[str]:
     prog = ['#include <stddef.h>', '#include <stdio.h>', '#include "launch_args.h"', "int main(void) {"]
     for s in structs:
         prog.append(f'    printf("static_assert(sizeof({s}) == %zu, \\"{s} layout\\");\\n", sizeof(struct {s}));')
@@ -108,7 +108,7 @@ def gcc_layout(structs):
     return out.splitlines()
 
 
-def check_layout(update):
+def check_layout(update: bool) -> bool:
     with open(ARGS_H) as f:
         header = f.read()
     c_part = header.split("#else", 1)[1] if "#else" in header else header
@@ -130,16 +130,16 @@ def check_layout(update):
             f.write(cu)
         print(f"layout: rewrote the generated block of {os.path.relpath(CU, ROOT)} ({len(lines)} asserts)")
         return True
-    missing = [l for l in lines if l not in current]
+    missing = [line for line in lines if line not in current]
     print("layout: the generated block of cuda_kernels.cu is stale (run with --update-layout); differences:")
-    for l in missing[:20]:
-        print("   gcc says:", l)
+    for line in missing[:20]:
+        print("   gcc says:", line)
     return False
 
 
 # ---- 2. NVRTC --------------------------------------------------------------------------------------------
 
-def module_options():
+def module_options() -> list[str]:
     with open(MODULE_C) as f:
         text = f.read()
     m = re.search(r"#define\s+EPABI_NVRTC_OPTIONS\s+(.*)", text)
@@ -149,14 +149,15 @@ def module_options():
 
 
 class Nvrtc:
-    def __init__(self, path):
+    def __init__(self, path: str) -> None:
         self.lib = ctypes.CDLL(path)
         major, minor = ctypes.c_int(), ctypes.c_int()
         self.lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
         self.version = (major.value, minor.value)
         self.lib.nvrtcGetErrorString.restype = ctypes.c_char_p
 
-    def compile(self, src, headers, options, want_ptx):
+    def compile(self, src: str, headers: list[tuple[str, str]], options: list[str],
+                want_ptx: bool) -> tuple[int, str, bytes]:
         prog = ctypes.c_void_p()
         n = len(headers)
         hsrc = (ctypes.c_char_p * max(n, 1))(*[h[1].encode() for h in headers])
@@ -181,11 +182,11 @@ class Nvrtc:
         self.lib.nvrtcDestroyProgram(ctypes.byref(prog))
         return rc, log.value.decode(errors="replace"), image
 
-    def error(self, rc):
+    def error(self, rc: int) -> str:
         return self.lib.nvrtcGetErrorString(rc).decode()
 
 
-def kernel_list():
+def kernel_list() -> list[str]:
     with open(LIST_H) as f:
         text = f.read()
     m = re.search(r"#define\s+EPABI_CUDA_KERNEL_LIST\(X\)((?:.*\\\n)*.*)", text)
@@ -194,7 +195,7 @@ def kernel_list():
     return re.findall(r"X\((\w+)\)", m.group(1))
 
 
-def main():
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nvrtc", help="path of libnvrtc.so")
     ap.add_argument("--arch", default="90", help="compute capability digits, e.g. 90 (default) or 80")

@@ -44,7 +44,7 @@
 #define EP_HAVE_OFFSETOF 0
 #endif
 // BEGIN GENERATED LAYOUT CHECK
-static_assert(sizeof(ew_args) == 344, "ew_args layout");
+static_assert(sizeof(ew_args) == 352, "ew_args layout");
 static_assert(sizeof(un_args) == 32, "un_args layout");
 static_assert(sizeof(cast_args) == 32, "cast_args layout");
 static_assert(sizeof(copy_args) == 24, "copy_args layout");
@@ -72,6 +72,8 @@ static_assert(EP_OFF(ew_args, in) == 280, "ew_args.in");
 static_assert(EP_OFF(ew_args, esize) == 304, "ew_args.esize");
 static_assert(EP_OFF(ew_args, out) == 328, "ew_args.out");
 static_assert(EP_OFF(ew_args, out_esize) == 336, "ew_args.out_esize");
+static_assert(EP_OFF(ew_args, epilogue) == 344, "ew_args.epilogue");
+static_assert(EP_OFF(ew_args, pad_) == 348, "ew_args.pad_");
 static_assert(EP_OFF(un_args, op) == 0, "un_args.op");
 static_assert(EP_OFF(un_args, dtype) == 4, "un_args.dtype");
 static_assert(EP_OFF(un_args, in) == 8, "un_args.in");
@@ -321,10 +323,13 @@ template <typename T, int OP> EP_DEV void ew_arith_loop(const ew_args& a, int64_
     const T* A = (const T*)a.in[0];
     const T* B = (const T*)a.in[1];
     T* O = (T*)a.out;
+    const bool relu = a.epilogue == EPABI_EPILOGUE_RELU;   /* a Relu the plan fused in; NaN stays NaN */
     GRID_LOOP(i, n) {
         int64_t off[2];
         ew_offsets<2>(a, i, off);
-        O[i] = arith<T, OP>(A[off[0]], B[off[1]]);
+        T v = arith<T, OP>(A[off[0]], B[off[1]]);
+        if (relu && v < T(0)) v = T(0);
+        O[i] = v;
     }
 }
 

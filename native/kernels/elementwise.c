@@ -158,6 +158,17 @@ static void select_row(size_t esize, const void* pc, int64_t sc, const void* px,
 }
 
 /* The launched function: walks the output in row-major order, one innermost row at a time. */
+/* The fused Relu (plan.c): as the Relu kernel, x < 0 -> 0 and NaN stays NaN. */
+static void relu_row(ONNXTensorElementDataType dtype, void* row, int64_t n) {
+    if (dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
+        float* y = row;
+        for (int64_t i = 0; i < n; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
+    } else if (dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE) {
+        double* y = row;
+        for (int64_t i = 0; i < n; ++i) y[i] = y[i] < 0.0 ? 0.0 : y[i];
+    }
+}
+
 static void ew_launch(const void* vargs) {
     const struct ew_args* a = vargs;
     int r = a->rank;
@@ -187,6 +198,7 @@ static void ew_launch(const void* vargs) {
             break;
         default:
             arith_row(a->op, a->dtype, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
+            if (a->epilogue == EPABI_EPILOGUE_RELU) relu_row(a->dtype, o, inner);
             break;
         }
         /* advance the odometer over the outer dimensions */
@@ -415,6 +427,7 @@ static OrtStatus* run_binary(struct epabi_exec* ex, enum ew_op op, const struct 
     args.op = op;
     args.dtype = in[0]->dtype;
     args.dtype1 = in[1]->dtype;
+    args.epilogue = epabi_exec_epilogue(ex);
     return launch(ex, &args, in, 2, out);
 }
 

@@ -102,6 +102,10 @@ OrtStatus* epabi_exec_launch(struct epabi_exec* ex, enum epabi_launch_kind kind,
  * happen (naming the node), or when the copy fails. */
 const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tensor* t, OrtStatus** status);
 
+/* The epilogue (launch_args.h) the plan fused into the running step, EPABI_EPILOGUE_NONE if none; a kernel
+ * the plan fuses into (elementwise arithmetic) passes it to its launch. */
+int epabi_exec_epilogue(const struct epabi_exec* ex);
+
 /* The API block, for error statuses: epabi_error(epabi_exec_api(ex), ...). */
 const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex);
 

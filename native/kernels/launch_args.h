@@ -68,6 +68,9 @@ enum epabi_launch_kind {
 
 enum ew_op { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_EQUAL, OP_WHERE, OP_COPY };
 
+/* What a launch applies to each result before storing it (a node the plan fused into its producer). */
+enum epabi_epilogue { EPABI_EPILOGUE_NONE = 0, EPABI_EPILOGUE_RELU = 1 };
+
 /* Operands in output index space: strides are in elements, 0 along broadcast dimensions. */
 struct ew_args {
     enum ew_op op;
@@ -81,6 +84,8 @@ struct ew_args {
     size_t esize[3];
     void* out;
     size_t out_esize;
+    int32_t epilogue;                   /* enum epabi_epilogue; float and double Add/Sub/Mul/Div/Max/Min only */
+    int32_t pad_;
 };
 
 enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID };

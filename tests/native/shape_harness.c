@@ -214,6 +214,11 @@ void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status
     return p;
 }
 
+int epabi_exec_epilogue(const struct epabi_exec* ex) {
+    (void)ex;
+    return EPABI_EPILOGUE_NONE;
+}
+
 const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tensor* t, OrtStatus** status) {
     (void)ex;
     *status = NULL;
