@@ -1,8 +1,8 @@
 """On a machine with an NVIDIA GPU and its driver (skipped elsewhere): the GPU EP device and its memory.
 
-Run on the H200 through the device tool; CI has no GPU. The CUDA kernels are not part of this build yet, so
-these tests cover discovery, registration (real hosts create the device-memory allocator then) and real
-allocations through the plugin's allocator.
+Run on the H200 through the device tool; CI has no GPU. These tests cover discovery, registration (real hosts
+create the device-memory allocator then) and real allocations through the plugin's allocator; the CUDA kernels,
+streams and graphs are tested in test_gpu_cuda.py and the GPU half of test_conformance.py.
 """
 
 from __future__ import annotations

@@ -81,8 +81,8 @@ def _select(devices: list[Any], kind: str, index: int | None, metadata: Any) -> 
     if not software:
         if gpus:
             raise RunError("no software-adapter device: the plugin offers it only when the host lists no GPU, and "
-                           "this host lists one (whose CUDA kernels are not part of this build); with "
-                           "--host emulated, --cpu-only offers the plugin only the CPU")
+                           "this host lists one; use --device gpu, or with --host emulated --cpu-only to offer "
+                           "the plugin only the CPU")
         raise RunError("no software-adapter device: set EPABI_ALLOW_SOFTWARE_ADAPTER=1")
     return software[0]
 
@@ -190,9 +190,10 @@ def _gpu_unusable(exc: BaseException) -> bool:
 
 
 def _require_claims(result: dict[str, Any]) -> dict[str, Any]:
-    """A GPU EP device of this build claims no node (no CUDA kernels yet): say so rather than run on the CPU."""
+    """A GPU EP device that claims no node (no CUDA driver or NVRTC): say so rather than run on the CPU."""
     if result["device_kind"] == "gpu" and EP_NAME not in result["placement"].values():
-        raise RunError("the GPU EP device claims no node: its CUDA kernels are not part of this build")
+        raise RunError("the GPU EP device claims no node: the CUDA backend is not available (run with -v for the "
+                       "plugin's reason: the CUDA library it could not load)")
     return result
 
 
