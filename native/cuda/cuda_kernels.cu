@@ -345,6 +345,33 @@ template <typename T> EP_DEV void ew_arith(const ew_args& a, int64_t n) {
     }
 }
 
+/* The common float case in a few bytes of parameters (a graph node's launch cost grows with them): each operand
+ * is contiguous over the output (mode 0), one row repeated over the outer dim (mode 1: a bias), or one value
+ * (mode 2). 32-bit indexing; the launcher uses it only when n fits. */
+template <int OP> EP_DEV void ew_fast_loop(const float* A, const float* B, float* O, int n, int inner, int ma, int mb,
+                                          bool relu) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        const int ia = ma == 0 ? i : ma == 1 ? i % inner : 0;
+        const int ib = mb == 0 ? i : mb == 1 ? i % inner : 0;
+        float v = arith<float, OP>(A[ia], B[ib]);
+        if (relu && v < 0.0f) v = 0.0f;
+        O[i] = v;
+    }
+}
+
+EP_KERNEL ew_fast_f32(const float* A, const float* B, float* O, int n, int inner, int op, int modes, int relu) {
+    const int ma = modes & 3, mb = (modes >> 2) & 3;
+    switch (op) {
+    case OP_ADD: ew_fast_loop<OP_ADD>(A, B, O, n, inner, ma, mb, relu != 0); break;
+    case OP_SUB: ew_fast_loop<OP_SUB>(A, B, O, n, inner, ma, mb, relu != 0); break;
+    case OP_MUL: ew_fast_loop<OP_MUL>(A, B, O, n, inner, ma, mb, relu != 0); break;
+    case OP_DIV: ew_fast_loop<OP_DIV>(A, B, O, n, inner, ma, mb, relu != 0); break;
+    case OP_MAX: ew_fast_loop<OP_MAX>(A, B, O, n, inner, ma, mb, relu != 0); break;
+    case OP_MIN: ew_fast_loop<OP_MIN>(A, B, O, n, inner, ma, mb, relu != 0); break;
+    default: break;
+    }
+}
+
 #define EW_ARITH_KERNEL(SUF, T) \
     EP_KERNEL ew_arith_##SUF(const EP_GC ew_args a, int64_t n) { ew_arith<T>(a, n); }
 EW_ARITH_KERNEL(f32, float)

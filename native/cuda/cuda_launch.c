@@ -126,6 +126,38 @@ static void ew_simplify(struct ew_args* a) {
     a->rank = r;
 }
 
+/* How operand k of a simplified block is indexed, for ew_fast_f32: 0 contiguous, 1 a row repeated over the outer
+ * dim, 2 one value; -1 when none of these. */
+static int fast_mode(const struct ew_args* a, int k) {
+    const int64_t* s = a->strides[k];
+    if (a->rank == 1) return s[0] == 1 ? 0 : s[0] == 0 ? 2 : -1;
+    if (a->rank != 2) return -1;
+    if (s[0] == a->dims[1] && s[1] == 1) return 0;
+    if (s[0] == 0 && s[1] == 1) return 1;
+    if (s[0] == 0 && s[1] == 0) return 2;
+    return -1;
+}
+
+/* float Add/Sub/Mul/Div/Max/Min over contiguous, bias-like or scalar operands: the compact kernel; false when
+ * the block needs the general one. */
+static bool fast_elementwise(const struct epabi_cuda_launch_env* env, const struct ew_args* a, int64_t n,
+                             OrtStatus** st) {
+    if (a->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || a->dtype1 != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT ||
+        a->n_ops != 2 || n > INT32_MAX || a->op > OP_MIN || a->op == OP_POW)
+        return false;
+    int ma = fast_mode(a, 0), mb = fast_mode(a, 1);
+    if (ma < 0 || mb < 0) return false;
+    const void* pa = a->in[0];
+    const void* pb = a->in[1];
+    void* po = a->out;
+    int ni = (int)n, inner = a->rank == 2 ? (int)a->dims[1] : ni, op = (int)a->op, modes = ma | mb << 2;
+    int relu = a->epilogue == EPABI_EPILOGUE_RELU;
+    void* params[] = {&pa, &pb, &po, &ni, &inner, &op, &modes, &relu};
+    *st = epabi_cuda_run(env, "Elementwise", EPABI_CK_ew_fast_f32, epabi_cuda_grid(n, EPABI_CUDA_BLOCK), 1, 1,
+                         EPABI_CUDA_BLOCK, params);
+    return true;
+}
+
 static OrtStatus* launch_elementwise(const struct epabi_cuda_launch_env* env, const struct ew_args* in) {
     const char* what = "Elementwise";
     struct ew_args a = *in;
@@ -134,6 +166,8 @@ static OrtStatus* launch_elementwise(const struct epabi_cuda_launch_env* env, co
     int64_t n = numel(a.rank, a.dims);
     if (n <= 0) return NULL;
     ew_simplify(&a);
+    OrtStatus* fast = NULL;
+    if (fast_elementwise(env, &a, n, &fast)) return fast;
     int id = -1;
     switch (a.op) {
     case OP_ADD:

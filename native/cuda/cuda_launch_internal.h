@@ -18,7 +18,7 @@
 #define EPABI_CUDA_KERNEL_LIST(X)                                                                         \
     X(ew_arith_f32) X(ew_arith_f64) X(ew_arith_i8) X(ew_arith_u8) X(ew_arith_i16) X(ew_arith_u16)          \
     X(ew_arith_i32) X(ew_arith_u32) X(ew_arith_i64) X(ew_arith_u64)                                        \
-    X(ew_pow_f32) X(ew_pow_f64) X(ew_equal)                                                                \
+    X(ew_fast_f32) X(ew_pow_f32) X(ew_pow_f64) X(ew_equal)                                                                \
     X(ew_select_1) X(ew_select_2) X(ew_select_4) X(ew_select_8)                                            \
     X(un_f32) X(un_f64) X(un_i32) X(un_i64)                                                                \
     X(cast_from_f32) X(cast_from_f64) X(cast_from_i8) X(cast_from_u8) X(cast_from_i16) X(cast_from_u16)    \
