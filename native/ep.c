@@ -577,6 +577,13 @@ static OrtStatus* setup_cuda(struct epabi_ep* ep) {
                   EPABI_EP_NAME ": the CUDA backend is not available: %s; the GPU device claims no node", libs->why);
         return NULL;
     }
+    if (!ep->options.device_id_given && ordinal >= epabi_cuda_device_count()) {
+        /* a GPU the host listed that the driver does not see (a stale or injected hardware device) */
+        EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": the CUDA driver sees %d GPU(s), none with ordinal %d for this EP device; it claims "
+                  "no node (set device_id to pick a GPU)", epabi_cuda_device_count(), ordinal);
+        return NULL;
+    }
     EPABI_RETURN_IF_ERROR(epabi_cuda_device_get(api, ordinal, &ep->cuda));
     struct epabi_arena_backing backing = epabi_cuda_arena_backing(ep->cuda);
     ep->device_arena = epabi_arena_create_backed(&backing);
