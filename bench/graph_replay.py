@@ -134,6 +134,44 @@ def real_ort(ort: Any, device: Any, model: Any, feeds: dict[str, np.ndarray], ou
     return median_us(lambda: session.run_with_iobinding(binding, ro), runs)  # its values go with this frame
 
 
+# -- our captured graph alone -------------------------------------------------------------------------------------
+
+_GRAPH_ONLY = r"""
+import sys, numpy as np, onnx, epabi
+model = onnx.load(sys.argv[1]); feeds = dict(np.load(sys.argv[2])); shape = [int(d) for d in sys.argv[3].split(",")]
+with epabi.Host() as host:
+    host.register_execution_provider_library("epabi", epabi.get_library_path())
+    gpu = [d for d in host.get_ep_devices() if d.ep_metadata.get("device_kind") == "gpu"][0]
+    so = epabi.SessionOptions(); so.add_provider_for_devices([gpu], {"enable_cuda_graph": "1"})
+    with epabi.InferenceSession(model, so) as s:
+        b = s.io_binding()
+        vals = {k: epabi.OrtValue.ortvalue_from_numpy(v, "cuda", 0, host=host) for k, v in feeds.items()}
+        for k, v in vals.items():
+            b.bind_ortvalue_input(k, v)
+        out = epabi.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, "cuda", 0, host=host)
+        b.bind_ortvalue_output(s.get_outputs()[0].name, out)
+        for _ in range(5):
+            s.run_with_iobinding(b)
+"""
+
+
+def graph_only_us(model: Any, feeds: dict[str, np.ndarray], out_shape: list[int], runs: int) -> float:
+    """Our captured graph without any host: EPABI_CUDA_GRAPH_TIMING makes the plugin time `runs` launches of it
+    (cuGraphLaunch + stream synchronisation each) at its first replay, in a child process."""
+    import onnx
+
+    with tempfile.TemporaryDirectory(prefix="epabi_graph_only_") as tmp:
+        onnx.save(model, f"{tmp}/model.onnx")
+        np.savez(f"{tmp}/feeds.npz", **feeds)
+        proc = subprocess.run([sys.executable, "-c", _GRAPH_ONLY, f"{tmp}/model.onnx", f"{tmp}/feeds.npz",
+                               ",".join(map(str, out_shape))], capture_output=True, text=True, timeout=300,
+                              env={**__import__("os").environ, "EPABI_CUDA_GRAPH_TIMING": str(runs)})
+    for line in proc.stderr.splitlines():
+        if "CUDA graph of" in line and "us per launch" in line:
+            return float(line.split(":")[-1].split("us")[0])
+    raise RuntimeError(f"no graph timing from the plugin (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+
+
 # -- the raw CUDA-graph floor -------------------------------------------------------------------------------------
 
 def build_floor(build_dir: Path) -> Path | None:
@@ -252,6 +290,10 @@ def main() -> int:
                     measure(name, key, lambda m=model, f=feeds, o=out_shape, g=graph:
                             emulated(host, gpus[0], m, f, o, g, args.runs))
 
+    # our captured graph alone (no host around it)
+    for name, model, feeds, out_shape, _ in models:
+        measure(name, "epabi_graph_only_us", lambda m=model, f=feeds, o=out_shape: graph_only_us(m, f, o, args.runs))
+
     # our EP through real onnxruntime
     try:
         import onnxruntime as ort
@@ -310,6 +352,11 @@ def main() -> int:
                 row[f"{host_name}_eager_over_replay"] = eager / replay
             if replay and row.get("floor_us"):
                 row[f"{host_name}_replay_over_floor"] = replay / row["floor_us"]
+        graph = row.get("epabi_graph_only_us")
+        if graph and row.get("floor_us"):
+            row["graph_only_over_floor"] = graph / row["floor_us"]
+        if graph and row.get("ort_eager_us"):
+            row["ort_eager_over_graph_only"] = row["ort_eager_us"] / graph
 
     if args.json:
         print(json.dumps({"rows": rows, "skipped": SKIPPED}, indent=2))

@@ -4,8 +4,10 @@
 #include "cuda_stream.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_kernels.h"
 #include "ep_factory.h"
@@ -27,6 +29,7 @@ struct cuda_graph {
     epabi_cu_graph graph;
     epabi_cu_graph_exec exec;
     size_t nodes;
+    bool timed;                             /* EPABI_CUDA_GRAPH_TIMING done */
 };
 
 static struct cuda_stream* cs_of(struct epabi_stream* s) {
@@ -98,11 +101,32 @@ static void cuda_abort_capture(struct epabi_stream* s) {
     epabi_cuda_leave(&scope);
 }
 
+/* Diagnostics (EPABI_CUDA_GRAPH_TIMING=N): the first replay of each graph also times N more launches, each
+ * followed by a stream synchronization, and prints the mean to stderr: the graph's own cost without any host
+ * overhead, comparable with bench/cuda_floor. */
+static void time_graph(struct cuda_stream* c, struct cuda_graph* cg) {
+    const char* v = getenv("EPABI_CUDA_GRAPH_TIMING");
+    int n = v != NULL ? atoi(v) : 0;
+    if (n <= 0 || cg->timed) return;
+    cg->timed = true;
+    c->cu->StreamSynchronize(c->cs);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < n; ++i) {
+        c->cu->GraphLaunch(cg->exec, c->cs);
+        c->cu->StreamSynchronize(c->cs);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double us = ((double)(t1.tv_sec - t0.tv_sec) * 1e6 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e3) / n;
+    fprintf(stderr, "epabi: CUDA graph of %zu nodes: %.1f us per launch + synchronize (mean of %d)\n", cg->nodes, us, n);
+}
+
 static OrtStatus* cuda_replay(struct epabi_stream* s, const struct epabi_stream_graph* g) {
     struct cuda_stream* c = cs_of(s);
     const struct cuda_graph* cg = (const struct cuda_graph*)g;
     struct epabi_cuda_scope scope;
     epabi_cuda_enter(c->dev, &scope);
+    time_graph(c, (struct cuda_graph*)(uintptr_t)cg);
     epabi_cu_result r = c->cu->GraphLaunch(cg->exec, c->cs);
     epabi_cuda_leave(&scope);
     if (r != 0) return epabi_cuda_status(s->api, r, "cuGraphLaunch");
