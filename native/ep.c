@@ -694,7 +694,8 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
                   EPABI_EP_NAME ": enable_cuda_graph=1: each thread captures an annotation id (run option "
                   "gpu_graph_id) after %d regular run(s) of it (min_num_runs_before_cuda_graph_capture)%s",
                   opts.min_num_runs_before_cuda_graph_capture,
-                  runs_kernels ? "" : "; this device runs no kernels in this build, so captured graphs are empty");
+                  runs_kernels ? "" : "; this device runs no kernels (the CUDA backend is not available), so "
+                                      "captured graphs are empty");
     }
     fill_table(ep);
     *out = &ep->base;

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import epabi
@@ -377,3 +378,22 @@ def test_run_on_onnxruntime_host_exits_cleanly():
     doc = json.loads(proc.stdout)
     assert doc["providers"][0] == "EpAbiExecutionProvider"
     assert set(doc["placement"].values()) == {"EpAbiExecutionProvider"}
+
+
+def test_run_on_onnxruntime_host_reports_a_failing_run_without_crashing(tmp_path):
+    # the session must be gone before the plugin library is unregistered, also when the run raised
+    pytest.importorskip("onnxruntime")
+    bad = tmp_path / "x.npy"
+    np.save(bad, np.zeros((1, 64), np.float64))  # the MLP wants float32
+    proc = subprocess.run([sys.executable, "-m", "epabi", "run", "--host", "onnxruntime", "--input", f"x={bad}"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr[-2000:])
+    assert "epabi run: error:" in proc.stderr and "float" in proc.stderr
+
+
+def test_run_with_a_library_that_is_not_a_plugin_is_a_clear_error(tmp_path, capsys):
+    garbage = tmp_path / "garbage.so"
+    garbage.write_bytes(b"not an ELF file")
+    assert cli.main(["run", "--library", str(garbage)]) == 1
+    err = capsys.readouterr().err
+    assert "epabi run: error:" in err and "garbage.so" in err

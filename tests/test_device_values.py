@@ -429,3 +429,25 @@ def test_runs_take_turns_when_the_ep_refuses_concurrent_runs(host: epabi.Host) -
     marks = [c for c in host.trace[mark:] if c in ("OrtEp::OnRunStart", "OrtEp::OnRunEnd")]
     assert len(marks) == 4 * 20 * 2
     assert marks == ["OrtEp::OnRunStart", "OrtEp::OnRunEnd"] * (4 * 20)
+
+
+def test_scalars_keep_rank_zero_in_device_memory(dm_host: epabi.Host) -> None:
+    # a 0-d array stays 0-d on the device (not [1]), so a model with a scalar input runs through IOBinding
+    x = epabi.OrtValue.ortvalue_from_numpy(np.array(3.5, np.float32), "cuda", 0)
+    assert x.shape() == []
+    assert x.numpy().shape == () and float(x.numpy()) == 3.5
+    x.update_inplace(np.array(-2.0, np.float32))
+    assert float(x.numpy()) == -2.0
+    assert epabi.OrtValue.ortvalue_from_shape_and_type([], np.float32, "cuda", 0).shape() == []
+    graph = helper.make_graph([helper.make_node("Mul", ["x", "x"], ["y"], name="sq")], "sq",
+                              [helper.make_tensor_value_info("x", T.FLOAT, [])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    with _session(dm_host, model) as session:
+        binding = session.io_binding()
+        binding.bind_ortvalue_input("x", x)
+        binding.bind_output("y", "cuda", 0)
+        session.run_with_iobinding(binding)
+        (y,) = binding.copy_outputs_to_cpu()
+    assert y.shape == () and float(y) == 4.0

@@ -142,7 +142,7 @@ class DeviceValue(OrtValue):
                              f"{dtype}{self._shape}")
         transfer = self._live_transfer("update_inplace()")
         if self._nbytes:
-            transfer.copy(OrtValue(np.ascontiguousarray(array)), self)
+            transfer.copy(OrtValue(np.require(array, requirements="C")), self)
 
     def data_ptr(self) -> int:
         return int(ffi.cast("uintptr_t", self.device_ptr))
@@ -344,7 +344,7 @@ def find_device_memory(device_type: str, device_id: int = 0, vendor_id: int = -1
 
 def device_value_from_numpy(memory: DeviceMemory, array: np.ndarray) -> DeviceValue:
     """A device copy of host ``array`` (allocated through the plugin, copied through its data transfer)."""
-    array = np.ascontiguousarray(array)
+    array = np.require(array, requirements="C")  # unlike ascontiguousarray, keeps a 0-d array 0-d
     value = memory.allocate(list(array.shape), onnx_type_of(array.dtype))
     try:
         if value.nbytes:

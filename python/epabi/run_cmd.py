@@ -7,17 +7,20 @@ Prints each output's shape, dtype and checksums (sum, mean), which EP ran each n
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 
+from .errors import PluginLoadError
 from .models import mlp, sample_inputs
 
 EP_NAME = "EpAbiExecutionProvider"
@@ -149,29 +152,54 @@ def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device
                        "(pip install 'onnxruntime>=1.24.4')") from exc
     ort.register_execution_provider_library("epabi", library)
     try:
-        dev = _select(ort.get_ep_devices(), *device, metadata=lambda d: dict(d.ep_metadata))
-        kind = dict(dev.ep_metadata).get("device_kind")
-        so = ort.SessionOptions()
-        if logging.getLogger("epabi").isEnabledFor(logging.INFO):
-            so.log_severity_level = 1  # -v: show the plugin's INFO messages (why a node stays on the CPU)
-        so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
-        so.add_provider_for_devices([dev], {})
-        session = ort.InferenceSession(model.SerializeToString(), sess_options=so, enable_fallback=0)
-        providers = session.get_providers()
-        if providers[0] != EP_NAME:
-            raise RunError(f"onnxruntime did not use the plugin EP (providers: {providers})")
-        placement = _ort_placement(session)
-        outputs, times = _time_runs(lambda: session.run(None, feeds), runs)
-        names = [o.name for o in session.get_outputs()]
-        result = {"host": f"onnxruntime {ort.__version__}", "providers": providers, "device_kind": kind,
-                  "placement": placement, "outputs": dict(zip(names, outputs)), "run_ms": times}
-        session = dev = so = None  # released before the library is unregistered (ORT crashes otherwise)
-        return result
+        return _ort_session_run(ort, model, feeds, device, runs)
+    except BaseException as exc:
+        # the tracebacks' frames hold the session: drop their locals so it is released before the library is
+        # unregistered (ORT crashes when a session outlives its EP library)
+        _clear_frames(exc)
+        raise
     finally:
         import gc
 
         gc.collect()
         ort.unregister_execution_provider_library("epabi")
+
+
+def _clear_frames(exc: BaseException) -> None:
+    """Clears the locals of every finished frame in exc's tracebacks, its causes' and contexts' included."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        traceback.clear_frames(e.__traceback__)
+        todo += [e.__cause__, e.__context__]
+
+
+def _ort_session_run(ort: Any, model: onnx.ModelProto, feeds: dict[str, np.ndarray],
+                     device: tuple[str, int | None], runs: int) -> dict[str, Any]:
+    """One onnxruntime session on our EP device: placement, outputs and per-run times (the library is registered)."""
+    dev = _select(ort.get_ep_devices(), *device, metadata=lambda d: dict(d.ep_metadata))
+    kind = dict(dev.ep_metadata).get("device_kind")
+    so = ort.SessionOptions()
+    if logging.getLogger("epabi").isEnabledFor(logging.INFO):
+        so.log_severity_level = 1  # -v: show the plugin's INFO messages (why a node stays on the CPU)
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    so.add_provider_for_devices([dev], {})
+    session = ort.InferenceSession(model.SerializeToString(), sess_options=so, enable_fallback=0)
+    providers = session.get_providers()
+    if providers[0] != EP_NAME:
+        raise RunError(f"onnxruntime did not use the plugin EP (providers: {providers})")
+    placement = _ort_placement(session)
+    # a partial, not a lambda: a closure cell would keep the session alive from a failed run's traceback
+    outputs, times = _time_runs(functools.partial(session.run, None, feeds), runs)
+    names = [o.name for o in session.get_outputs()]
+    result = {"host": f"onnxruntime {ort.__version__}", "providers": providers, "device_kind": kind,
+              "placement": placement, "outputs": dict(zip(names, outputs)), "run_ms": times}
+    session = dev = so = None  # released before the library is unregistered (ORT crashes otherwise)
+    return result
 
 
 def _summary(result: dict[str, Any]) -> dict[str, Any]:
@@ -186,7 +214,8 @@ def _summary(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _gpu_unusable(exc: BaseException) -> bool:
-    return any(s in str(exc) for s in ("NOT_IMPLEMENTED", "no software-adapter device", "claims no node"))
+    """The selected GPU EP device claimed no node (the CUDA backend could not load), see _require_claims."""
+    return isinstance(exc, RunError) and "claims no node" in str(exc)
 
 
 def _require_claims(result: dict[str, Any]) -> dict[str, Any]:
@@ -221,15 +250,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         try:
             raw = _require_claims(runner(model, feeds, args.device, args.runs, library, args.cpu_only))
         except (epabi.OrtStatusError, RunError) as exc:
-            # auto on a GPU machine: this build has no CUDA kernels yet, so the GPU device cannot run a
-            # session; the CPU software adapter (offered only when no GPU is listed) can
+            # auto on a GPU machine whose CUDA libraries are missing: the GPU device claims nothing, the CPU
+            # software adapter (offered only when no GPU is listed) can run it
             if args.device[0] != "auto" or args.cpu_only or not _gpu_unusable(exc):
                 raise
             print(f"note: the GPU EP device cannot run this session ({str(exc).splitlines()[0]}); "
                   "using the CPU software adapter", file=sys.stderr)
             raw = runner(model, feeds, ("software", None), args.runs, library, True)
         result = _summary(raw)
-    except (epabi.OrtStatusError, epabi.ConductError, epabi.HostLimitationError) as exc:
+    except (epabi.OrtStatusError, epabi.ConductError, epabi.HostLimitationError, PluginLoadError) as exc:
         raise RunError(str(exc)) from exc
     except Exception as exc:  # onnxruntime raises its own exception types
         if type(exc).__module__.startswith("onnxruntime"):
