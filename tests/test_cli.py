@@ -391,7 +391,8 @@ def test_run_on_onnxruntime_host_reports_a_failing_run_without_crashing(tmp_path
     assert "epabi run: error:" in proc.stderr and "float" in proc.stderr
 
 
-def test_run_with_a_library_that_is_not_a_plugin_is_a_clear_error(tmp_path, capsys):
+def test_run_with_a_library_that_is_not_a_plugin_is_a_clear_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")  # run would set it for the rest of the process
     garbage = tmp_path / "garbage.so"
     garbage.write_bytes(b"not an ELF file")
     assert cli.main(["run", "--library", str(garbage)]) == 1
