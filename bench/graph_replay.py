@@ -161,7 +161,7 @@ def graph_only_us(model: Any, feeds: dict[str, np.ndarray], out_shape: list[int]
     import onnx
 
     with tempfile.TemporaryDirectory(prefix="epabi_graph_only_") as tmp:
-        onnx.save(model, f"{tmp}/model.onnx")
+        onnx.save(onnx.load(str(model)) if isinstance(model, (str, Path)) else model, f"{tmp}/model.onnx")
         np.savez(f"{tmp}/feeds.npz", **feeds)
         proc = subprocess.run([sys.executable, "-c", _GRAPH_ONLY, f"{tmp}/model.onnx", f"{tmp}/feeds.npz",
                                ",".join(map(str, out_shape))], capture_output=True, text=True, timeout=300,
