@@ -23,7 +23,6 @@ floor; no torch: no PyTorch rows; no onnxruntime: no real-onnxruntime rows), and
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import json
 import shutil
@@ -60,17 +59,6 @@ def median_us(call: Callable[[], None], runs: int, warmup: int = 50) -> float:
         call()
         times[i] = time.perf_counter() - t0
     return float(np.median(times) * 1e6)
-
-
-def gpu_count() -> int:
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    count = ctypes.c_int(0)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return 0
-    return count.value
 
 
 def magika_model() -> Path | None:
@@ -255,7 +243,7 @@ def main() -> int:
     parser.add_argument("--keep-build", type=Path, help="build the floor harness here instead of a temp dir")
     args = parser.parse_args()
 
-    if gpu_count() == 0:
+    if epabi.hardware.cuda_gpu_count() == 0:
         print("[skip] graph_replay: no NVIDIA GPU with a working driver (libcuda.so.1, cuDeviceGetCount)")
         return 0
 

@@ -7,7 +7,6 @@ streams and graphs are tested in test_gpu_cuda.py and the GPU half of test_confo
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import subprocess
@@ -21,18 +20,7 @@ import epabi
 pytestmark = pytest.mark.gpu
 
 
-def _gpu_count() -> int:
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    count = ctypes.c_int(0)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return 0
-    return count.value
-
-
-if _gpu_count() == 0:
+if epabi.hardware.cuda_gpu_count() == 0:
     pytest.skip("no NVIDIA GPU with a working driver", allow_module_level=True)
 
 

@@ -14,7 +14,6 @@ skip without them.
 
 from __future__ import annotations
 
-import ctypes
 import gc
 import importlib.util
 import json
@@ -47,18 +46,7 @@ GPU_MEMORY = "EpAbi_GPU"
 TOL = {"rtol": 1e-4, "atol": 1e-4}
 
 
-def _gpu_count() -> int:
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    count = ctypes.c_int(0)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return 0
-    return count.value
-
-
-if _gpu_count() == 0:
+if epabi.hardware.cuda_gpu_count() == 0:
     pytest.skip("no NVIDIA GPU with a working driver", allow_module_level=True)
 
 

@@ -5,6 +5,7 @@ Tests and the CLI may pass their own list to :class:`epabi.Host` instead (``hard
 
 from __future__ import annotations
 
+import ctypes
 from pathlib import Path
 
 from .objects import HardwareDevice, OrtHardwareDeviceType
@@ -57,3 +58,16 @@ def pci_gpus(root: Path = Path("/sys/bus/pci/devices")) -> list[HardwareDevice]:
 def discover_hardware() -> list[HardwareDevice]:
     """The CPU first, then every NVIDIA GPU sysfs shows."""
     return [cpu_device(), *pci_gpus()]
+
+
+def cuda_gpu_count() -> int:
+    """GPUs the CUDA driver sees (``cuInit`` + ``cuDeviceGetCount`` through ``libcuda.so.1``); 0 without a driver
+    or when it fails. Thread-safe; loads the driver library into the process on first use."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return 0
+    count = ctypes.c_int(0)
+    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
