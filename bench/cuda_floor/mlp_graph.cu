@@ -71,11 +71,14 @@ static float lcg(uint64_t* state) {  // uniform in [-1, 1)
 
 int main(int argc, char** argv) {
     if (argc < 5) {
-        std::fprintf(stderr, "usage: %s LAYERS WIDTH BATCH RUNS [WARMUP]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s LAYERS WIDTH BATCH RUNS [WARMUP [IDLE_US]]\n", argv[0]);
         return 2;
     }
     const int layers = std::atoi(argv[1]), width = std::atoi(argv[2]), batch = std::atoi(argv[3]);
     const int runs = std::atoi(argv[4]), warmup = argc > 5 ? std::atoi(argv[5]) : 50;
+    // IDLE_US: the host spins this long between runs (untimed), as a host's own per-run work would leave the GPU
+    // idle; shows how much of a host's replay time is the graph running slower after idling
+    const int idle_us = argc > 6 ? std::atoi(argv[6]) : 0;
     if (layers < 1 || width < 1 || batch < 1 || runs < 1 || warmup < 0) {
         std::fprintf(stderr, "LAYERS, WIDTH, BATCH and RUNS must be >= 1, WARMUP >= 0\n");
         return 2;
@@ -149,6 +152,9 @@ int main(int argc, char** argv) {
     }
     std::vector<double> us(runs);
     for (int i = 0; i < runs; ++i) {
+        for (auto s = std::chrono::steady_clock::now();
+             std::chrono::steady_clock::now() - s < std::chrono::microseconds(idle_us);) {
+        }
         auto t0 = std::chrono::steady_clock::now();
         CHECK_CUDA(cudaGraphLaunch(exec, stream));
         CHECK_CUDA(cudaStreamSynchronize(stream));
