@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import epabi
@@ -54,3 +56,31 @@ def test_real_onnxruntime_registers_on_a_gpu_machine(library_path: str) -> None:
     if any(Path("/sys/class/drm").glob("card*")):
         assert ["GPU", "gpu"] in listed, listed
     assert all(entry == ["GPU", "gpu"] for entry in listed), listed
+
+
+def test_a_cpu_only_host_gets_the_gpus_the_cuda_driver_sees(library_path: str,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    # a host that passes no GPU (ORT on VMs/containers without DRM nodes): the plugin creates the hardware devices
+    # itself through OrtEpApi::CreateHardwareDevice, with the PCI bus id and CUDA ordinal, and runs on them
+    monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
+    monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
+    from onnx.reference import ReferenceEvaluator
+
+    from epabi.models import mlp, sample_inputs
+
+    with epabi.Host(hardware=[epabi.cpu_device()]) as host:
+        host.register_execution_provider_library("epabi", library_path)
+        gpus = [d for d in host.get_ep_devices() if d.ep_name == epabi.get_ep_name()]
+        assert [d.ep_metadata["device_kind"] for d in gpus] == ["gpu"] * epabi.hardware.cuda_gpu_count()
+        hw = gpus[0].device
+        assert hw.created_by != "host" and hw.vendor_id == 0x10DE
+        assert hw.metadata["cuda_ordinal"] == "0"
+        assert re.fullmatch(r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]", hw.metadata["pci_bus_id"])
+        model = mlp(layers=3, width=32, batch=2)
+        feeds = sample_inputs(model, seed=4)
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices(gpus[:1])
+        with epabi.InferenceSession(model, so) as session:
+            assert set(session.node_assignment.values()) == {epabi.get_ep_name()}
+            (y,) = session.run(None, feeds)
+        np.testing.assert_allclose(y, ReferenceEvaluator(model).run(None, feeds)[0], rtol=1e-4, atol=1e-4)
