@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "api.h"
+#include "cuda_device.h"
 #include "cuda_libs.h"
 #include "kernel.h"
 #include "launch_args.h"
@@ -26,9 +27,9 @@ extern const char epabi_launch_args_source[];
 
 struct epabi_cuda_module;   /* one compiled module of one device */
 
-/* The module of device `ordinal`, compiled on first use with the device's primary context current (the
- * caller makes it current). Errors: ORT_EP_FAIL with NVRTC's log on a compile error, or the driver's error. */
-OrtStatus* epabi_cuda_module_get(const struct epabi_api* api, const struct epabi_cuda_libs* libs, int ordinal,
+/* The module of `device` (its architecture, its primary context), compiled on first use. Errors: ORT_EP_FAIL
+ * with NVRTC's log on a compile error, or the driver's error. */
+OrtStatus* epabi_cuda_module_get(const struct epabi_api* api, const struct epabi_cuda_device* device,
                                  struct epabi_cuda_module** out);
 
 /* Where one launch goes. The device's primary context is current on the calling thread. */

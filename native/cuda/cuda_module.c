@@ -11,10 +11,9 @@
  * later calls fail at once with the same message instead of recompiling; driver errors are not
  * remembered (they may be transient, e.g. out of memory).
  *
- * Lifetime: a module is loaded into the device's primary context, which this file retains once per device
- * (cuDevicePrimaryCtxRetain, never released) so the context, and with it the module and its functions,
- * cannot be destroyed under a launch. Modules are never unloaded: they live until the process exits (the
- * driver frees them then), at a cost of one module and one primary context per device used.
+ * Lifetime: a module is loaded into the device's primary context, which cuda_device.c retains for the life
+ * of the process, so the context, and with it the module and its functions, cannot be destroyed under a
+ * launch. Modules are never unloaded: they live until the process exits (the driver frees them then).
  *
  * Thread-safety: one mutex guards the table; compilation happens under it (NVRTC takes seconds, once).
  */
@@ -44,7 +43,6 @@ static const char* const kKernelNames[EPABI_CK_COUNT] = {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct epabi_cuda_module* g_modules[MAX_DEVICES];   /* under g_lock; never freed */
 static char* g_compile_error[MAX_DEVICES];                 /* a remembered NVRTC failure, or NULL */
-static epabi_cu_context g_retained[MAX_DEVICES];           /* primary contexts retained for the modules */
 
 /* Virtual archs tried, newest first, when NVRTC knows neither sm_XY nor compute_XY of the device. */
 static const int kFallbackArchs[] = {121, 120, 110, 103, 101, 100, 90, 89, 87, 86, 80, 75, 72, 70, 61, 60, 53, 52};
@@ -132,18 +130,13 @@ static char* compile_for(const struct epabi_nvrtc* nv, int cc, char** image, boo
     return out;
 }
 
-/* Compiles and loads the module of `ordinal`; called under g_lock. */
-static OrtStatus* build_module(const struct epabi_api* api, const struct epabi_cuda_libs* libs, int ordinal,
+/* Compiles and loads the module of device d; called under g_lock. */
+static OrtStatus* build_module(const struct epabi_api* api, const struct epabi_cuda_device* d,
                                struct epabi_cuda_module** out) {
+    const struct epabi_cuda_libs* libs = d->libs;
     const struct epabi_cuda_driver* cu = libs->cu;
-    epabi_cu_device dev = 0;
-    int major = 0, minor = 0;
-    epabi_cu_result r = cu->DeviceGet(&dev, ordinal);
-    if (r == 0) r = cu->DeviceGetAttribute(&major, EPABI_CU_DEVICE_ATTRIBUTE_CC_MAJOR, dev);
-    if (r == 0) r = cu->DeviceGetAttribute(&minor, EPABI_CU_DEVICE_ATTRIBUTE_CC_MINOR, dev);
-    if (r != 0)
-        return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": reading CUDA device %d failed: %s", ordinal,
-                           epabi_cuda_error_text(cu, r));
+    const int ordinal = d->ordinal, major = d->cc_major, minor = d->cc_minor;
+    epabi_cu_result r = 0;
 
     char* image = NULL;
     bool ptx = false;
@@ -155,16 +148,6 @@ static OrtStatus* build_module(const struct epabi_api* api, const struct epabi_c
                            failure != NULL ? failure : "NVRTC compilation failed (out of memory)");
     }
 
-    if (g_retained[ordinal] == NULL) {
-        epabi_cu_context ctx = NULL;
-        r = cu->DevicePrimaryCtxRetain(&ctx, dev);
-        if (r != 0) {
-            free(image);
-            return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": retaining the primary context of CUDA device %d "
-                               "failed: %s", ordinal, epabi_cuda_error_text(cu, r));
-        }
-        g_retained[ordinal] = ctx;
-    }
     struct epabi_cuda_module* m = calloc(1, sizeof *m);
     if (m == NULL) {
         free(image);
@@ -175,12 +158,11 @@ static OrtStatus* build_module(const struct epabi_api* api, const struct epabi_c
     m->cc_minor = minor;
     m->from_ptx = ptx;
 
-    r = cu->CtxPushCurrent(g_retained[ordinal]);
-    if (r != 0) {
+    struct epabi_cuda_scope scope;
+    if (!epabi_cuda_enter(d, &scope)) {
         free(image);
         free(m);
-        return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": making CUDA device %d current failed: %s", ordinal,
-                           epabi_cuda_error_text(cu, r));
+        return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": making CUDA device %d current failed", ordinal);
     }
     r = cu->ModuleLoadData(&m->module, image);
     free(image);
@@ -190,8 +172,7 @@ static OrtStatus* build_module(const struct epabi_api* api, const struct epabi_c
         if (r != 0) missing = i;
     }
     if (r != 0 && m->module != NULL) cu->ModuleUnload(m->module);
-    epabi_cu_context popped = NULL;
-    cu->CtxPopCurrent(&popped);
+    epabi_cuda_leave(&scope);
     if (r != 0) {
         OrtStatus* st;
         if (missing >= 0)
@@ -210,9 +191,11 @@ static OrtStatus* build_module(const struct epabi_api* api, const struct epabi_c
     return NULL;
 }
 
-OrtStatus* epabi_cuda_module_get(const struct epabi_api* api, const struct epabi_cuda_libs* libs, int ordinal,
+OrtStatus* epabi_cuda_module_get(const struct epabi_api* api, const struct epabi_cuda_device* device,
                                  struct epabi_cuda_module** out) {
     *out = NULL;
+    const struct epabi_cuda_libs* libs = device->libs;
+    const int ordinal = device->ordinal;
     if (libs == NULL || libs->cu == NULL || libs->nvrtc == NULL)
         return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": the CUDA kernels need the driver and NVRTC: %s",
                            libs != NULL && libs->why[0] != '\0' ? libs->why : "not loaded");
@@ -226,7 +209,7 @@ OrtStatus* epabi_cuda_module_get(const struct epabi_api* api, const struct epabi
     } else if (g_compile_error[ordinal] != NULL) {
         st = epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": CUDA device %d: %s", ordinal, g_compile_error[ordinal]);
     } else {
-        st = build_module(api, libs, ordinal, &g_modules[ordinal]);
+        st = build_module(api, device, &g_modules[ordinal]);
         *out = g_modules[ordinal];
     }
     pthread_mutex_unlock(&g_lock);

@@ -22,6 +22,7 @@ struct cuda_stream {
     epabi_cu_ptr workspace;                 /* cuBLAS workspace, owned */
     epabi_cu_mempool pool;                  /* the device's default pool, for alloc_async */
     epabi_cu_event order;                   /* for epabi_stream_cuda_wait_for */
+    int graph_timing_runs;                  /* EPABI_CUDA_GRAPH_TIMING, read once at creation */
 };
 
 struct cuda_graph {
@@ -42,11 +43,7 @@ static OrtStatus* cuda_launch(struct epabi_stream* s, enum epabi_launch_kind kin
     (void)args_size;
     struct cuda_stream* c = cs_of(s);
     struct epabi_cuda_launch_env env = {s->api, c->dev->libs, c->module, c->cs, c->cublas};
-    struct epabi_cuda_scope scope;
-    epabi_cuda_enter(c->dev, &scope);
-    OrtStatus* st = epabi_cuda_launch(&env, kind, args);
-    epabi_cuda_leave(&scope);
-    return st;
+    return epabi_cuda_launch(&env, kind, args);
 }
 
 static OrtStatus* cuda_begin_capture(struct epabi_stream* s) {
@@ -105,8 +102,7 @@ static void cuda_abort_capture(struct epabi_stream* s) {
  * followed by a stream synchronization, and prints the mean to stderr: the graph's own cost without any host
  * overhead, comparable with bench/cuda_floor. */
 static void time_graph(struct cuda_stream* c, struct cuda_graph* cg) {
-    const char* v = getenv("EPABI_CUDA_GRAPH_TIMING");
-    int n = v != NULL ? atoi(v) : 0;
+    const int n = c->graph_timing_runs;
     if (n <= 0 || cg->timed) return;
     cg->timed = true;
     c->cu->StreamSynchronize(c->cs);
@@ -126,7 +122,7 @@ static OrtStatus* cuda_replay(struct epabi_stream* s, const struct epabi_stream_
     const struct cuda_graph* cg = (const struct cuda_graph*)g;
     struct epabi_cuda_scope scope;
     epabi_cuda_enter(c->dev, &scope);
-    time_graph(c, (struct cuda_graph*)(uintptr_t)cg);
+    if (c->graph_timing_runs > 0) time_graph(c, (struct cuda_graph*)(uintptr_t)cg);
     epabi_cu_result r = c->cu->GraphLaunch(cg->exec, c->cs);
     epabi_cuda_leave(&scope);
     if (r != 0) return epabi_cuda_status(s->api, r, "cuGraphLaunch");
@@ -176,28 +172,19 @@ static void cuda_destroy(struct epabi_stream* s) {
 static void* cuda_alloc_async(struct epabi_stream* s, size_t bytes) {
     struct cuda_stream* c = cs_of(s);
     epabi_cu_ptr p = 0;
-    struct epabi_cuda_scope scope;
-    epabi_cuda_enter(c->dev, &scope);
     epabi_cu_result r = c->cu->MemAllocFromPoolAsync(&p, bytes > 0 ? bytes : 1, c->pool, c->cs);
-    epabi_cuda_leave(&scope);
     return r == 0 ? (void*)(uintptr_t)p : NULL;
 }
 
 static void cuda_free_async(struct epabi_stream* s, void* p) {
     struct cuda_stream* c = cs_of(s);
-    struct epabi_cuda_scope scope;
-    epabi_cuda_enter(c->dev, &scope);
     c->cu->MemFreeAsync((epabi_cu_ptr)(uintptr_t)p, c->cs);
-    epabi_cuda_leave(&scope);
 }
 
 static OrtStatus* cuda_read_to_host(struct epabi_stream* s, void* dst, const void* src, size_t bytes) {
     struct cuda_stream* c = cs_of(s);
-    struct epabi_cuda_scope scope;
-    epabi_cuda_enter(c->dev, &scope);
     epabi_cu_result r = c->cu->StreamSynchronize(c->cs);
     if (r == 0 && bytes > 0) r = c->cu->MemcpyDtoH(dst, (epabi_cu_ptr)(uintptr_t)src, bytes);
-    epabi_cuda_leave(&scope);
     return r == 0 ? NULL : epabi_cuda_status(s->api, r, "reading a shape input back from the GPU");
 }
 
@@ -248,13 +235,15 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
     c->base.user_owned = adopt_user;
     c->dev = device;
     c->cu = libs->cu;
+    const char* timing = getenv("EPABI_CUDA_GRAPH_TIMING");
+    c->graph_timing_runs = timing != NULL ? atoi(timing) : 0;
     struct epabi_cuda_scope scope;
     if (!epabi_cuda_enter(device, &scope)) {
         free(c);
         *status = epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": cannot make GPU %d current", device->ordinal);
         return NULL;
     }
-    OrtStatus* st = epabi_cuda_module_get(api, libs, device->ordinal, &c->module);
+    OrtStatus* st = epabi_cuda_module_get(api, device, &c->module);
     epabi_cu_result r = 0;
     if (st == NULL) {
         if (adopt_user) {

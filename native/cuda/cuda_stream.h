@@ -14,7 +14,9 @@
  * used as is and never destroyed. Each stream owns a cuBLAS handle bound to it, with its own workspace
  * (cublasSetWorkspace), so a GEMM allocates nothing inside a capture.
  *
- * Every call makes the stream's device current for its duration; destroy may run on any thread.
+ * launch, alloc_async, free_async and read_to_host are issued only inside a run, where ep.c has made the
+ * device current (so the per-launch path pushes no context); every other call makes the stream's device
+ * current for its duration, and destroy may run on any thread.
  * Ownership and thread-safety as stream.h.
  */
 #ifndef EPABI_CUDA_STREAM_H

@@ -4,7 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "cuda_driver.h"
+#include "cuda_device.h"
 #include "ep_factory.h"
 
 static const uint64_t kMagic = 0x4550414249475055ull;   /* "EPABIGPU" */
@@ -18,55 +18,51 @@ struct gpu_allocator {
     int ordinal;
     bool pinned;                       /* page-locked host memory (cuMemAllocHost) instead of device memory */
     pthread_mutex_t lock;              /* guards the fields below */
-    const struct epabi_cuda_driver* cu;
-    epabi_cu_device device;
-    epabi_cu_context ctx;              /* the device's primary context, retained at first use */
-    bool tried;                        /* the driver/context lookup already ran (and may have failed) */
+    const struct epabi_cuda_device* dev;   /* looked up at first use (cuda_device.h), NULL when unavailable */
+    bool tried;                        /* the lookup already ran (and may have failed) */
 };
 
-/* Retains the primary context at first use; false (and one WARNING) when the driver or device is missing. */
-static bool ensure_context(struct gpu_allocator* a) {
+/* The device at first use; NULL (and one WARNING) when the driver or the device is missing. */
+static const struct epabi_cuda_device* ensure_device(struct gpu_allocator* a) {
     pthread_mutex_lock(&a->lock);
     if (!a->tried) {
         a->tried = true;
-        char why[256] = "";
-        const struct epabi_cuda_driver* cu = epabi_cuda_driver(why, sizeof why);
-        epabi_cu_result r = 0;
-        if (cu != NULL && (r = cu->DeviceGet(&a->device, a->ordinal)) == 0 &&
-            (r = cu->DevicePrimaryCtxRetain(&a->ctx, a->device)) == 0) {
-            a->cu = cu;
-        } else {
+        OrtStatus* st = epabi_cuda_device_get(a->api, a->ordinal, &a->dev);
+        if (st != NULL) {
             EPABI_LOG(a->api, a->logger, ORT_LOGGING_LEVEL_WARNING,
                       EPABI_EP_NAME ": GPU %d memory cannot be allocated: %s", a->ordinal,
-                      cu == NULL ? why : epabi_cuda_error_text(cu, r));
+                      a->api->ort->GetErrorMessage(st));
+            a->api->ort->ReleaseStatus(st);
+            a->dev = NULL;
         }
     }
-    bool ok = a->cu != NULL;
+    const struct epabi_cuda_device* d = a->dev;
     pthread_mutex_unlock(&a->lock);
-    return ok;
+    return d;
 }
 
 static void* AllocImpl(OrtAllocator* this_, size_t size) {
     struct gpu_allocator* a = (struct gpu_allocator*)this_;
-    if (size == 0 || !ensure_context(a)) return NULL;
+    const struct epabi_cuda_device* d = size > 0 ? ensure_device(a) : NULL;
+    if (d == NULL) return NULL;
+    struct epabi_cuda_scope scope;
+    if (!epabi_cuda_enter(d, &scope)) return NULL;
     epabi_cu_ptr p = 0;
-    epabi_cu_context popped = NULL;
-    if (a->cu->CtxPushCurrent(a->ctx) != 0) return NULL;
     void* host = NULL;
-    epabi_cu_result r = a->pinned ? a->cu->MemAllocHost(&host, size) : a->cu->MemAlloc(&p, size);
-    a->cu->CtxPopCurrent(&popped);
+    epabi_cu_result r = a->pinned ? d->libs->cu->MemAllocHost(&host, size) : d->libs->cu->MemAlloc(&p, size);
+    epabi_cuda_leave(&scope);
     if (a->pinned) return r == 0 ? host : NULL;
     return r == 0 ? (void*)(uintptr_t)p : NULL;
 }
 
 static void FreeImpl(OrtAllocator* this_, void* p) {
     struct gpu_allocator* a = (struct gpu_allocator*)this_;
-    if (p == NULL || !ensure_context(a)) return;
-    epabi_cu_context popped = NULL;
-    if (a->cu->CtxPushCurrent(a->ctx) != 0) return;
-    if (a->pinned) a->cu->MemFreeHost(p);
-    else a->cu->MemFree((epabi_cu_ptr)(uintptr_t)p);
-    a->cu->CtxPopCurrent(&popped);
+    const struct epabi_cuda_device* d = p != NULL ? ensure_device(a) : NULL;
+    struct epabi_cuda_scope scope;
+    if (d == NULL || !epabi_cuda_enter(d, &scope)) return;
+    if (a->pinned) d->libs->cu->MemFreeHost(p);
+    else d->libs->cu->MemFree((epabi_cu_ptr)(uintptr_t)p);
+    epabi_cuda_leave(&scope);
 }
 
 static const OrtMemoryInfo* InfoImpl(const OrtAllocator* this_) {
@@ -109,7 +105,6 @@ bool epabi_gpu_allocator_is_ours(const OrtAllocator* allocator) {
 void epabi_gpu_allocator_destroy(OrtAllocator* allocator) {
     if (!epabi_gpu_allocator_is_ours(allocator)) return;
     struct gpu_allocator* a = (struct gpu_allocator*)allocator;
-    if (a->cu != NULL) a->cu->DevicePrimaryCtxRelease(a->device);
     a->magic = 0;
     pthread_mutex_destroy(&a->lock);
     free(a);

@@ -1,12 +1,11 @@
 /*
  * gpu_allocator.h - the OrtAllocator for a GPU EP device's memory infos (EpAbi_GPU, EpAbi_GPU_readonly:
  * cuMemAlloc/cuMemFree; EpAbi_GPU_pinned, host-accessible: cuMemAllocHost/cuMemFreeHost) in the device's primary
- * context, through the driver loaded at run time
- * (cuda_driver.h). Real hosts create these at registration, so creation never needs the driver: it is
- * looked up at the first Alloc, and without it Alloc returns NULL after one WARNING naming the reason.
+ * context (cuda_device.h), through the driver loaded at run time. Real hosts create these at registration, so
+ * creation never needs the driver: the device is looked up at the first Alloc, and without it Alloc returns
+ * NULL after one WARNING naming the reason.
  *
- * Ownership: created by OrtEpFactory::CreateAllocator, freed by ReleaseAllocator (which releases the primary
- * context it retained). The memory info is the host's or ours and must outlive the allocator.
+ * Ownership: created by OrtEpFactory::CreateAllocator, freed by ReleaseAllocator. The memory info is the host's or ours and must outlive the allocator.
  * Thread-safety: all members may be called concurrently.
  */
 #ifndef EPABI_GPU_ALLOCATOR_H
