@@ -19,13 +19,17 @@ static bool is_host_memory(const OrtEpApi* ep, const OrtMemoryDevice* d) {
            ep->MemoryDevice_GetMemoryType(d) == OrtDeviceMemoryType_HOST_ACCESSIBLE;
 }
 
-/* CUDA memory of a GPU EP device: GPU-typed with NVIDIA's vendor id, and not the software device's. */
-static bool is_cuda_memory(const struct epabi_data_transfer* dt, const OrtMemoryDevice* d) {
+bool epabi_data_transfer_is_gpu_device(const struct epabi_data_transfer* dt, const OrtMemoryDevice* d) {
     const OrtEpApi* ep = dt->api->ep;
     return dt->gpu && (dt->device == NULL || !ep->MemoryDevice_AreEqual(d, dt->device)) &&
            ep->MemoryDevice_GetDeviceType(d) == OrtMemoryInfoDeviceType_GPU &&
-           ep->MemoryDevice_GetMemoryType(d) == OrtDeviceMemoryType_DEFAULT &&
            ep->MemoryDevice_GetVendorId(d) == EPABI_NVIDIA_VENDOR_ID;
+}
+
+/* CUDA device memory (not the pinned host-accessible kind, which is host memory for a copy). */
+static bool is_cuda_memory(const struct epabi_data_transfer* dt, const OrtMemoryDevice* d) {
+    return epabi_data_transfer_is_gpu_device(dt, d) &&
+           dt->api->ep->MemoryDevice_GetMemoryType(d) == OrtDeviceMemoryType_DEFAULT;
 }
 
 static bool CanCopyImpl(const OrtDataTransferImpl* this_ptr, const OrtMemoryDevice* src, const OrtMemoryDevice* dst) {

@@ -25,5 +25,8 @@ void epabi_data_transfer_init(struct epabi_data_transfer* dt, const struct epabi
 /* Also serve CUDA device memory (GPU-typed, NVIDIA vendor id, device id = CUDA ordinal): synchronous cuMemcpy
  * in that GPU's primary context; host memory on the other side may be pageable. Initializes dt if needed. */
 void epabi_data_transfer_enable_gpu(struct epabi_data_transfer* dt, const struct epabi_api* api);
+/* True for memory of a GPU EP device (GPU-typed, NVIDIA, not the software device's), any memory type: the
+ * memory devices whose copies and sync streams are CUDA's. */
+bool epabi_data_transfer_is_gpu_device(const struct epabi_data_transfer* dt, const OrtMemoryDevice* d);
 
 #endif

@@ -143,13 +143,9 @@ static OrtStatus* CreateSyncStreamForDeviceImpl(OrtEpFactory* this_ptr, const Or
     *stream = NULL;
     const struct epabi_cuda_device* dev = NULL;
     pthread_mutex_lock(&f->lock);
-    bool software = f->software_memory_info != NULL &&
-                    api->ep->MemoryDevice_AreEqual(memory_device,
-                                                   api->ep->MemoryInfo_GetMemoryDevice(f->software_memory_info));
+    bool gpu = f->data_transfer.initialized && epabi_data_transfer_is_gpu_device(&f->data_transfer, memory_device);
     pthread_mutex_unlock(&f->lock);
-    if (!software && api->ep->MemoryDevice_GetVendorId(memory_device) == EPABI_NVIDIA_VENDOR_ID &&
-        api->ep->MemoryDevice_GetDeviceType(memory_device) == OrtMemoryInfoDeviceType_GPU &&
-        epabi_cuda_usable(epabi_cuda_libs()))
+    if (gpu && epabi_cuda_usable(epabi_cuda_libs()))
         EPABI_RETURN_IF_ERROR(
             epabi_cuda_device_get(api, (int)api->ep->MemoryDevice_GetDeviceId(memory_device), &dev));
     return epabi_sync_stream_create(api, dev, stream);
