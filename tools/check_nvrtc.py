@@ -108,6 +108,23 @@ def gcc_layout(structs: dict[str, list[str]]) -> list[str]:
     return out.splitlines()
 
 
+def check_dtypes() -> bool:
+    """The ONNXTensorElementDataType values launch_args.h restates for NVRTC equal ort_abi.h's."""
+    with open(ARGS_H) as f:
+        header = f.read()
+    rtc = header.split("#if defined(__CUDACC_RTC__)", 1)[1].split("#else", 1)[0]
+    with open(os.path.join(ROOT, "native", "include", "epabi", "ort_abi.h")) as f:
+        abi = f.read()
+    pattern = r"(ONNX_TENSOR_ELEMENT_DATA_TYPE_\w+)\s*=\s*(\d+)"
+    ours, theirs = dict(re.findall(pattern, rtc)), dict(re.findall(pattern, abi))
+    wrong = [f"{k} = {v} (ort_abi.h: {theirs.get(k)})" for k, v in ours.items() if theirs.get(k) != v]
+    if not ours or wrong:
+        print("dtypes: launch_args.h's NVRTC values differ from ort_abi.h:", "; ".join(wrong) or "none found")
+        return False
+    print(f"dtypes: OK ({len(ours)} ONNXTensorElementDataType values match ort_abi.h)")
+    return True
+
+
 def check_layout(update: bool) -> bool:
     with open(ARGS_H) as f:
         header = f.read()
@@ -203,6 +220,7 @@ def main() -> int:
     args = ap.parse_args()
 
     ok = check_layout(args.update_layout)
+    ok = check_dtypes() and ok
 
     path = find_nvrtc(args.nvrtc)
     nv = Nvrtc(path)

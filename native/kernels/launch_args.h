@@ -25,7 +25,8 @@ typedef unsigned int uint32_t;
 typedef long long int64_t;
 typedef unsigned long long uint64_t;
 typedef int ONNXTensorElementDataType;
-/* ONNXTensorElementDataType values (the C side checks them against ort_abi.h) */
+/* ONNXTensorElementDataType values for NVRTC, which cannot read ort_abi.h; tools/check_nvrtc.py (a test) checks
+ * each against ort_abi.h */
 enum {
     ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED = 0, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT = 1,
     ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8 = 2, ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8 = 3,
@@ -35,16 +36,16 @@ enum {
     ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE = 11, ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32 = 12,
     ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64 = 13
 };
-enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
 #else
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "api.h"
-enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
 _Static_assert(sizeof(size_t) == 8 && sizeof(void*) == 8, "launch blocks assume a 64-bit target");
 #endif
+
+enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
 
 /* What a launch does; the CUDA backend's launcher table is indexed by it. */
 enum epabi_launch_kind {
