@@ -27,10 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto as T
-from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import epabi
@@ -38,6 +35,7 @@ from epabi.device_memory import DeviceValue
 from epabi.models import mlp, sample_inputs
 from magika_model import batch
 from magika_model import model_path as magika_path
+from test_graph_capture import _add_model, _calls, _matmul_model, _run_opts  # the same models as on the host
 
 pytestmark = pytest.mark.gpu
 
@@ -51,27 +49,6 @@ if epabi.hardware.cuda_gpu_count() == 0:
 
 
 # -- models and helpers -------------------------------------------------------------------------------------------
-
-def _model(nodes: list, inputs: list, outputs: list) -> onnx.ModelProto:
-    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
-                              opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
-
-
-def _matmul_model() -> onnx.ModelProto:
-    return _model([helper.make_node("MatMul", ["A", "B"], ["C"], name="mm")],
-                  [helper.make_tensor_value_info("A", T.FLOAT, ["M", "K"]),
-                   helper.make_tensor_value_info("B", T.FLOAT, ["K", "N"])],
-                  [helper.make_tensor_value_info("C", T.FLOAT, ["M", "N"])])
-
-
-def _add_model() -> onnx.ModelProto:
-    return _model([helper.make_node("Add", ["x", "y"], ["z"], name="add")],
-                  [helper.make_tensor_value_info("x", T.FLOAT, [3, 2]),
-                   helper.make_tensor_value_info("y", T.FLOAT, [3, 2])],
-                  [helper.make_tensor_value_info("z", T.FLOAT, [3, 2])])
-
 
 @pytest.fixture
 def gpu_host(library_path: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[epabi.Host]:
@@ -124,17 +101,6 @@ def _poison(*values: epabi.OrtValue) -> None:
     """NaN into bound outputs, so a replay that writes nothing cannot pass."""
     for v in values:
         v.update_inplace(np.full(v.shape(), np.nan, np.float32))
-
-
-def _run_opts(graph_id: str | None) -> epabi.RunOptions:
-    ro = epabi.RunOptions()
-    if graph_id is not None:
-        ro.add_run_config_entry("gpu_graph_id", graph_id)
-    return ro
-
-
-def _calls(host: epabi.Host, start: int, name: str) -> int:
-    return host.trace[start:].count(name)
 
 
 # -- capture and replay -----------------------------------------------------------------------------------------

@@ -291,6 +291,13 @@ class _Driver:
             return
         self.lib = lib
 
+    def device_count(self) -> int:
+        """GPUs the driver sees; 0 without a driver or when the query fails."""
+        count = ctypes.c_int(0)
+        if self.lib is None or self.lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+            return 0
+        return count.value
+
     def _check(self, rc: int, call: str, what: str) -> None:
         if rc != 0:
             raise ValueError(f"{what}: {call} failed with CUDA driver error {rc}")

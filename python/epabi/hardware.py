@@ -5,7 +5,6 @@ Tests and the CLI may pass their own list to :class:`epabi.Host` instead (``hard
 
 from __future__ import annotations
 
-import ctypes
 from pathlib import Path
 
 from .objects import HardwareDevice, OrtHardwareDeviceType
@@ -62,12 +61,8 @@ def discover_hardware() -> list[HardwareDevice]:
 
 def cuda_gpu_count() -> int:
     """GPUs the CUDA driver sees (``cuInit`` + ``cuDeviceGetCount`` through ``libcuda.so.1``); 0 without a driver
-    or when it fails. Thread-safe; loads the driver library into the process on first use."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1")
-    except OSError:
-        return 0
-    count = ctypes.c_int(0)
-    if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
-        return 0
-    return count.value
+    or when it fails. Thread-safe; loads the driver library into the process on first use (the same loader as
+    :mod:`epabi.cuda_arrays`)."""
+    from .cuda_arrays import _driver  # late: cuda_arrays needs numpy, hardware discovery does not
+
+    return _driver().device_count()
