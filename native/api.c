@@ -15,6 +15,17 @@ OrtStatus* epabi_error(const struct epabi_api* api, OrtErrorCode code, const cha
 void epabi_log_at(const struct epabi_api* api, const OrtLogger* logger, OrtLoggingLevel level,
                   const char* file, int line, const char* func, const char* fmt, ...) {
     if (logger == NULL || api->ort->Logger_LogMessage == NULL) return;
+    /* the host drops messages below the logger's severity anyway: skip the formatting (the replay path logs
+     * one VERBOSE line per ReplayGraph) */
+    OrtLoggingLevel min = ORT_LOGGING_LEVEL_VERBOSE;
+    if (api->ort->Logger_GetLoggingSeverityLevel != NULL) {
+        OrtStatus* q = api->ort->Logger_GetLoggingSeverityLevel(logger, &min);
+        if (q != NULL) {
+            api->ort->ReleaseStatus(q);
+            min = ORT_LOGGING_LEVEL_VERBOSE;
+        }
+        if (level < min) return;
+    }
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
