@@ -269,6 +269,27 @@ void epabi_arena_stream_synced(struct epabi_arena* a, const void* stream) {
     pthread_mutex_unlock(&a->lock);
 }
 
+static bool chunk_covers(const struct chunk* c, uintptr_t p, size_t bytes) {
+    uintptr_t start = (uintptr_t)c->block;
+    uint64_t size = (uint64_t)1 << c->size_class;
+    return c->magic == kMagicInUse && p >= start && p - start <= size && bytes <= size - (p - start);
+}
+
+bool epabi_arena_owns(struct epabi_arena* a, const void* p, size_t bytes) {
+    if (p == NULL) return false;
+    bool found = false;
+    pthread_mutex_lock(&a->lock);
+    if (a->backed) {
+        struct chunk** slot = table_slot(a, p);
+        found = slot != NULL && chunk_covers(*slot, (uintptr_t)p, bytes);
+    }
+    /* host chunks are not indexed (their header sits before the block); interior pointers are not either */
+    for (const struct chunk* c = a->all; c != NULL && !found; c = c->next_all)
+        found = chunk_covers(c, (uintptr_t)p, bytes);
+    pthread_mutex_unlock(&a->lock);
+    return found;
+}
+
 void epabi_arena_shrink(struct epabi_arena* a) {
     pthread_mutex_lock(&a->lock);
     bool returned = false;

@@ -21,6 +21,7 @@
 #ifndef EPABI_ARENA_H
 #define EPABI_ARENA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -64,6 +65,10 @@ void* epabi_arena_alloc(struct epabi_arena* a, size_t bytes);
 /* NULL is ignored; a pointer this arena did not hand out, or one freed twice, is ignored too, and so is a
  * block a capture pool holds (see below). */
 void epabi_arena_free(struct epabi_arena* a, void* p);
+/* True when [p, p + bytes) lies inside one block this arena handed out and has not taken back (interior
+ * pointers included: hosts subdivide blocks, e.g. ORT's memory patterns). For checks, not hot paths: a
+ * pointer that is not a block's start costs a walk over every chunk. */
+bool epabi_arena_owns(struct epabi_arena* a, const void* p, size_t bytes);
 /* Returns every free chunk to the system. */
 void epabi_arena_shrink(struct epabi_arena* a);
 void epabi_arena_get_stats(struct epabi_arena* a, struct epabi_arena_stats* out);

@@ -408,7 +408,7 @@ static OrtStatus* CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const Or
             break;
         }
         st = epabi_plan_build(api, ep->cuda != NULL ? ep->device_arena : ep->factory->arena,
-                              ep->cuda != NULL ? &ep->plan_device : NULL, ep->logger, graphs[i],
+                              ep->plan_device.upload != NULL ? &ep->plan_device : NULL, ep->logger, graphs[i],
                               fused_nodes != NULL ? fused_nodes[i] : NULL, &ci->plan);
         if (st != NULL) {
             free(ci);
@@ -548,6 +548,21 @@ static void plan_release(void* ctx, void* device_ptr) {
     epabi_cuda_device_free(ctx, device_ptr);
 }
 
+/* The software adapter's device memory (EPABI_SOFTWARE_DEVICE_MEMORY=device) is the factory's arena. */
+static void* arena_upload(void* ctx, const void* host, size_t bytes) {
+    void* p = epabi_arena_alloc(ctx, bytes);
+    if (p != NULL && bytes > 0) memcpy(p, host, bytes);
+    return p;
+}
+
+static void arena_release(void* ctx, void* p) {
+    epabi_arena_free(ctx, p);
+}
+
+static bool arena_owns(void* ctx, const void* p, size_t bytes) {
+    return epabi_arena_owns(ctx, p, bytes);
+}
+
 /* graph_capture.h's backend hooks for the CUDA device */
 static struct epabi_stream* cuda_thread_stream(const struct epabi_gc_owner* owner, OrtStatus** status) {
     return epabi_stream_cuda_create(owner->api, owner->backend, owner->user_stream_given, owner->user_stream, status);
@@ -599,7 +614,8 @@ static OrtStatus* setup_cuda(struct epabi_ep* ep) {
                            EPABI_EP_NAME ": arena.use_cuda_mempool=1: GPU %d does not support stream-ordered memory "
                            "pools", ordinal);
     }
-    ep->plan_device = (struct epabi_plan_device){plan_upload, plan_release, (void*)ep->cuda};
+    ep->plan_device = (struct epabi_plan_device){ep->device.memory, false, plan_upload, plan_release, NULL,
+                                                 (void*)ep->cuda};
     EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_INFO,
               EPABI_EP_NAME ": CUDA backend on GPU %d (%s, sm_%d%d, PCI %s; driver %d, NVRTC %d.%d from %s, cuBLAS %s)%s",
               ordinal, ep->cuda->name, ep->cuda->cc_major, ep->cuda->cc_minor, ep->cuda->pci_bus_id,
@@ -659,6 +675,9 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
             return st;
         }
     }
+    if (device->kind == EPABI_DEVICE_SOFTWARE && device->memory != NULL)
+        ep->plan_device = (struct epabi_plan_device){device->memory, true, arena_upload, arena_release, arena_owns,
+                                                     f->arena};
     if (opts.use_cuda_mempool && ep->cuda == NULL)
         EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_WARNING,
                   EPABI_EP_NAME ": arena.use_cuda_mempool=1 applies to the CUDA backend only; ignored on this device");

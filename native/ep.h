@@ -40,8 +40,9 @@ struct epabi_ep {
     bool graph_capture;                /* enable_cuda_graph=1 and the host speaks API >= 26 */
     atomic_bool nodes_left_on_cpu;     /* the last GetCapability left some node to another EP */
     struct epabi_gc_owner gc;          /* attached when graph_capture or cuda */
-    /* The CUDA backend (GPU EP devices when CUDA loads): the device of device_id, the EP's device arena
-     * (one reference) and how plans upload constants. NULL/unset otherwise. */
+    /* The CUDA backend (GPU EP devices when CUDA loads): the device of device_id and the EP's device arena
+     * (one reference). NULL otherwise. plan_device: the device memory plans compute in (plan.h), for CUDA
+     * and for the software adapter's device-memory mode; unset (upload NULL) when plans use host memory. */
     const struct epabi_cuda_device* cuda;
     struct epabi_arena* device_arena;
     struct epabi_plan_device plan_device;

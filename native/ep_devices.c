@@ -105,9 +105,10 @@ static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* h
     OrtStatus* st = api->ep->CreateEpDevice(&f->base, hw, meta, NULL, &dev);
     api->ort->ReleaseKeyValuePairs(meta);
     if (st != NULL) return st;
+    const OrtMemoryInfo* device_memory = NULL;
     if (kind == EPABI_DEVICE_GPU) {
         st = attach_memory_info(f, dev, EPABI_GPU_MEMORY_NAME, OrtMemoryInfoDeviceType_GPU, ordinal,
-                                OrtDeviceAllocator, NULL);
+                                OrtDeviceAllocator, &device_memory);
         if (st == NULL)
             st = attach_memory_info(f, dev, EPABI_GPU_READONLY_MEMORY_NAME, OrtMemoryInfoDeviceType_GPU, ordinal,
                                     OrtReadOnlyAllocator, NULL);
@@ -117,13 +118,15 @@ static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* h
                                           OrtDeviceMemoryType_HOST_ACCESSIBLE, ordinal, OrtDeviceAllocator, NULL);
     } else if (kind == EPABI_DEVICE_SOFTWARE && software_device_memory(f)) {
         st = attach_software_memory(f, dev);
+        device_memory = f->software_memory_info;
     }
     if (st != NULL) {
         api->ep->ReleaseEpDevice(dev);
         return st;
     }
     if (kind == EPABI_DEVICE_GPU) epabi_data_transfer_enable_gpu(&f->data_transfer, api);
-    f->devices[f->num_devices++] = (struct epabi_device_record){hw, kind, ordinal};
+    const OrtMemoryDevice* memory = device_memory != NULL ? api->ep->MemoryInfo_GetMemoryDevice(device_memory) : NULL;
+    f->devices[f->num_devices++] = (struct epabi_device_record){hw, kind, ordinal, memory};
     *out = dev;
     return NULL;
 }

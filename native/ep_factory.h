@@ -31,6 +31,7 @@ struct epabi_device_record {
     const OrtHardwareDevice* hw;
     enum epabi_device_kind kind;
     int ordinal;                       /* index among the GPUs we listed; 0 otherwise */
+    const OrtMemoryDevice* memory;     /* its DEFAULT memory (the first memory info attached), NULL: host memory */
 };
 
 struct epabi_factory {

@@ -26,6 +26,7 @@ struct plan_value {
     int output_index;                  /* VK_INNER: kernel-context output index, or -1 */
     int producer;                      /* VK_INNER: producing step, -1 until seen */
     bool on_host;                      /* VK_INNER of a host step: lives in host memory (device plans) */
+    bool device_read;                  /* VK_INPUT: a device step hands it to a launch (not only a shape read) */
     struct epabi_tensor tensor;        /* VK_CONST: the plan-owned copy (data on the device, host kept) */
 };
 
@@ -47,6 +48,7 @@ struct epabi_plan {
     const struct epabi_api* api;
     struct epabi_arena* arena;         /* one reference */
     bool has_device;
+    bool device_only;                  /* has_device and the host cannot read the device's memory (CUDA) */
     struct epabi_plan_device device;   /* has_device only */
     int n_host_steps;
     int n_fused;                       /* Relu steps folded into their producer */
@@ -81,6 +83,16 @@ struct epabi_exec {
     int n_scratch, cap_scratch;
     void** host_reads;                 /* epabi_exec_host_data copies, freed at run end */
     int n_host_reads, cap_host_reads;
+    struct staged_output* staged;      /* fused outputs computed in run memory, copied to the host's at run end */
+    int n_staged, cap_staged;
+};
+
+/* A fused output the host placed in host memory (struct epabi_plan_device): computed at `device`, an owned
+ * run block, and copied to `host` once every step has run. */
+struct staged_output {
+    void* host;
+    const void* device;
+    size_t bytes;
 };
 
 static char* dup_str(const char* s) {
@@ -526,6 +538,21 @@ static void fuse_epilogues(struct epabi_plan* p) {
     }
 }
 
+/* Which fused-node inputs a device step hands to a launch: the others are only read as shape inputs on the
+ * host, so a host-resident one needs no copy into device memory (plan.h). */
+static void mark_device_reads(struct epabi_plan* p) {
+    for (int si = 0; si < p->n_steps; ++si) {
+        const struct plan_step* s = &p->steps[si];
+        if (s->on_host) continue;
+        uint32_t host_in = epabi_kernel_host_inputs(s->kernel);
+        for (int j = 0; j < s->n_in; ++j) {
+            int id = s->in[j];
+            if (id >= 0 && p->values[id].kind == VK_INPUT && (j >= 32 || (host_in >> j & 1u) == 0))
+                p->values[id].device_read = true;
+        }
+    }
+}
+
 int epabi_plan_host_steps(const struct epabi_plan* plan) {
     return plan->n_host_steps;
 }
@@ -541,6 +568,7 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
     p->arena = arena;
     if (device != NULL) {
         p->has_device = true;
+        p->device_only = !device->host_addressable;
         p->device = *device;
     }
     epabi_arena_retain(arena);
@@ -568,7 +596,8 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
     if (st == NULL) st = add_outputs(p, graph, fused_node);
     if (st == NULL) fuse_epilogues(p);
     if (st == NULL) st = schedule(p);
-    if (st == NULL && p->has_device) place_steps(p);
+    if (st == NULL && p->device_only) place_steps(p);
+    if (st == NULL && p->has_device) mark_device_reads(p);
     free(nodes);
     free(desc);
     free(p->index);   /* names are not looked up after the build */
@@ -662,6 +691,77 @@ static bool shape_bytes(int rank, const int64_t* dims, size_t esize, size_t* byt
     return true;
 }
 
+/* Where the host put a fused-node input or output, relative to the plan's device memory. */
+enum placement { IN_DEVICE, IN_HOST, IN_OTHER };
+
+static enum placement placement_of(const struct epabi_plan* p, const OrtValue* value) {
+    const OrtEpApi* ep = p->api->ep;
+    const OrtMemoryDevice* d = ep->Value_GetMemoryDevice(value);
+    if (d == NULL || p->device.memory == NULL || ep->MemoryDevice_AreEqual(d, p->device.memory)) return IN_DEVICE;
+    if (ep->MemoryDevice_GetDeviceType(d) == OrtMemoryInfoDeviceType_CPU ||
+        ep->MemoryDevice_GetMemoryType(d) == OrtDeviceMemoryType_HOST_ACCESSIBLE)
+        return IN_HOST;
+    return IN_OTHER;
+}
+
+/* The error for a value in memory the device cannot use; names it and that memory. */
+static OrtStatus* foreign_memory(const struct epabi_plan* p, const OrtValue* value, const char* what, const char* name) {
+    const OrtEpApi* ep = p->api->ep;
+    const OrtMemoryDevice* d = ep->Value_GetMemoryDevice(value);
+    return epabi_error(p->api, ORT_INVALID_ARGUMENT,
+                       EPABI_EP_NAME ": %s '%s' of '%s' is in memory this EP's device cannot use (device type %d, "
+                       "memory type %d, vendor 0x%x, device %u); it needs its own device memory or host memory",
+                       what, name, p->name, (int)ep->MemoryDevice_GetDeviceType(d),
+                       (int)ep->MemoryDevice_GetMemoryType(d), (unsigned)ep->MemoryDevice_GetVendorId(d),
+                       (unsigned)ep->MemoryDevice_GetDeviceId(d));
+}
+
+/* A graph capture records addresses: a copy from or to memory the host frees after the run cannot be part
+ * of it. */
+static OrtStatus* staging_while_capturing(const struct epabi_plan* p, const char* what, const char* name) {
+    return epabi_error(p->api, ORT_INVALID_ARGUMENT,
+                       EPABI_EP_NAME ": %s '%s' of '%s' is in host memory, and a graph capture cannot record copies "
+                       "from or to memory the host frees after the run; bind it in the EP's device memory", what, name,
+                       p->name);
+}
+
+/* Copies host bytes into run memory of the device (on the run's stream when it has one). */
+static OrtStatus* write_device(struct epabi_exec* ex, void* dst, const void* src, size_t bytes) {
+    if (ex->stream != NULL && ex->stream->ops->write_from_host != NULL)
+        return ex->stream->ops->write_from_host(ex->stream, dst, src, bytes);
+    if (bytes > 0) memcpy(dst, src, bytes);   /* host-addressable device memory */
+    return NULL;
+}
+
+static OrtStatus* read_device(struct epabi_exec* ex, void* dst, const void* src, size_t bytes) {
+    if (ex->stream != NULL && ex->stream->ops->read_to_host != NULL)
+        return ex->stream->ops->read_to_host(ex->stream, dst, src, bytes);
+    if (bytes > 0) memcpy(dst, src, bytes);
+    return NULL;
+}
+
+/* Output id goes to host memory: it is computed in an owned run block, copied to `host` at run end. */
+static OrtStatus* stage_output(struct epabi_exec* ex, int id, void* host, size_t bytes, struct epabi_tensor* t) {
+    const struct epabi_plan* p = ex->plan;
+    if (ex->stream != NULL && epabi_stream_is_capturing(ex->stream))
+        return staging_while_capturing(p, "output", p->values[id].name);
+    if (ex->n_staged == ex->cap_staged) {
+        int cap = ex->cap_staged == 0 ? 4 : 2 * ex->cap_staged;
+        struct staged_output* grown = realloc(ex->staged, (size_t)cap * sizeof *grown);
+        if (grown == NULL) return epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory staging an output");
+        ex->staged = grown;
+        ex->cap_staged = cap;
+    }
+    void* data = exec_alloc(ex, bytes);
+    if (data == NULL)
+        return epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory: %zu bytes staging output '%s' of '%s'",
+                           bytes, p->values[id].name, p->name);
+    ex->owned[id] = data;
+    ex->staged[ex->n_staged++] = (struct staged_output){host, data, bytes};
+    t->data = data;
+    return NULL;
+}
+
 struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTensorElementDataType dtype, int rank,
                                        const int64_t* dims, OrtStatus** status) {
     const struct epabi_plan* p = ex->plan;
@@ -707,11 +807,16 @@ struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTen
             st = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": the host gave no tensor for output %d ('%s')",
                              v->output_index, v->name);
         if (st == NULL) st = p->api->ort->GetTensorMutableData(value, &data);
+        t->data = data;
+        if (st == NULL && p->has_device) {
+            enum placement where = placement_of(p, value);
+            if (where == IN_HOST) st = stage_output(ex, id, data, bytes, t);
+            else if (where == IN_OTHER) st = foreign_memory(p, value, "output", v->name);
+        }
         if (st != NULL) {
             *status = st;
             return NULL;
         }
-        t->data = data;
     } else {
         void* data = exec_alloc(ex, bytes);
         if (data == NULL) {
@@ -723,7 +828,7 @@ struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTen
         t->data = data;
     }
     /* host memory: on the host backend everything; on a device only host steps' values */
-    t->host = !p->has_device || v->on_host ? t->data : NULL;
+    t->host = !p->device_only || v->on_host ? t->data : NULL;
     ex->ready[id] = 1;
     return t;
 }
@@ -758,7 +863,7 @@ const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tenso
     const struct epabi_plan* p = ex->plan;
     *status = NULL;
     if (t->host != NULL) return t->host;
-    if (!p->has_device || ex->stream == NULL || ex->stream->ops->read_to_host == NULL) return t->data;
+    if (!p->device_only || ex->stream == NULL || ex->stream->ops->read_to_host == NULL) return t->data;
     const char* node = ex->step != NULL ? ex->step->node_name : "?";
     if (epabi_stream_is_capturing(ex->stream)) {
         *status = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": node '%s' of '%s' needs the values of a shape input "
@@ -797,6 +902,28 @@ OrtStatus* epabi_exec_launch(struct epabi_exec* ex, enum epabi_launch_kind kind,
     if (ex->stream != NULL && !ex->host_mode) return epabi_stream_launch(ex->stream, kind, fn, args, args_size);
     fn(args);   /* synchronous: the caller's args outlive the call */
     return NULL;
+}
+
+/* An input the host placed in host memory (struct epabi_plan_device) is host-readable as it is; a device
+ * step that launches on it gets a copy in an owned run block. */
+static OrtStatus* place_input(struct epabi_exec* ex, int id, const OrtValue* value, const void* data,
+                              struct epabi_tensor* t) {
+    const struct epabi_plan* p = ex->plan;
+    const struct plan_value* v = &p->values[id];
+    enum placement where = placement_of(p, value);
+    if (where == IN_OTHER) return foreign_memory(p, value, "input", v->name);
+    if (where == IN_DEVICE) return NULL;
+    t->host = data;
+    if (!v->device_read) return NULL;
+    if (ex->stream != NULL && epabi_stream_is_capturing(ex->stream)) return staging_while_capturing(p, "input", v->name);
+    size_t bytes = (size_t)epabi_numel(t->rank, t->dims) * epabi_dtype_size(t->dtype);
+    void* copy = exec_alloc(ex, bytes);
+    if (copy == NULL)
+        return epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory: %zu bytes staging input '%s' of '%s'",
+                           bytes, v->name, p->name);
+    ex->owned[id] = copy;
+    t->data = copy;
+    return write_device(ex, copy, data, bytes);
 }
 
 /* Reads every VK_INPUT value from the kernel context, checking dtype and rank against the plan. */
@@ -841,7 +968,8 @@ static OrtStatus* bind_inputs(struct epabi_exec* ex) {
         const void* data = NULL;
         EPABI_RETURN_IF_ERROR(ort->GetTensorData(value, &data));
         t->data = (void*)data;   /* kernels treat inputs as read-only */
-        t->host = p->has_device ? NULL : data;
+        t->host = p->device_only ? NULL : data;
+        if (p->has_device) EPABI_RETURN_IF_ERROR(place_input(ex, id, value, data, t));
         ex->ready[id] = 1;
     }
     return NULL;
@@ -855,6 +983,26 @@ static OrtStatus* node_error(const struct epabi_plan* p, const struct plan_step*
     if (wrapped == NULL) return st;
     ort->ReleaseStatus(st);
     return wrapped;
+}
+
+/* plan.h, owns: every launch operand of a device step (its inputs but shape inputs, or its outputs) must lie in
+ * the device's memory. */
+static OrtStatus* check_operands(struct epabi_exec* ex, const struct plan_step* s, bool inputs) {
+    const struct epabi_plan* p = ex->plan;
+    uint32_t host_in = inputs ? epabi_kernel_host_inputs(s->kernel) : 0;
+    int n = inputs ? s->n_in : s->n_out;
+    for (int j = 0; j < n; ++j) {
+        int id = inputs ? s->in[j] : s->out[j];
+        if (id < 0 || !ex->ready[id] || (j < 32 && (host_in >> j & 1u) != 0)) continue;
+        const struct epabi_tensor* t = &ex->tensors[id];
+        size_t bytes = (size_t)epabi_numel(t->rank, t->dims) * epabi_dtype_size(t->dtype);
+        if (bytes == 0 || p->device.owns(p->device.ctx, t->data, bytes)) continue;
+        return epabi_error(p->api, ORT_EP_FAIL,
+                           EPABI_EP_NAME ": node '%s' (%s) in '%s': %s '%s' (%zu bytes at %p) is not in the device's "
+                           "memory; a kernel on a GPU would read or write memory it cannot access", s->node_name,
+                           s->op_type, p->name, inputs ? "input" : "output", p->values[id].name, bytes, t->data);
+    }
+    return NULL;
 }
 
 static OrtStatus* run_steps(struct epabi_exec* ex) {
@@ -877,10 +1025,13 @@ static OrtStatus* run_steps(struct epabi_exec* ex) {
             }
         }
         ex->step = s;
+        bool checked = p->device.owns != NULL && !s->on_host;
+        if (checked) EPABI_RETURN_IF_ERROR(check_operands(ex, s, true));
         ex->host_mode = s->on_host;
         OrtStatus* st = s->kernel->run(ex, s->state, in, s->n_in, s->n_out);
         ex->host_mode = false;
         if (st != NULL) return node_error(p, s, st);
+        if (checked) EPABI_RETURN_IF_ERROR(check_operands(ex, s, false));
         for (int j = 0; j < s->n_out; ++j) {
             int id = s->out[j];
             /* fused outputs must exist; a missing intermediate is reported by the step that reads it */
@@ -920,6 +1071,8 @@ OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx, con
         }
         st = bind_inputs(&ex);
         if (st == NULL) st = run_steps(&ex);
+        for (int i = 0; i < ex.n_staged && st == NULL; ++i)
+            st = read_device(&ex, ex.staged[i].host, ex.staged[i].device, ex.staged[i].bytes);
     }
     /* inside a capture window these go back to the pool: the captured launches keep pointing at them */
     if (ex.owned != NULL)
@@ -930,6 +1083,7 @@ OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx, con
     }
     for (int i = 0; i < ex.n_host_reads; ++i) free(ex.host_reads[i]);
     free(ex.host_reads);
+    free(ex.staged);
     free(ex.scratch_host);
     free(ex.scratch);
     free(ex.owned);

@@ -34,17 +34,27 @@ struct epabi_run_env {
     bool mempool;   /* intermediates and scratch from the stream's alloc_async/free_async (arena.use_cuda_mempool) */
 };
 
-/* A plan for a device whose memory the host cannot read (CUDA). NULL at build: the plan computes in host
- * memory (the software adapter). With a device:
+/* The memory a plan computes in. NULL at build: the host's own memory, whatever it hands us (the software
+ * adapter in its default mode: no copies, no checks). With a device:
  *   - every constant is uploaded once (upload) and its host copy kept for shape reads;
- *   - "host steps": a node whose outputs are small int32/int64 shape values (Shape, and Slice/Concat/Gather/
- *     Cast/Unsqueeze/... over shapes and constants) runs its C kernel on the host at run time, when every
- *     reader of its outputs reads them on the host (kernels' shape inputs, epabi_kernel_host_inputs) or is a
- *     host step itself; so dynamic-shape chains like Shape -> Slice -> Concat -> Reshape need neither a device
- *     round trip nor a host synchronization, and can be captured. */
+ *   - a fused-node input or output whose OrtValue is not in `memory` (OrtEpApi::Value_GetMemoryDevice) but in
+ *     host-accessible memory is staged: copied into run memory before the first step and, for outputs, back
+ *     after the last (ORT's CPU-EP fallback MemcpyFromHost kernel hands device EPs CPU tensors as device
+ *     inputs); any other memory is an error naming the value;
+ *   - owns, when set, is asked about every kernel operand in device memory: one outside it is an error naming
+ *     the value and the node (the software adapter's device-memory mode, where reading host memory by mistake
+ *     would not crash as it does on a GPU);
+ *   - unless host_addressable: "host steps". A node whose outputs are small int32/int64 shape values (Shape,
+ *     and Slice/Concat/Gather/Cast/Unsqueeze/... over shapes and constants) runs its C kernel on the host at
+ *     run time, when every reader of its outputs reads them on the host (kernels' shape inputs,
+ *     epabi_kernel_host_inputs) or is a host step itself; so dynamic-shape chains like Shape -> Slice ->
+ *     Concat -> Reshape need neither a device round trip nor a host synchronization, and can be captured. */
 struct epabi_plan_device {
+    const OrtMemoryDevice* memory;                                /* the EP's DEFAULT device memory */
+    bool host_addressable;                                        /* the host reads it directly (software) */
     void* (*upload)(void* ctx, const void* host, size_t bytes);   /* device copy; NULL when out of memory */
     void (*release)(void* ctx, void* device_ptr);
+    bool (*owns)(void* ctx, const void* p, size_t bytes);         /* NULL: operands are not checked */
     void* ctx;   /* must outlive the plan */
 };
 
@@ -67,8 +77,10 @@ const char* epabi_plan_name(const struct epabi_plan* plan);
  * scratch come from the arena (or env's capture pool) and all go back to it before returning, on success
  * and on error; an intermediate goes back as soon as its last reader has run. Fused outputs are the
  * host's buffers (KernelContext_GetOutput). env: see struct epabi_run_env (NULL = plain run).
- * Errors: ORT_INVALID_ARGUMENT for an input whose dtype or rank differs from what was compiled (naming
- * it), kernel errors prefixed with the node, ORT_FAIL when out of memory. */
+ * Errors: ORT_INVALID_ARGUMENT for an input whose dtype or rank differs from what was compiled, or an input
+ * or output in memory the device cannot use (naming it; see struct epabi_plan_device), ORT_EP_FAIL for a
+ * kernel operand outside the device's memory (naming it and the node), kernel errors prefixed with the node,
+ * ORT_FAIL when out of memory. */
 OrtStatus* epabi_plan_run(const struct epabi_plan* plan, OrtKernelContext* ctx, const struct epabi_run_env* env);
 
 #endif

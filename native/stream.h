@@ -77,6 +77,9 @@ struct epabi_stream_ops {
     void (*free_async)(struct epabi_stream* s, void* p);
     /* Host-visible copy of device data; waits for the stream first. NULL on the host backend. */
     OrtStatus* (*read_to_host)(struct epabi_stream* s, void* dst, const void* src, size_t bytes);
+    /* Host data into device memory, ordered on the stream; src may be reused once it returns (a pageable
+     * source is staged by the driver). NULL on the host backend. */
+    OrtStatus* (*write_from_host)(struct epabi_stream* s, void* dst, const void* src, size_t bytes);
 };
 
 struct epabi_stream {

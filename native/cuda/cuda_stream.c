@@ -188,6 +188,12 @@ static OrtStatus* cuda_read_to_host(struct epabi_stream* s, void* dst, const voi
     return r == 0 ? NULL : epabi_cuda_status(s->api, r, "reading a shape input back from the GPU");
 }
 
+static OrtStatus* cuda_write_from_host(struct epabi_stream* s, void* dst, const void* src, size_t bytes) {
+    struct cuda_stream* c = cs_of(s);
+    epabi_cu_result r = bytes > 0 ? c->cu->MemcpyHtoDAsync((epabi_cu_ptr)(uintptr_t)dst, src, bytes, c->cs) : 0;
+    return r == 0 ? NULL : epabi_cuda_status(s->api, r, "copying a host-resident input to the GPU");
+}
+
 static const struct epabi_stream_ops kCudaOps = {
     .backend = EPABI_STREAM_CUDA,
     .name = "cuda",
@@ -203,6 +209,7 @@ static const struct epabi_stream_ops kCudaOps = {
     .alloc_async = cuda_alloc_async,
     .free_async = cuda_free_async,
     .read_to_host = cuda_read_to_host,
+    .write_from_host = cuda_write_from_host,
 };
 
 OrtStatus* epabi_stream_cuda_wait_for(struct epabi_stream* s, epabi_cu_stream producer) {

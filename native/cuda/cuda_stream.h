@@ -8,13 +8,14 @@
  *   alloc_async   cuMemAllocFromPoolAsync from the device's default memory pool (arena.use_cuda_mempool=1);
  *                 inside a capture these become the graph's own memory nodes
  *   read_to_host  waits for the stream, then copies device to host
+ *   write_from_host  cuMemcpyHtoDAsync on the stream (host-resident fused-node inputs)
  *
  * The stream is created non-blocking (it never synchronizes with the legacy default stream, which other
  * threads' synchronous copies use while this one captures). A user's stream (user_compute_stream) is adopted:
  * used as is and never destroyed. Each stream owns a cuBLAS handle bound to it, with its own workspace
  * (cublasSetWorkspace), so a GEMM allocates nothing inside a capture.
  *
- * launch, alloc_async, free_async and read_to_host are issued only inside a run, where ep.c has made the
+ * launch, alloc_async, free_async, read_to_host and write_from_host are issued only inside a run, where ep.c has made the
  * device current (so the per-launch path pushes no context); every other call makes the stream's device
  * current for its duration, and destroy may run on any thread.
  * Ownership and thread-safety as stream.h.

@@ -140,6 +140,7 @@ class InferenceSession:
             if devices:
                 self._create_ep()
             self._units = order_units(self.graph, self._groups)
+            self._host_handed = _host_handed_values(self.graph, self._units)
             self._tls = threading.local()  # the calling thread's last run (graph capture pins its values)
             self._evaluators = {id(u): self._evaluator(u.cpu_node) for u in self._units if u.cpu_node is not None}
             for unit in self._units:
@@ -525,6 +526,9 @@ class InferenceSession:
 
     def _device_value(self, name: str, run: _Run) -> OrtValue:
         x = run.values[name]
+        if self._allocator is not None and name in self._host_handed:
+            # as onnxruntime 1.24-1.32 hand it over: its CPU-EP MemcpyFromHost kernel copies into CPU memory
+            return _as_value(self._host_value(name, run))
         if self._in_ep_memory(x):
             return x  # bound in the EP's own memory: handed over as it is, never copied
         if isinstance(x, DeviceValue):  # another device's memory: through the host
@@ -591,6 +595,22 @@ class InferenceSession:
     def allocator_stats(self) -> dict[str, str]:
         """The EP device allocator's statistics (``OrtAllocator::GetStats``); {} without device memory."""
         return {} if self._allocator is None else self._allocator.stats()
+
+
+def _host_handed_values(graph: GraphView, units: list[Unit]) -> set[str]:
+    """Fused-node inputs that onnxruntime (1.24.4 ... 1.32.0 seen) hands to a device EP in host memory.
+
+    Its MemcpyTransformer puts a MemcpyFromHost node in front of a fused node for a value a CPU node produces,
+    and for a graph input that CPU nodes read too; a compile-based plugin EP has no kernel for it, so ORT runs
+    its CPU EP's fallback kernel, whose output the allocation planner places in CPU memory. The fused node
+    then receives CPU memory where it declared device memory (onnxruntime PR #27272 describes the planner's
+    gap). Graph inputs only fused nodes read, and initializers, are copied into device memory as declared.
+    """
+    cpu_units = [u for u in units if u.cpu_node is not None]
+    produced_on_cpu = {name for u in cpu_units for name in u.outputs}
+    read_on_cpu = {name for u in cpu_units for name in u.inputs}
+    graph_inputs = {v.name for v in graph.inputs if v.required_graph_input}
+    return produced_on_cpu | (graph_inputs & read_on_cpu)
 
 
 class _Run:
