@@ -438,15 +438,6 @@ out:
     return st;
 }
 
-/* Ops a device plan may run on the host when they compute shape values (int32/int64 outputs). */
-static bool host_capable_op(const char* op) {
-    static const char* const kOps[] = {"Shape", "Slice", "Concat", "Gather", "Unsqueeze", "Squeeze", "Reshape",
-                                       "Cast", "Add", "Sub", "Mul", "Div", "Max", "Min", "Expand", NULL};
-    for (const char* const* o = kOps; *o != NULL; ++o)
-        if (strcmp(*o, op) == 0) return true;
-    return false;
-}
-
 /* Device plans: marks host steps and host values (plan.h), to a fixed point. A candidate step has only
  * int32/int64 outputs, none a fused output, and inputs that are constants or candidates' outputs (Shape reads
  * only its input's dims). A candidate stays one while every reader of its outputs is a candidate or reads
@@ -454,7 +445,7 @@ static bool host_capable_op(const char* op) {
 static void place_steps(struct epabi_plan* p) {
     for (int si = 0; si < p->n_steps; ++si) {
         struct plan_step* s = &p->steps[si];
-        bool ok = host_capable_op(s->op_type) && s->n_out > 0;
+        bool ok = s->kernel->host_step && s->n_out > 0;
         for (int j = 0; j < s->n_out && ok; ++j) {
             const struct plan_value* v = &p->values[s->out[j]];
             ok = epabi_is_index_dtype(v->dtype) && v->output_index < 0;
@@ -467,7 +458,7 @@ static void place_steps(struct epabi_plan* p) {
             struct plan_step* s = &p->steps[si];
             if (!s->on_host) continue;
             bool ok = true;
-            if (strcmp(s->op_type, "Shape") != 0) {
+            if (s->kernel->launch != EPABI_LAUNCH_SHAPE) {   /* Shape reads only its input's dims */
                 for (int j = 0; j < s->n_in && ok; ++j) {
                     int id = s->in[j];
                     if (id < 0 || p->values[id].kind == VK_CONST) continue;
@@ -479,7 +470,7 @@ static void place_steps(struct epabi_plan* p) {
                 for (int ri = 0; ri < p->n_steps && ok; ++ri) {
                     const struct plan_step* r = &p->steps[ri];
                     if (r->on_host) continue;
-                    uint32_t host_in = epabi_kernel_host_inputs(r->kernel);
+                    uint32_t host_in = r->kernel->host_inputs;
                     for (int k = 0; k < r->n_in && ok; ++k)
                         if (r->in[k] == id) ok = k < 32 && (host_in >> k & 1u) != 0;
                 }
@@ -498,14 +489,14 @@ static void place_steps(struct epabi_plan* p) {
     }
 }
 
-/* Folds "X = Add/Sub/Mul/Div/Max/Min(a, b); Y = Relu(X)" into one launch with a Relu epilogue when X is a
- * float/double intermediate read by that Relu alone: one kernel instead of two, and one intermediate fewer
- * (a CUDA graph of an MLP then has the node count of a hand-fused one). Y keeps its name and dtype. */
+/* Folds "X = producer(a, b); Y = activation(X)" into one launch with an epilogue, when the producer's kernel
+ * takes one (Add/Sub/Mul/Div/Max/Min), the activation's kernel can be one (Relu) and X is a float/double
+ * intermediate read by that activation alone: one kernel instead of two, and one intermediate fewer (a CUDA
+ * graph of an MLP then has the node count of a hand-fused one). Y keeps its name and dtype. */
 static void fuse_epilogues(struct epabi_plan* p) {
-    static const char* const kArith[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", NULL};
     for (int ri = 0; ri < p->n_steps; ++ri) {
         struct plan_step* r = &p->steps[ri];
-        if (strcmp(r->op_type, "Relu") != 0 || r->n_in != 1 || r->n_out != 1 || r->in[0] < 0) continue;
+        if (r->kernel->as_epilogue == EPABI_EPILOGUE_NONE || r->n_in != 1 || r->n_out != 1 || r->in[0] < 0) continue;
         int x = r->in[0];
         struct plan_value* xv = &p->values[x];
         if (xv->kind != VK_INNER || xv->output_index >= 0 || xv->producer < 0 ||
@@ -513,9 +504,7 @@ static void fuse_epilogues(struct epabi_plan* p) {
             p->values[r->out[0]].dtype != xv->dtype)
             continue;
         struct plan_step* a = &p->steps[xv->producer];
-        bool arith = false;
-        for (const char* const* o = kArith; *o != NULL && !arith; ++o) arith = strcmp(*o, a->op_type) == 0;
-        if (!arith || a->n_out != 1 || a->epilogue != EPABI_EPILOGUE_NONE) continue;
+        if (!a->kernel->takes_epilogue || a->n_out != 1 || a->epilogue != EPABI_EPILOGUE_NONE) continue;
         int readers = 0;
         for (int si = 0; si < p->n_steps; ++si)
             for (int j = 0; j < p->steps[si].n_in; ++j) readers += p->steps[si].in[j] == x;
@@ -523,7 +512,7 @@ static void fuse_epilogues(struct epabi_plan* p) {
         /* a writes Y directly; X keeps a producer (so the plan stays consistent) but nobody reads or writes it */
         int y = r->out[0];
         a->out[0] = y;
-        a->epilogue = EPABI_EPILOGUE_RELU;
+        a->epilogue = r->kernel->as_epilogue;
         p->values[y].producer = xv->producer;
         if (r->state != NULL && r->kernel->release != NULL) r->kernel->release(r->state);
         free(r->node_name);
@@ -544,7 +533,7 @@ static void mark_device_reads(struct epabi_plan* p) {
     for (int si = 0; si < p->n_steps; ++si) {
         const struct plan_step* s = &p->steps[si];
         if (s->on_host) continue;
-        uint32_t host_in = epabi_kernel_host_inputs(s->kernel);
+        uint32_t host_in = s->kernel->host_inputs;
         for (int j = 0; j < s->n_in; ++j) {
             int id = s->in[j];
             if (id >= 0 && p->values[id].kind == VK_INPUT && (j >= 32 || (host_in >> j & 1u) == 0))
@@ -989,7 +978,7 @@ static OrtStatus* node_error(const struct epabi_plan* p, const struct plan_step*
  * the device's memory. */
 static OrtStatus* check_operands(struct epabi_exec* ex, const struct plan_step* s, bool inputs) {
     const struct epabi_plan* p = ex->plan;
-    uint32_t host_in = inputs ? epabi_kernel_host_inputs(s->kernel) : 0;
+    uint32_t host_in = inputs ? s->kernel->host_inputs : 0;
     int n = inputs ? s->n_in : s->n_out;
     for (int j = 0; j < n; ++j) {
         int id = inputs ? s->in[j] : s->out[j];

@@ -154,6 +154,7 @@ static OrtStatus* run_cast(struct epabi_exec* ex, const void* state, const struc
 }
 
 const struct epabi_kernel epabi_kernels_cast[] = {
-    {"Cast", 6, 24, supports_cast, init_cast, release_cast, run_cast},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "Cast", .since_min = 6, .since_max = 24, .supports = supports_cast, .init = init_cast,
+     .release = release_cast, .run = run_cast, .launch = EPABI_LAUNCH_CAST, .host_step = true},
+    {.op_type = NULL},
 };

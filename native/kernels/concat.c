@@ -161,6 +161,7 @@ static OrtStatus* concat_run(struct epabi_exec* ex, const void* state, const str
 }
 
 const struct epabi_kernel epabi_kernels_concat[] = {
-    {"Concat", 1, 13, concat_supports, concat_init, concat_release, concat_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "Concat", .since_min = 1, .since_max = 13, .supports = concat_supports, .init = concat_init,
+     .release = concat_release, .run = concat_run, .launch = EPABI_LAUNCH_CONCAT, .host_step = true},
+    {.op_type = NULL},
 };

@@ -397,6 +397,7 @@ static OrtStatus* conv_run(struct epabi_exec* ex, const void* state, const struc
 }
 
 const struct epabi_kernel epabi_kernels_conv[] = {
-    {"Conv", 1, 22, conv_supports, conv_init, free, conv_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "Conv", .since_min = 1, .since_max = 22, .supports = conv_supports, .init = conv_init,
+     .release = free, .run = conv_run, .launch = EPABI_LAUNCH_CONV},
+    {.op_type = NULL},
 };

@@ -87,6 +87,7 @@ static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const str
 }
 
 const struct epabi_kernel epabi_kernels_expand[] = {
-    {"Expand", 8, 13, expand_supports, NULL, NULL, expand_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "Expand", .since_min = 8, .since_max = 13, .supports = expand_supports, .run = expand_run,
+     .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 1u << 1, .host_step = true},
+    {.op_type = NULL},
 };

@@ -148,6 +148,7 @@ static OrtStatus* gather_run(struct epabi_exec* ex, const void* state, const str
 }
 
 const struct epabi_kernel epabi_kernels_gather[] = {
-    {"Gather", 1, 13, gather_supports, gather_init, gather_release, gather_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "Gather", .since_min = 1, .since_max = 13, .supports = gather_supports, .init = gather_init,
+     .release = gather_release, .run = gather_run, .launch = EPABI_LAUNCH_GATHER, .host_step = true},
+    {.op_type = NULL},
 };

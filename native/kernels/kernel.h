@@ -109,6 +109,8 @@ int epabi_exec_epilogue(const struct epabi_exec* ex);
 /* The API block, for error statuses: epabi_error(epabi_exec_api(ex), ...). */
 const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex);
 
+/* Everything the rest of the plugin knows about an op is on its descriptor; nothing outside native/kernels/
+ * keys on op names. */
 struct epabi_kernel {
     const char* op_type;       /* default ONNX domain only */
     int since_min, since_max;  /* opset versions of the op this kernel implements, inclusive */
@@ -117,15 +119,18 @@ struct epabi_kernel {
     void (*release)(void* state);                                          /* NULL: nothing to free */
     OrtStatus* (*run)(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
                       int n_out);
+    enum epabi_launch_kind launch;   /* the kind its run() hands to epabi_exec_launch */
+    /* Bit i set: run() reads input i's values on the host (through epabi_exec_host_data) and never hands it
+     * to a launch: shape inputs (Reshape's shape, Slice's starts/ends/axes/steps, axes inputs). The executor
+     * keeps such values in host memory on devices. */
+    uint32_t host_inputs;
+    bool host_step;            /* a device plan may run it on the host when it computes int shape values (plan.h) */
+    bool takes_epilogue;       /* its launch applies an activation the plan fused in (epabi_exec_epilogue) */
+    enum epabi_epilogue as_epilogue;   /* the epilogue it becomes when fused into its producer; NONE: never */
 };
 
 /* Lookup by op type and opset version; NULL when no kernel covers them. registry.c. */
 const struct epabi_kernel* epabi_kernel_find(const char* op_type, int since_version);
-
-/* Bit i set: run() of this kernel reads input i's values on the host (through epabi_exec_host_data) and
- * never hands it to a launch; shape inputs (Reshape's shape, Expand's shape, Slice's starts/ends/axes/
- * steps, Squeeze/Unsqueeze/Reduce axes). The executor keeps such values in host memory on devices. */
-uint32_t epabi_kernel_host_inputs(const struct epabi_kernel* kernel);
 
 /* ---- helpers shared by kernels (tensor_util.c) ------------------------------------------------- */
 

@@ -236,6 +236,7 @@ static OrtStatus* layernorm_run(struct epabi_exec* ex, const void* state, const 
 }
 
 const struct epabi_kernel epabi_kernels_layernorm[] = {
-    {"LayerNormalization", 17, 17, layernorm_supports, layernorm_init, free, layernorm_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "LayerNormalization", .since_min = 17, .since_max = 17, .supports = layernorm_supports,
+     .init = layernorm_init, .release = free, .run = layernorm_run, .launch = EPABI_LAUNCH_LAYERNORM},
+    {.op_type = NULL},
 };

@@ -409,7 +409,9 @@ static OrtStatus* gemm_run(struct epabi_exec* ex, const void* state, const struc
 }
 
 const struct epabi_kernel epabi_kernels_matmul[] = {
-    {"MatMul", 1, 13, matmul_supports, NULL, NULL, matmul_run},
-    {"Gemm", 7, 13, gemm_supports, gemm_init, free, gemm_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "MatMul", .since_min = 1, .since_max = 13, .supports = matmul_supports, .run = matmul_run,
+     .launch = EPABI_LAUNCH_MATMUL},
+    {.op_type = "Gemm", .since_min = 7, .since_max = 13, .supports = gemm_supports, .init = gemm_init,
+     .release = free, .run = gemm_run, .launch = EPABI_LAUNCH_GEMM},
+    {.op_type = NULL},
 };

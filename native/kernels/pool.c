@@ -72,6 +72,7 @@ static OrtStatus* gmaxpool_run(struct epabi_exec* ex, const void* state, const s
 }
 
 const struct epabi_kernel epabi_kernels_pool[] = {
-    {"GlobalMaxPool", 1, 22, gmaxpool_supports, NULL, NULL, gmaxpool_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "GlobalMaxPool", .since_min = 1, .since_max = 22, .supports = gmaxpool_supports,
+     .run = gmaxpool_run, .launch = EPABI_LAUNCH_GLOBAL_MAXPOOL},
+    {.op_type = NULL},
 };

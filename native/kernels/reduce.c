@@ -284,11 +284,17 @@ static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const str
 }
 
 const struct epabi_kernel epabi_kernels_reduce[] = {
-    {"ReduceSum", 1, 12, reduce_supports, reduce_init, free, reduce_run},
-    {"ReduceSum", 13, 13, reduce_supports, reduce_init, free, reduce_run},
-    {"ReduceMean", 1, 17, reduce_supports, reduce_init, free, reduce_run},
-    {"ReduceMean", 18, 18, reduce_supports, reduce_init, free, reduce_run},
-    {"ReduceMax", 1, 17, reduce_supports, reduce_init, free, reduce_run},
-    {"ReduceMax", 18, 20, reduce_supports, reduce_init, free, reduce_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "ReduceSum", .since_min = 1, .since_max = 12, .supports = reduce_supports, .init = reduce_init,
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1},
+    {.op_type = "ReduceSum", .since_min = 13, .since_max = 13, .supports = reduce_supports, .init = reduce_init,
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1},
+    {.op_type = "ReduceMean", .since_min = 1, .since_max = 17, .supports = reduce_supports, .init = reduce_init,
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1},
+    {.op_type = "ReduceMean", .since_min = 18, .since_max = 18, .supports = reduce_supports,
+     .init = reduce_init, .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1},
+    {.op_type = "ReduceMax", .since_min = 1, .since_max = 17, .supports = reduce_supports, .init = reduce_init,
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1},
+    {.op_type = "ReduceMax", .since_min = 18, .since_max = 20, .supports = reduce_supports, .init = reduce_init,
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1},
+    {.op_type = NULL},
 };

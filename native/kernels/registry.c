@@ -46,17 +46,3 @@ const struct epabi_kernel* epabi_kernel_find(const char* op_type, int since_vers
     }
     return NULL;
 }
-
-uint32_t epabi_kernel_host_inputs(const struct epabi_kernel* kernel) {
-    static const struct {
-        const char* op;
-        uint32_t mask;
-    } kShapeInputs[] = {
-        {"Reshape", 1u << 1},   {"Expand", 1u << 1},    {"Squeeze", 1u << 1},   {"Unsqueeze", 1u << 1},
-        {"Slice", 0x1eu},       {"ReduceSum", 1u << 1}, {"ReduceMean", 1u << 1}, {"ReduceMax", 1u << 1},
-    };
-    if (kernel == NULL) return 0;
-    for (size_t i = 0; i < sizeof kShapeInputs / sizeof kShapeInputs[0]; ++i)
-        if (strcmp(kShapeInputs[i].op, kernel->op_type) == 0) return kShapeInputs[i].mask;
-    return 0;
-}

@@ -325,11 +325,17 @@ static OrtStatus* identity_run(struct epabi_exec* ex, const void* state, const s
 
 const struct epabi_kernel epabi_kernels_reshape[] = {
     /* Reshape-1 took the shape as an attribute; no model we target uses it. */
-    {"Reshape", 5, 25, reshape_supports, reshape_init, reshape_release, reshape_run},
-    {"Squeeze", 1, 12, squeeze_supports, axes_init, reshape_release, squeeze_run},
-    {"Squeeze", 13, 25, squeeze_supports, NULL, NULL, squeeze_run},
-    {"Unsqueeze", 1, 12, unsqueeze_supports, axes_init, reshape_release, unsqueeze_run},
-    {"Unsqueeze", 13, 25, unsqueeze_supports, NULL, NULL, unsqueeze_run},
-    {"Identity", 1, 25, identity_supports, NULL, NULL, identity_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "Reshape", .since_min = 5, .since_max = 25, .supports = reshape_supports, .init = reshape_init,
+     .release = reshape_release, .run = reshape_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true},
+    {.op_type = "Squeeze", .since_min = 1, .since_max = 12, .supports = squeeze_supports, .init = axes_init,
+     .release = reshape_release, .run = squeeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true},
+    {.op_type = "Squeeze", .since_min = 13, .since_max = 25, .supports = squeeze_supports, .run = squeeze_run,
+     .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true},
+    {.op_type = "Unsqueeze", .since_min = 1, .since_max = 12, .supports = unsqueeze_supports, .init = axes_init,
+     .release = reshape_release, .run = unsqueeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true},
+    {.op_type = "Unsqueeze", .since_min = 13, .since_max = 25, .supports = unsqueeze_supports,
+     .run = unsqueeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true},
+    {.op_type = "Identity", .since_min = 1, .since_max = 25, .supports = identity_supports, .run = identity_run,
+     .launch = EPABI_LAUNCH_COPY},
+    {.op_type = NULL},
 };

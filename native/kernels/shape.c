@@ -75,6 +75,7 @@ static OrtStatus* shape_run(struct epabi_exec* ex, const void* state, const stru
 }
 
 const struct epabi_kernel epabi_kernels_shape[] = {
-    {"Shape", 1, 25, shape_supports, shape_init, shape_release, shape_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "Shape", .since_min = 1, .since_max = 25, .supports = shape_supports, .init = shape_init,
+     .release = shape_release, .run = shape_run, .launch = EPABI_LAUNCH_SHAPE, .host_step = true},
+    {.op_type = NULL},
 };

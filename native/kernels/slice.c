@@ -263,7 +263,9 @@ static OrtStatus* slice10_run(struct epabi_exec* ex, const void* state, const st
 }
 
 const struct epabi_kernel epabi_kernels_slice[] = {
-    {"Slice", 1, 9, slice1_supports, slice1_init, slice1_release, slice1_run},
-    {"Slice", 10, 13, slice10_supports, NULL, NULL, slice10_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "Slice", .since_min = 1, .since_max = 9, .supports = slice1_supports, .init = slice1_init,
+     .release = slice1_release, .run = slice1_run, .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 0x1eu, .host_step = true},
+    {.op_type = "Slice", .since_min = 10, .since_max = 13, .supports = slice10_supports, .run = slice10_run,
+     .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 0x1eu, .host_step = true},
+    {.op_type = NULL},
 };

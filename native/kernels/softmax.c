@@ -136,7 +136,9 @@ static OrtStatus* softmax_run(struct epabi_exec* ex, const void* state, const st
 }
 
 const struct epabi_kernel epabi_kernels_softmax[] = {
-    {"Softmax", 1, 12, softmax_supports, softmax_init, free, softmax_run},
-    {"Softmax", 13, 13, softmax_supports, softmax_init, free, softmax_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "Softmax", .since_min = 1, .since_max = 12, .supports = softmax_supports, .init = softmax_init,
+     .release = free, .run = softmax_run, .launch = EPABI_LAUNCH_SOFTMAX},
+    {.op_type = "Softmax", .since_min = 13, .since_max = 13, .supports = softmax_supports, .init = softmax_init,
+     .release = free, .run = softmax_run, .launch = EPABI_LAUNCH_SOFTMAX},
+    {.op_type = NULL},
 };

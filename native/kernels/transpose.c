@@ -113,6 +113,7 @@ static OrtStatus* transpose_run(struct epabi_exec* ex, const void* state, const 
 }
 
 const struct epabi_kernel epabi_kernels_transpose[] = {
-    {"Transpose", 1, 25, transpose_supports, transpose_init, transpose_release, transpose_run},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "Transpose", .since_min = 1, .since_max = 25, .supports = transpose_supports,
+     .init = transpose_init, .release = transpose_release, .run = transpose_run, .launch = EPABI_LAUNCH_STRIDED_COPY},
+    {.op_type = NULL},
 };

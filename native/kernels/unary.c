@@ -127,12 +127,19 @@ UNARY(sigmoid, UN_SIGMOID)
 /* Opset ranges: versions 6 and 13 differ only in types (13 adds bfloat16); Relu 14 adds integer types;
  * Erf starts at 9. */
 const struct epabi_kernel epabi_kernels_unary[] = {
-    {"Sqrt", 6, 13, supports_sqrt, NULL, NULL, run_sqrt},
-    {"Reciprocal", 6, 13, supports_reciprocal, NULL, NULL, run_reciprocal},
-    {"Exp", 6, 13, supports_exp, NULL, NULL, run_exp},
-    {"Erf", 9, 13, supports_erf, NULL, NULL, run_erf},
-    {"Tanh", 6, 13, supports_tanh, NULL, NULL, run_tanh},
-    {"Relu", 6, 14, supports_relu, NULL, NULL, run_relu},
-    {"Sigmoid", 6, 13, supports_sigmoid, NULL, NULL, run_sigmoid},
-    {NULL, 0, 0, NULL, NULL, NULL, NULL},
+    {.op_type = "Sqrt", .since_min = 6, .since_max = 13, .supports = supports_sqrt, .run = run_sqrt,
+     .launch = EPABI_LAUNCH_UNARY},
+    {.op_type = "Reciprocal", .since_min = 6, .since_max = 13, .supports = supports_reciprocal,
+     .run = run_reciprocal, .launch = EPABI_LAUNCH_UNARY},
+    {.op_type = "Exp", .since_min = 6, .since_max = 13, .supports = supports_exp, .run = run_exp,
+     .launch = EPABI_LAUNCH_UNARY},
+    {.op_type = "Erf", .since_min = 9, .since_max = 13, .supports = supports_erf, .run = run_erf,
+     .launch = EPABI_LAUNCH_UNARY},
+    {.op_type = "Tanh", .since_min = 6, .since_max = 13, .supports = supports_tanh, .run = run_tanh,
+     .launch = EPABI_LAUNCH_UNARY},
+    {.op_type = "Relu", .since_min = 6, .since_max = 14, .supports = supports_relu, .run = run_relu,
+     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_RELU},
+    {.op_type = "Sigmoid", .since_min = 6, .since_max = 13, .supports = supports_sigmoid, .run = run_sigmoid,
+     .launch = EPABI_LAUNCH_UNARY},
+    {.op_type = NULL},
 };
