@@ -10,6 +10,10 @@
  * Ownership: the plan owns its value names, constant copies, kernel states and one arena reference; the
  * EP's OrtNodeComputeInfo owns the plan. Thread-safety: a built plan is read-only, so any number of runs
  * may execute it concurrently; each run keeps its own state (struct epabi_exec) on the heap.
+ *
+ * Files: plan_build.c builds and destroys a plan, plan_passes.c holds the passes the build runs over it,
+ * plan_exec.c is the executor (epabi_plan_run and kernel.h's epabi_exec_*); plan_internal.h holds the
+ * structs the three share.
  */
 #ifndef EPABI_PLAN_H
 #define EPABI_PLAN_H

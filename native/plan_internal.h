@@ -1,0 +1,81 @@
+/*
+ * plan_internal.h - private to the plan files: the value and step model of a built plan (struct epabi_plan),
+ * shared by the builder (plan_build.c), its passes (plan_passes.c) and the executor (plan_exec.c). Nothing
+ * outside those files includes it; the rest of the plugin sees plan.h only.
+ *
+ * A built plan is read-only (plan.h), so the executor reads these structs without locks.
+ */
+#ifndef EPABI_PLAN_INTERNAL_H
+#define EPABI_PLAN_INTERNAL_H
+
+#include <stdbool.h>
+
+#include "kernel.h"
+#include "plan.h"
+
+enum value_kind {
+    VK_INPUT = 0,   /* fused-node input, read from the kernel context */
+    VK_CONST = 1,   /* constant initializer, copied at Compile */
+    VK_INNER = 2    /* produced by a step; output_index >= 0 when it is also a fused output */
+};
+
+struct plan_value {
+    char* name;                        /* owned; "" for an unnamed (omitted optional) node output */
+    enum value_kind kind;
+    ONNXTensorElementDataType dtype;   /* as declared by the graph; UNDEFINED when unknown */
+    int input_index;                   /* VK_INPUT: kernel-context input index */
+    int output_index;                  /* VK_INNER: kernel-context output index, or -1 */
+    int producer;                      /* VK_INNER: producing step, -1 until seen */
+    bool on_host;                      /* VK_INNER of a host step: lives in host memory (device plans) */
+    bool device_read;                  /* VK_INPUT: a device step hands it to a launch (not only a shape read) */
+    struct epabi_tensor tensor;        /* VK_CONST: the plan-owned copy (data on the device, host kept) */
+};
+
+struct plan_step {
+    const struct epabi_kernel* kernel;
+    void* state;
+    char* node_name;                   /* owned */
+    char* op_type;                     /* owned */
+    int n_in, n_out;
+    int in[EPABI_MAX_NODE_IO];         /* value ids; -1 for an absent optional input */
+    int out[EPABI_MAX_NODE_IO];
+    int* frees;                        /* intermediates whose last reader is this step (owned) */
+    int n_frees;
+    bool on_host;                      /* device plans: a host step (plan.h) */
+    int epilogue;                      /* enum epabi_epilogue: a Relu fused into this step (fuse_epilogues) */
+};
+
+struct epabi_plan {
+    const struct epabi_api* api;
+    struct epabi_arena* arena;         /* one reference */
+    bool has_device;
+    bool device_only;                  /* has_device and the host cannot read the device's memory (CUDA) */
+    struct epabi_plan_device device;   /* has_device only */
+    int n_host_steps;
+    int n_fused;                       /* Relu steps folded into their producer */
+    char* name;                        /* owned */
+    struct plan_value* values;
+    int n_values, cap_values;
+    struct plan_step* steps;
+    int n_steps;
+    int n_inputs;
+    int* input_values;                 /* kernel-context input index -> value id */
+    int n_outputs;
+    int* output_values;                /* kernel-context output index -> value id */
+    /* build-time name index: open addressing over value ids, -1 = empty */
+    int* index;
+    size_t index_cap;
+};
+
+/* ---- shared by the builder and its passes ------------------------------------------------------------ */
+
+/* The ORT_FAIL status for running out of memory while building p; `what` names the structure. plan_build.c. */
+OrtStatus* epabi_plan_oom(const struct epabi_plan* p, const char* what);
+
+/* The passes epabi_plan_build runs once every step and value is in, in this order (plan_passes.c): */
+void epabi_plan_fuse_epilogues(struct epabi_plan* p);
+OrtStatus* epabi_plan_schedule(struct epabi_plan* p);
+void epabi_plan_place_steps(struct epabi_plan* p);       /* device plans the host cannot read (device_only) */
+void epabi_plan_mark_device_reads(struct epabi_plan* p); /* device plans (has_device) */
+
+#endif

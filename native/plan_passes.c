@@ -1,0 +1,191 @@
+/*
+ * plan_passes.c - the passes epabi_plan_build (plan_build.c) runs over a plan once its steps and values are in:
+ * epilogue fusion, scheduling (dependency order and the step after which each intermediate is freed), host
+ * placement of shape computations on device plans, and marking the fused-node inputs device steps launch on.
+ * Each pass works on the plan in place before it is shared (plan.h), so none takes a lock.
+ */
+#include "plan_internal.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ep_factory.h"
+#include "kernel.h"
+
+/* Orders the steps so that every step follows the producers of its inputs (the host's order is kept when
+ * it already is one), then records after which step each intermediate can go back to the arena. */
+OrtStatus* epabi_plan_schedule(struct epabi_plan* p) {
+    int n = p->n_steps;
+    for (int v = 0; v < p->n_values; ++v) {
+        if (p->values[v].kind == VK_INNER && p->values[v].producer < 0)
+            return epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": value '%s' in '%s' has no producer: it is "
+                               "neither an input nor a constant of the fused node", p->values[v].name, p->name);
+    }
+    struct plan_step* ordered = calloc(n > 0 ? (size_t)n : 1, sizeof *ordered);
+    unsigned char* done_step = calloc(n > 0 ? (size_t)n : 1, 1);
+    unsigned char* avail = calloc(p->n_values > 0 ? (size_t)p->n_values : 1, 1);
+    int* new_index = calloc(n > 0 ? (size_t)n : 1, sizeof *new_index);
+    OrtStatus* st = NULL;
+    if (ordered == NULL || done_step == NULL || avail == NULL || new_index == NULL) {
+        st = epabi_plan_oom(p, "schedule");
+        goto out;
+    }
+    for (int v = 0; v < p->n_values; ++v) avail[v] = p->values[v].kind != VK_INNER;
+    int placed = 0;
+    while (placed < n) {
+        int progress = 0;
+        for (int s = 0; s < n; ++s) {
+            if (done_step[s]) continue;
+            bool ready = true;
+            for (int j = 0; j < p->steps[s].n_in && ready; ++j)
+                ready = p->steps[s].in[j] < 0 || avail[p->steps[s].in[j]];
+            if (!ready) continue;
+            for (int j = 0; j < p->steps[s].n_out; ++j) avail[p->steps[s].out[j]] = 1;
+            done_step[s] = 1;
+            new_index[s] = placed;
+            ordered[placed++] = p->steps[s];
+            ++progress;
+        }
+        if (progress == 0) {
+            st = epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": the nodes of '%s' form a cycle", p->name);
+            goto out;
+        }
+    }
+    memcpy(p->steps, ordered, (size_t)n * sizeof *ordered);
+    for (int v = 0; v < p->n_values; ++v)
+        if (p->values[v].producer >= 0) p->values[v].producer = new_index[p->values[v].producer];
+
+    /* last reader of each intermediate that is not a fused output; unread ones die at their producer */
+    int* last = malloc((p->n_values > 0 ? (size_t)p->n_values : 1) * sizeof *last);
+    if (last == NULL) {
+        st = epabi_plan_oom(p, "schedule");
+        goto out;
+    }
+    for (int v = 0; v < p->n_values; ++v) last[v] = p->values[v].producer;
+    for (int s = 0; s < n; ++s)
+        for (int j = 0; j < p->steps[s].n_in; ++j)
+            if (p->steps[s].in[j] >= 0 && s > last[p->steps[s].in[j]]) last[p->steps[s].in[j]] = s;
+    for (int v = 0; v < p->n_values && st == NULL; ++v) {
+        if (p->values[v].kind != VK_INNER || p->values[v].output_index >= 0) continue;
+        struct plan_step* s = &p->steps[last[v]];
+        int* f = realloc(s->frees, (size_t)(s->n_frees + 1) * sizeof *f);
+        if (f == NULL) {
+            st = epabi_plan_oom(p, "schedule");
+            break;
+        }
+        s->frees = f;
+        s->frees[s->n_frees++] = v;
+    }
+    free(last);
+out:
+    free(ordered);
+    free(done_step);
+    free(avail);
+    free(new_index);
+    return st;
+}
+
+/* Device plans: marks host steps and host values (plan.h), to a fixed point. A candidate step has only
+ * int32/int64 outputs, none a fused output, and inputs that are constants or candidates' outputs (Shape reads
+ * only its input's dims). A candidate stays one while every reader of its outputs is a candidate or reads
+ * them only as shape inputs. */
+void epabi_plan_place_steps(struct epabi_plan* p) {
+    for (int si = 0; si < p->n_steps; ++si) {
+        struct plan_step* s = &p->steps[si];
+        bool ok = s->kernel->host_step && s->n_out > 0;
+        for (int j = 0; j < s->n_out && ok; ++j) {
+            const struct plan_value* v = &p->values[s->out[j]];
+            ok = epabi_is_index_dtype(v->dtype) && v->output_index < 0;
+        }
+        s->on_host = ok;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int si = 0; si < p->n_steps; ++si) {
+            struct plan_step* s = &p->steps[si];
+            if (!s->on_host) continue;
+            bool ok = true;
+            if (s->kernel->launch != EPABI_LAUNCH_SHAPE) {   /* Shape reads only its input's dims */
+                for (int j = 0; j < s->n_in && ok; ++j) {
+                    int id = s->in[j];
+                    if (id < 0 || p->values[id].kind == VK_CONST) continue;
+                    ok = p->values[id].kind == VK_INNER && p->steps[p->values[id].producer].on_host;
+                }
+            }
+            for (int j = 0; j < s->n_out && ok; ++j) {
+                int id = s->out[j];
+                for (int ri = 0; ri < p->n_steps && ok; ++ri) {
+                    const struct plan_step* r = &p->steps[ri];
+                    if (r->on_host) continue;
+                    uint32_t host_in = r->kernel->host_inputs;
+                    for (int k = 0; k < r->n_in && ok; ++k)
+                        if (r->in[k] == id) ok = k < 32 && (host_in >> k & 1u) != 0;
+                }
+            }
+            if (!ok) {
+                s->on_host = false;
+                changed = true;
+            }
+        }
+    }
+    p->n_host_steps = 0;
+    for (int si = 0; si < p->n_steps; ++si) {
+        if (!p->steps[si].on_host) continue;
+        ++p->n_host_steps;
+        for (int j = 0; j < p->steps[si].n_out; ++j) p->values[p->steps[si].out[j]].on_host = true;
+    }
+}
+
+/* Folds "X = producer(a, b); Y = activation(X)" into one launch with an epilogue, when the producer's kernel
+ * takes one (Add/Sub/Mul/Div/Max/Min), the activation's kernel can be one (Relu) and X is a float/double
+ * intermediate read by that activation alone: one kernel instead of two, and one intermediate fewer (a CUDA
+ * graph of an MLP then has the node count of a hand-fused one). Y keeps its name and dtype. */
+void epabi_plan_fuse_epilogues(struct epabi_plan* p) {
+    for (int ri = 0; ri < p->n_steps; ++ri) {
+        struct plan_step* r = &p->steps[ri];
+        if (r->kernel->as_epilogue == EPABI_EPILOGUE_NONE || r->n_in != 1 || r->n_out != 1 || r->in[0] < 0) continue;
+        int x = r->in[0];
+        struct plan_value* xv = &p->values[x];
+        if (xv->kind != VK_INNER || xv->output_index >= 0 || xv->producer < 0 ||
+            (xv->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT && xv->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE) ||
+            p->values[r->out[0]].dtype != xv->dtype)
+            continue;
+        struct plan_step* a = &p->steps[xv->producer];
+        if (!a->kernel->takes_epilogue || a->n_out != 1 || a->epilogue != EPABI_EPILOGUE_NONE) continue;
+        int readers = 0;
+        for (int si = 0; si < p->n_steps; ++si)
+            for (int j = 0; j < p->steps[si].n_in; ++j) readers += p->steps[si].in[j] == x;
+        if (readers != 1) continue;
+        /* a writes Y directly; X keeps a producer (so the plan stays consistent) but nobody reads or writes it */
+        int y = r->out[0];
+        a->out[0] = y;
+        a->epilogue = r->kernel->as_epilogue;
+        p->values[y].producer = xv->producer;
+        if (r->state != NULL && r->kernel->release != NULL) r->kernel->release(r->state);
+        free(r->node_name);
+        free(r->op_type);
+        free(r->frees);
+        for (int v = 0; v < p->n_values; ++v)
+            if (p->values[v].producer > ri) p->values[v].producer--;
+        memmove(r, r + 1, (size_t)(p->n_steps - ri - 1) * sizeof *r);
+        p->n_steps--;
+        p->n_fused++;
+        --ri;
+    }
+}
+
+/* Which fused-node inputs a device step hands to a launch: the others are only read as shape inputs on the
+ * host, so a host-resident one needs no copy into device memory (plan.h). */
+void epabi_plan_mark_device_reads(struct epabi_plan* p) {
+    for (int si = 0; si < p->n_steps; ++si) {
+        const struct plan_step* s = &p->steps[si];
+        if (s->on_host) continue;
+        uint32_t host_in = s->kernel->host_inputs;
+        for (int j = 0; j < s->n_in; ++j) {
+            int id = s->in[j];
+            if (id >= 0 && p->values[id].kind == VK_INPUT && (j >= 32 || (host_in >> j & 1u) == 0))
+                p->values[id].device_read = true;
+        }
+    }
+}
