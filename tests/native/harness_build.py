@@ -1,10 +1,12 @@
 """Builds the standalone kernel harnesses (kernel_harness.c, shape_harness.c) with the C compiler.
 
-Both harnesses link every file in native/kernels/ (family files, tensor_util.c, strided_copy.c, registry.c):
-a kernel may start using another helper file without a change here. registry.c declares the families weak,
-and the kernel harness looks kernels up through it; the shape harness references its families directly.
-Objects are compiled in parallel into BUILD_DIR/obj-<label>-<hash of the flags>/ and reused while they are
-newer than their source and every header under native/, so the harnesses of one variant share them.
+Both harnesses link the shared executor stub (exec_stub.c: epabi_exec_*, epabi_attr_*, the OrtStatus behind
+native/api.c's epabi_error), native/api.c and every file in native/kernels/ (family files, tensor_util.c,
+strided_copy.c, registry.c): a kernel may start using another helper file without a change here. registry.c
+declares the families weak, and the kernel harness looks kernels up through it; the shape harness references
+its families directly. Objects are compiled in parallel into BUILD_DIR/obj-<label>-<hash of the flags>/ and
+reused while they are newer than their source and every header under native/ and tests/native/, so the
+harnesses of one variant share them.
 """
 
 from __future__ import annotations
@@ -35,10 +37,11 @@ SANITIZER_ENV = {
     "UBSAN_OPTIONS": "print_stacktrace=1",
 }
 
+STUB = [HERE / "exec_stub.c", NATIVE / "api.c"]
 HARNESSES = {
     # name: (main file, extra sources, libraries)
-    "kernel_harness": (HERE / "kernel_harness.c", [], ["-lm"]),
-    "shape_harness": (HERE / "shape_harness.c", [NATIVE / "api.c"], ["-lm"]),
+    "kernel_harness": (HERE / "kernel_harness.c", STUB, ["-lm"]),
+    "shape_harness": (HERE / "shape_harness.c", STUB, ["-lm"]),
 }
 
 
@@ -69,7 +72,8 @@ def sanitizer_problem(cc: str, build_dir: Path) -> str | None:
 
 
 def _newest_header() -> float:
-    return max((h.stat().st_mtime for h in NATIVE.rglob("*.h")), default=0.0)
+    headers = [*NATIVE.rglob("*.h"), *HERE.glob("*.h")]
+    return max((h.stat().st_mtime for h in headers), default=0.0)
 
 
 def _compile(cc: str, flags: Sequence[str], src: Path, obj: Path, newest_header: float) -> tuple[Path, str | None]:

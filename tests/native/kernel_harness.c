@@ -1,10 +1,11 @@
 /*
  * kernel_harness.c - runs software-adapter kernels outside ONNX Runtime, for tests/native/kernel_cases.py.
  *
- * It stands in for the executor and the host: epabi_exec_* over malloc, epabi_attr_* over a small attribute
- * array (struct epabi_node.ort points at it), epabi_error over a private OrtStatus. Never linked into the
- * plugin. Built together with registry.c, tensor_util.c and the kernel files (harness_build.py links every C
- * file in native/kernels/); a family that is not linked is simply absent (registry.c declares families weak).
+ * The executor and the host are exec_stub.c's (epabi_exec_*, epabi_attr_*, the OrtStatus behind native/api.c's
+ * epabi_error), with outputs and scratch malloc'ed, followed by guard bytes and filled with 0xFF (NaN). Never
+ * linked into the plugin. Built together with exec_stub.c, native/api.c, registry.c, tensor_util.c and the
+ * kernel files (harness_build.py links every C file in native/kernels/); a family that is not linked is simply
+ * absent (registry.c declares families weak).
  *
  * Beyond computing results, it checks the kernel contract (kernel.h):
  *   - launches are deferred until run() has returned, and the outputs are overwritten with NaN between
@@ -12,7 +13,8 @@
  *   - the recorded launches are replayed onto outputs and scratch refilled with other garbage, and must
  *     reproduce the first results bit for bit (graph replay);
  *   - guard bytes after every output and scratch buffer must survive, inputs must stay unchanged, each
- *     output must be requested exactly once, zero-byte scratch requests are flagged.
+ *     output must be requested exactly once (and as its declared dtype), zero-byte scratch requests are
+ *     flagged (the stub records those two).
  * Build with -fsanitize=address,undefined to also catch reads out of bounds and leaks.
  *
  * Input (the case file named by argv[1]), whitespace-separated tokens:
@@ -26,237 +28,12 @@
  * "tensor INDEX RANK DIM... VALUE..." (floats in %a), or "refused|nokernel|error|initerror|contract TEXT".
  */
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "exec_stub.h"
 #include "kernels/kernel.h"
-
-/* ---- host stand-ins --------------------------------------------------------------------------------- */
-
-struct OrtStatus {
-    OrtErrorCode code;
-    char msg[1024];
-};
-
-OrtStatus* epabi_error(const struct epabi_api* api, OrtErrorCode code, const char* fmt, ...) {
-    (void)api;
-    OrtStatus* st = calloc(1, sizeof *st);
-    if (st == NULL) abort();
-    st->code = code;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(st->msg, sizeof st->msg, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-enum { H_MAX_ATTRS = 16, H_MAX_LIST = 64, H_MAX_LAUNCH = 64, H_MAX_SCRATCH = 64, H_GUARD = 64 };
-
-enum h_attr_type { H_INT, H_FLOAT, H_INTS, H_FLOATS, H_STRING };
-
-struct h_attr {
-    char name[64];
-    enum h_attr_type type;
-    int64_t i;
-    float f;
-    int64_t ints[H_MAX_LIST];
-    float floats[H_MAX_LIST];
-    size_t n;
-    char s[64];
-};
-
-struct h_attrs {
-    int n;
-    struct h_attr a[H_MAX_ATTRS];
-};
-
-static const struct h_attr* h_find(const struct epabi_node* node, const char* name, enum h_attr_type type) {
-    const struct h_attrs* as = (const struct h_attrs*)(const void*)node->ort;
-    for (int i = 0; i < as->n; ++i)
-        if (strcmp(as->a[i].name, name) == 0) return as->a[i].type == type ? &as->a[i] : NULL;
-    return NULL;
-}
-
-bool epabi_attr_int(const struct epabi_node* node, const char* name, int64_t* out) {
-    const struct h_attr* a = h_find(node, name, H_INT);
-    if (a != NULL) *out = a->i;
-    return a != NULL;
-}
-
-bool epabi_attr_float(const struct epabi_node* node, const char* name, float* out) {
-    const struct h_attr* a = h_find(node, name, H_FLOAT);
-    if (a != NULL) *out = a->f;
-    return a != NULL;
-}
-
-bool epabi_attr_ints(const struct epabi_node* node, const char* name, int64_t* out, size_t cap, size_t* count) {
-    const struct h_attr* a = h_find(node, name, H_INTS);
-    if (a == NULL) return false;
-    for (size_t i = 0; i < a->n && i < cap; ++i) out[i] = a->ints[i];
-    *count = a->n;
-    return true;
-}
-
-bool epabi_attr_floats(const struct epabi_node* node, const char* name, float* out, size_t cap, size_t* count) {
-    const struct h_attr* a = h_find(node, name, H_FLOATS);
-    if (a == NULL) return false;
-    for (size_t i = 0; i < a->n && i < cap; ++i) out[i] = a->floats[i];
-    *count = a->n;
-    return true;
-}
-
-bool epabi_attr_string(const struct epabi_node* node, const char* name, char* buf, size_t cap) {
-    const struct h_attr* a = h_find(node, name, H_STRING);
-    if (a == NULL || cap == 0) return a != NULL;
-    snprintf(buf, cap, "%s", a->s);
-    return true;
-}
-
-bool epabi_attr_has(const struct epabi_node* node, const char* name) {
-    const struct h_attrs* as = (const struct h_attrs*)(const void*)node->ort;
-    for (int i = 0; i < as->n; ++i)
-        if (strcmp(as->a[i].name, name) == 0) return true;
-    return false;
-}
-
-/* ---- the executor stand-in ---------------------------------------------------------------------------- */
-
-struct h_buffer {
-    unsigned char* mem;   /* bytes + H_GUARD guard bytes */
-    size_t bytes;
-};
-
-struct h_launch {
-    epabi_launch_fn fn;
-    void* args;
-};
-
-struct epabi_exec {
-    const struct epabi_api* api;
-    int n_out;
-    const ONNXTensorElementDataType* out_dtypes;   /* declared output dtypes (UNDEFINED: unknown) */
-    struct epabi_tensor outs[EPABI_MAX_NODE_IO];
-    struct h_buffer out_buf[EPABI_MAX_NODE_IO];
-    bool out_set[EPABI_MAX_NODE_IO];
-    struct h_buffer scratch[H_MAX_SCRATCH];
-    int n_scratch;
-    struct h_launch launches[H_MAX_LAUNCH];
-    int n_launch;
-    char contract[256];   /* first contract violation seen, if any */
-};
-
-static void h_violation(struct epabi_exec* ex, const char* fmt, ...) {
-    if (ex->contract[0] != '\0') return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ex->contract, sizeof ex->contract, fmt, ap);
-    va_end(ap);
-}
-
-static bool h_alloc(struct h_buffer* b, size_t bytes, unsigned char fill) {
-    b->mem = malloc(bytes + H_GUARD);
-    if (b->mem == NULL) return false;
-    b->bytes = bytes;
-    memset(b->mem, fill, bytes);
-    memset(b->mem + bytes, 0xA5, H_GUARD);
-    return true;
-}
-
-static bool h_guard_ok(const struct h_buffer* b) {
-    for (size_t i = 0; i < H_GUARD; ++i)
-        if (b->mem[b->bytes + i] != 0xA5) return false;
-    return true;
-}
-
-struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTensorElementDataType dtype, int rank,
-                                       const int64_t* dims, OrtStatus** status) {
-    *status = NULL;
-    if (index < 0 || index >= ex->n_out) {
-        *status = epabi_error(ex->api, ORT_INVALID_ARGUMENT, "harness: output index %d out of range", index);
-        return NULL;
-    }
-    if (ex->out_set[index]) h_violation(ex, "output %d requested twice", index);
-    if (ex->out_dtypes[index] != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && ex->out_dtypes[index] != dtype)
-        h_violation(ex, "output %d requested as dtype %d, declared %d", index, (int)dtype, (int)ex->out_dtypes[index]);
-    if (rank < 0 || rank > EPABI_MAX_RANK) {
-        *status = epabi_error(ex->api, ORT_INVALID_ARGUMENT, "harness: output rank %d", rank);
-        return NULL;
-    }
-    for (int i = 0; i < rank; ++i) {
-        if (dims[i] < 0) {
-            *status = epabi_error(ex->api, ORT_INVALID_ARGUMENT, "harness: output dim %d is %lld", i,
-                                  (long long)dims[i]);
-            return NULL;
-        }
-    }
-    size_t bytes = (size_t)epabi_numel(rank, dims) * epabi_dtype_size(dtype);
-    free(ex->out_buf[index].mem);
-    if (!h_alloc(&ex->out_buf[index], bytes, 0xFF)) {
-        *status = epabi_error(ex->api, ORT_FAIL, "harness: out of memory");
-        return NULL;
-    }
-    struct epabi_tensor* t = &ex->outs[index];
-    t->dtype = dtype;
-    t->rank = rank;
-    memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
-    /* An empty tensor gets no buffer, as a host may do: kernels must not touch (or offset) its data. */
-    t->data = bytes > 0 ? ex->out_buf[index].mem : NULL;
-    t->host = t->data;
-    ex->out_set[index] = true;
-    return t;
-}
-
-void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status) {
-    *status = NULL;
-    if (bytes == 0) h_violation(ex, "zero-byte scratch request");
-    if (ex->n_scratch == H_MAX_SCRATCH || !h_alloc(&ex->scratch[ex->n_scratch], bytes, 0xFF)) {
-        *status = epabi_error(ex->api, ORT_FAIL, "harness: out of scratch");
-        return NULL;
-    }
-    return ex->scratch[ex->n_scratch++].mem;
-}
-
-int epabi_exec_epilogue(const struct epabi_exec* ex) {
-    (void)ex;
-    return EPABI_EPILOGUE_NONE;
-}
-
-const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tensor* t, OrtStatus** status) {
-    (void)ex;
-    *status = NULL;
-    return t->host != NULL ? t->host : t->data;
-}
-
-OrtStatus* epabi_exec_launch(struct epabi_exec* ex, enum epabi_launch_kind kind, epabi_launch_fn fn, const void* args,
-                             size_t args_size) {
-    (void)kind;
-    if (ex->n_launch == H_MAX_LAUNCH) return epabi_error(ex->api, ORT_FAIL, "harness: too many launches");
-    void* copy = malloc(args_size > 0 ? args_size : 1);
-    if (copy == NULL) return epabi_error(ex->api, ORT_FAIL, "harness: out of memory");
-    memcpy(copy, args, args_size);
-    ex->launches[ex->n_launch].fn = fn;
-    ex->launches[ex->n_launch].args = copy;
-    ex->n_launch++;
-    return NULL;
-}
-
-const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex) { return ex->api; }
-
-static void h_exec_free(struct epabi_exec* ex) {
-    for (int i = 0; i < EPABI_MAX_NODE_IO; ++i) free(ex->out_buf[i].mem);
-    for (int i = 0; i < ex->n_scratch; ++i) free(ex->scratch[i].mem);
-    for (int i = 0; i < ex->n_launch; ++i) free(ex->launches[i].args);
-}
-
-/* Refills outputs and scratch with `fill`, then runs every recorded launch in order. */
-static void h_replay(struct epabi_exec* ex, unsigned char fill) {
-    for (int i = 0; i < ex->n_out; ++i)
-        if (ex->out_set[i]) memset(ex->out_buf[i].mem, fill, ex->out_buf[i].bytes);
-    for (int i = 0; i < ex->n_scratch; ++i) memset(ex->scratch[i].mem, fill, ex->scratch[i].bytes);
-    for (int i = 0; i < ex->n_launch; ++i) ex->launches[i].fn(ex->launches[i].args);
-}
 
 /* ---- case file ---------------------------------------------------------------------------------------- */
 
@@ -303,7 +80,7 @@ static float h_float(struct h_reader* r) {
 struct h_case {
     char name[128];
     struct epabi_node node;
-    struct h_attrs attrs;
+    struct OrtNode attrs;
     struct epabi_tensor tensors[EPABI_MAX_NODE_IO];
     const struct epabi_tensor* in[EPABI_MAX_NODE_IO];
     void* copies[EPABI_MAX_NODE_IO];   /* pristine input bytes, to detect writes to inputs */
@@ -321,29 +98,29 @@ static void h_case_free(struct h_case* c) {
 }
 
 static void h_read_attr(struct h_reader* r, struct h_case* c) {
-    if (c->attrs.n == H_MAX_ATTRS) h_die("too many attributes");
-    struct h_attr* a = &c->attrs.a[c->attrs.n++];
+    if (c->attrs.n == EXEC_STUB_MAX_ATTRS) h_die("too many attributes");
+    struct exec_stub_attr* a = &c->attrs.a[c->attrs.n++];
     snprintf(a->name, sizeof a->name, "%s", h_need(r));
     const char* type = h_need(r);
     if (strcmp(type, "i") == 0) {
-        a->type = H_INT;
+        a->type = EXEC_STUB_INT;
         a->i = h_int(r);
     } else if (strcmp(type, "f") == 0) {
-        a->type = H_FLOAT;
+        a->type = EXEC_STUB_FLOAT;
         a->f = h_float(r);
     } else if (strcmp(type, "ints") == 0 || strcmp(type, "floats") == 0) {
-        a->type = type[0] == 'i' ? H_INTS : H_FLOATS;
+        a->type = type[0] == 'i' ? EXEC_STUB_INTS : EXEC_STUB_FLOATS;
         int64_t n = h_int(r);
-        if (n < 0 || n > H_MAX_LIST) h_die("list length");
+        if (n < 0 || n > EXEC_STUB_MAX_LIST) h_die("list length");
         a->n = (size_t)n;
         for (size_t i = 0; i < a->n; ++i) {
-            if (a->type == H_INTS)
+            if (a->type == EXEC_STUB_INTS)
                 a->ints[i] = h_int(r);
             else
                 a->floats[i] = h_float(r);
         }
     } else if (strcmp(type, "s") == 0) {
-        a->type = H_STRING;
+        a->type = EXEC_STUB_STRING;
         snprintf(a->s, sizeof a->s, "%s", h_need(r));
     } else {
         h_die(type);
@@ -405,7 +182,7 @@ static bool h_read_case(struct h_reader* r, struct h_case* c, const struct epabi
     snprintf(c->name, sizeof c->name, "%s", h_need(r));
     snprintf(c->op_type, sizeof c->op_type, "%s", h_need(r));
     c->node.api = api;
-    c->node.ort = (const OrtNode*)(const void*)&c->attrs;
+    c->node.ort = &c->attrs;
     c->node.name = c->name;
     c->node.op_type = c->op_type;
     c->node.domain = "";
@@ -482,11 +259,8 @@ static void h_run_case(struct h_case* c) {
             return;
         }
     }
-    struct epabi_exec* ex = calloc(1, sizeof *ex);
-    if (ex == NULL) abort();
-    ex->api = c->node.api;
-    ex->n_out = c->node.n_out;
-    ex->out_dtypes = c->out_dtypes;
+    const struct exec_stub_options opt = {.guard = EXEC_STUB_GUARD_TAIL, .poison = 0xFF, .out_dtypes = c->out_dtypes};
+    struct epabi_exec* ex = exec_stub_begin(c->node.api, c->node.n_out, &opt);
 
     OrtStatus* st = k->run(ex, state, c->in, c->node.n_in, c->node.n_out);
     if (st != NULL) {
@@ -495,30 +269,31 @@ static void h_run_case(struct h_case* c) {
         goto done;
     }
     /* Anything run() wrote into outputs itself is wiped here: only launches may produce results. */
-    h_replay(ex, 0xFF);
+    exec_stub_replay(ex, 0xFF);
     void* first[EPABI_MAX_NODE_IO] = {NULL};
     for (int i = 0; i < ex->n_out; ++i) {
         if (!ex->out_set[i]) continue;
         first[i] = malloc(ex->out_buf[i].bytes + 1);
         if (first[i] == NULL) abort();
-        memcpy(first[i], ex->out_buf[i].mem, ex->out_buf[i].bytes);
+        memcpy(first[i], ex->out_buf[i].data, ex->out_buf[i].bytes);
     }
-    h_replay(ex, 0x7F);
+    exec_stub_replay(ex, 0x7F);
     for (int i = 0; i < ex->n_out; ++i) {
         if (!ex->out_set[i]) {
-            if (c->out_names[i][0] != '\0') h_violation(ex, "declared output %d was never produced", i);
+            if (c->out_names[i][0] != '\0') exec_stub_violation(ex, "declared output %d was never produced", i);
             continue;
         }
-        if (memcmp(first[i], ex->out_buf[i].mem, ex->out_buf[i].bytes) != 0)
-            h_violation(ex, "output %d differs on replay (a launch depends on buffer contents it did not write)", i);
-        if (!h_guard_ok(&ex->out_buf[i])) h_violation(ex, "write past the end of output %d", i);
+        if (memcmp(first[i], ex->out_buf[i].data, ex->out_buf[i].bytes) != 0)
+            exec_stub_violation(ex, "output %d differs on replay (a launch depends on buffer contents it did not "
+                                "write)", i);
+        if (!exec_stub_guard_ok(&ex->out_buf[i])) exec_stub_violation(ex, "write past the end of output %d", i);
         free(first[i]);
     }
     for (int i = 0; i < ex->n_scratch; ++i)
-        if (!h_guard_ok(&ex->scratch[i])) h_violation(ex, "write past the end of scratch buffer %d", i);
+        if (!exec_stub_guard_ok(&ex->scratch[i])) exec_stub_violation(ex, "write past the end of scratch buffer %d", i);
     for (int i = 0; i < c->node.n_in; ++i)
         if (c->in[i] != NULL && c->in_bytes[i] > 0 && memcmp(c->copies[i], c->in[i]->data, c->in_bytes[i]) != 0)
-            h_violation(ex, "input %d was modified", i);
+            exec_stub_violation(ex, "input %d was modified", i);
     if (ex->contract[0] != '\0') {
         h_print_text("contract", c->name, ex->contract);
         goto done;
@@ -527,10 +302,9 @@ static void h_run_case(struct h_case* c) {
     for (int i = 0; i < ex->n_out; ++i) produced += ex->out_set[i];
     printf("result %s ok %d\n", c->name, produced);
     for (int i = 0; i < ex->n_out; ++i)
-        if (ex->out_set[i]) h_print_tensor(i, &ex->outs[i]);
+        if (ex->out_set[i]) h_print_tensor(i, &ex->out[i]);
 done:
-    h_exec_free(ex);
-    free(ex);
+    exec_stub_end(ex);
     if (k->release != NULL) k->release(state);
 }
 
@@ -564,12 +338,10 @@ int main(int argc, char** argv) {
         fprintf(stderr, "kernel_harness: cannot read %s\n", argv[1]);
         return 2;
     }
-    struct epabi_api api;
-    memset(&api, 0, sizeof api);
     struct h_reader r = {text};
     struct h_case* c = malloc(sizeof *c);
     if (c == NULL) abort();
-    while (h_read_case(&r, c, &api)) {
+    while (h_read_case(&r, c, exec_stub_api())) {
         h_run_case(c);
         h_case_free(c);
         fflush(stdout);

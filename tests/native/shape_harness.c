@@ -2,8 +2,8 @@
  * shape_harness.c - a standalone driver for the data-movement kernels (transpose, reshape, expand, concat,
  * slice, gather, shape) without the executor or ONNX Runtime. Never linked into the plugin.
  *
- * It implements the executor side of kernel.h (epabi_exec_*, epabi_attr_*) and enforces the contract
- * while it does:
+ * The executor side of kernel.h (epabi_exec_*, epabi_attr_*) is exec_stub.c's, with every output and scratch
+ * buffer ending at a PROT_NONE guard page and poisoned. On top of it this driver enforces the contract:
  *   - run() may read only inputs marked shape-deciding: every other input lives on pages that are
  *     PROT_NONE while run() executes, so a stray read faults;
  *   - run() may not write output data: outputs are poisoned before run() and checked after;
@@ -11,7 +11,8 @@
  *     with detect_stack_use_after_return), then replayed a second time over re-poisoned outputs and the
  *     results compared (what a captured graph does);
  *   - inputs are read-only during launches, and every buffer ends at a PROT_NONE guard page, so an
- *     overrun faults instead of passing silently.
+ *     overrun faults instead of passing silently;
+ *   - each output is requested once, and no scratch request is for zero bytes (recorded by the stub).
  *
  * Input (stdin), whitespace-separated tokens, one block per case:
  *   case NAME
@@ -25,222 +26,27 @@
  * Output (stdout), per case: "case NAME" then one of "nokernel", "refused REASON", "error MESSAGE", or one
  * "out DTYPE RANK D... : V..." line per output; then "endcase". Contract violations abort with a message.
  *
- * Built by harness_build.py (driven by shape_cases.py) from this file, native/api.c and every C file in
- * native/kernels/ (the family files and their helpers: tensor_util.c, strided_copy.c, ...). By hand, from the
+ * Built by harness_build.py (driven by shape_cases.py) from this file, exec_stub.c, native/api.c and every C file
+ * in native/kernels/ (the family files and their helpers: tensor_util.c, strided_copy.c, ...). By hand, from the
  * repository root (add -fsanitize=address,undefined for the sanitizer run):
  *   gcc -std=c11 -Wall -Wextra -Werror -Inative -Inative/kernels -Inative/include tests/native/shape_harness.c \
- *       native/api.c native/kernels/[a-z]*.c
+ *       tests/native/exec_stub.c native/api.c native/kernels/[a-z]*.c -lm
  */
 #define _DEFAULT_SOURCE
-#include "kernel.h"
-
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
+
+#include "exec_stub.h"
+#include "kernel.h"
 
 extern const struct epabi_kernel epabi_kernels_transpose[], epabi_kernels_reshape[], epabi_kernels_expand[],
     epabi_kernels_concat[], epabi_kernels_slice[], epabi_kernels_gather[], epabi_kernels_shape[];
 
-enum { MAX_ATTRS = 8, MAX_ATTR_INTS = 16, MAX_LAUNCHES = 16, MAX_SCRATCH = 16, POISON = 0xAB };
-
-/* ---- host stand-ins ----------------------------------------------------------------------------- */
-
-struct OrtStatus {
-    OrtErrorCode code;
-    char msg[1024];
-};
-
-static OrtStatus* fake_create_status(OrtErrorCode code, const char* msg) {
-    OrtStatus* s = calloc(1, sizeof *s);
-    if (s == NULL) abort();
-    s->code = code;
-    snprintf(s->msg, sizeof s->msg, "%s", msg);
-    return s;
-}
-
-struct harness_attr {
-    char name[32];
-    char kind;                       /* 'i', 'f', or 'I' (ints) */
-    int64_t i;
-    float f;
-    size_t n;
-    int64_t ints[MAX_ATTR_INTS];
-};
-
-struct OrtNode {
-    int n;
-    struct harness_attr a[MAX_ATTRS];
-};
-
-static const struct harness_attr* find_attr(const struct epabi_node* node, const char* name, char kind) {
-    for (int i = 0; i < node->ort->n; ++i)
-        if (strcmp(node->ort->a[i].name, name) == 0 && (kind == 0 || node->ort->a[i].kind == kind))
-            return &node->ort->a[i];
-    return NULL;
-}
-
-bool epabi_attr_int(const struct epabi_node* node, const char* name, int64_t* out) {
-    const struct harness_attr* a = find_attr(node, name, 'i');
-    if (a != NULL) *out = a->i;
-    return a != NULL;
-}
-
-bool epabi_attr_float(const struct epabi_node* node, const char* name, float* out) {
-    const struct harness_attr* a = find_attr(node, name, 'f');
-    if (a != NULL) *out = a->f;
-    return a != NULL;
-}
-
-bool epabi_attr_ints(const struct epabi_node* node, const char* name, int64_t* out, size_t cap, size_t* count) {
-    const struct harness_attr* a = find_attr(node, name, 'I');
-    if (a == NULL) return false;
-    for (size_t i = 0; i < a->n && i < cap; ++i) out[i] = a->ints[i];
-    *count = a->n;
-    return true;
-}
-
-bool epabi_attr_floats(const struct epabi_node* node, const char* name, float* out, size_t cap, size_t* count) {
-    (void)node, (void)name, (void)out, (void)cap, (void)count;
-    return false;
-}
-
-bool epabi_attr_string(const struct epabi_node* node, const char* name, char* buf, size_t cap) {
-    (void)node, (void)name, (void)buf, (void)cap;
-    return false;
-}
-
-bool epabi_attr_has(const struct epabi_node* node, const char* name) {
-    return find_attr(node, name, 0) != NULL;
-}
-
-/* ---- guarded buffers ---------------------------------------------------------------------------- */
-
-/* The data ends exactly at a PROT_NONE guard page. */
-struct guarded {
-    unsigned char* map;
-    size_t map_len;                  /* data pages + the guard page */
-    unsigned char* data;
-    size_t bytes;
-};
-
-static size_t page_size(void) {
-    return (size_t)sysconf(_SC_PAGESIZE);
-}
-
-static void guarded_alloc(struct guarded* g, size_t bytes) {
-    const size_t ps = page_size();
-    const size_t data_pages = (bytes + ps - 1) / ps;
-    g->map_len = (data_pages + 1) * ps;
-    g->map = mmap(NULL, g->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (g->map == MAP_FAILED) {
-        perror("mmap");
-        abort();
-    }
-    if (mprotect(g->map + data_pages * ps, ps, PROT_NONE) != 0) abort();
-    g->data = g->map + data_pages * ps - bytes;
-    g->bytes = bytes;
-}
-
-static void guarded_protect(const struct guarded* g, int prot) {
-    const size_t data_len = g->map_len - page_size();
-    if (data_len > 0 && mprotect(g->map, data_len, prot) != 0) abort();
-}
-
-static void guarded_free(struct guarded* g) {
-    if (g->map != NULL) munmap(g->map, g->map_len);
-    g->map = NULL;
-}
-
-/* ---- the run context ------------------------------------------------------------------------------ */
-
-struct launch_rec {
-    epabi_launch_fn fn;
-    void* args;
-};
-
-struct epabi_exec {
-    const struct epabi_api* api;
-    int n_out;
-    bool out_set[EPABI_MAX_NODE_IO];
-    struct epabi_tensor out[EPABI_MAX_NODE_IO];
-    struct guarded out_buf[EPABI_MAX_NODE_IO];
-    int n_launch;
-    struct launch_rec launch[MAX_LAUNCHES];
-    int n_scratch;
-    void* scratch[MAX_SCRATCH];
-};
-
-struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTensorElementDataType dtype, int rank,
-                                       const int64_t* dims, OrtStatus** status) {
-    if (index < 0 || index >= ex->n_out || ex->out_set[index] || rank < 0 || rank > EPABI_MAX_RANK) {
-        *status = epabi_error(ex->api, ORT_FAIL, "harness: bad output request (index %d, rank %d)", index, rank);
-        return NULL;
-    }
-    const size_t elsize = epabi_dtype_size(dtype);
-    for (int k = 0; k < rank; ++k) {
-        if (dims[k] < 0) {
-            *status = epabi_error(ex->api, ORT_FAIL, "harness: output dim %d is %" PRId64, k, dims[k]);
-            return NULL;
-        }
-    }
-    if (elsize == 0) {
-        *status = epabi_error(ex->api, ORT_FAIL, "harness: output dtype %d", (int)dtype);
-        return NULL;
-    }
-    struct epabi_tensor* t = &ex->out[index];
-    t->dtype = dtype;
-    t->rank = rank;
-    if (rank > 0) memcpy(t->dims, dims, sizeof(int64_t) * (size_t)rank);
-    const size_t bytes = (size_t)epabi_numel(rank, dims) * elsize;
-    guarded_alloc(&ex->out_buf[index], bytes);
-    memset(ex->out_buf[index].map, POISON, ex->out_buf[index].map_len - page_size());
-    t->data = ex->out_buf[index].data;
-    t->host = t->data;
-    ex->out_set[index] = true;
-    return t;
-}
-
-void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status) {
-    void* p = ex->n_scratch < MAX_SCRATCH ? malloc(bytes ? bytes : 1) : NULL;
-    if (p == NULL) {
-        *status = epabi_error(ex->api, ORT_FAIL, "harness: scratch of %zu bytes", bytes);
-        return NULL;
-    }
-    ex->scratch[ex->n_scratch++] = p;
-    return p;
-}
-
-int epabi_exec_epilogue(const struct epabi_exec* ex) {
-    (void)ex;
-    return EPABI_EPILOGUE_NONE;
-}
-
-const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tensor* t, OrtStatus** status) {
-    (void)ex;
-    *status = NULL;
-    return t->host != NULL ? t->host : t->data;
-}
-
-OrtStatus* epabi_exec_launch(struct epabi_exec* ex, enum epabi_launch_kind kind, epabi_launch_fn fn, const void* args,
-                             size_t args_size) {
-    (void)kind;
-    if (ex->n_launch >= MAX_LAUNCHES) return epabi_error(ex->api, ORT_FAIL, "harness: too many launches");
-    void* copy = malloc(args_size ? args_size : 1);
-    if (copy == NULL) abort();
-    memcpy(copy, args, args_size);
-    ex->launch[ex->n_launch].fn = fn;
-    ex->launch[ex->n_launch].args = copy;
-    ex->n_launch++;
-    return NULL;
-}
-
-const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex) {
-    return ex->api;
-}
+enum { POISON = 0xAB };
 
 /* ---- case parsing --------------------------------------------------------------------------------- */
 
@@ -248,7 +54,7 @@ struct input {
     bool absent;
     char flags[8];
     struct epabi_tensor t;
-    struct guarded buf;
+    struct exec_stub_buffer buf;
 };
 
 struct harness_case {
@@ -340,24 +146,24 @@ static bool parse_case(struct tokens* tk, struct harness_case* c) {
         } else if (strcmp(tok, "nout") == 0) {
             c->n_out = (int)need_int(tk);
         } else if (strcmp(tok, "attr") == 0) {
-            if (c->attrs.n >= MAX_ATTRS) exit(2);
-            struct harness_attr* a = &c->attrs.a[c->attrs.n++];
+            if (c->attrs.n >= EXEC_STUB_MAX_ATTRS) exit(2);
+            struct exec_stub_attr* a = &c->attrs.a[c->attrs.n++];
             snprintf(a->name, sizeof a->name, "%s", need_token(tk));
             const char* kind = need_token(tk);
             if (strcmp(kind, "i") == 0) {
-                a->kind = 'i';
+                a->type = EXEC_STUB_INT;
                 a->i = need_int(tk);
             } else if (strcmp(kind, "f") == 0) {
-                a->kind = 'f';
+                a->type = EXEC_STUB_FLOAT;
                 a->f = strtof(need_token(tk), NULL);
             } else {
-                a->kind = 'I';
+                a->type = EXEC_STUB_INTS;
                 a->n = (size_t)need_int(tk);
                 for (size_t i = 0; i < a->n; ++i) {
                     const int64_t v = need_int(tk);
-                    if (i < MAX_ATTR_INTS) a->ints[i] = v;
+                    if (i < EXEC_STUB_MAX_LIST) a->ints[i] = v;
                 }
-                if (a->n > MAX_ATTR_INTS) a->n = MAX_ATTR_INTS;
+                if (a->n > EXEC_STUB_MAX_LIST) a->n = EXEC_STUB_MAX_LIST;
             }
         } else if (strcmp(tok, "in") == 0) {
             if (c->n_in >= EPABI_MAX_NODE_IO) exit(2);
@@ -374,7 +180,7 @@ static bool parse_case(struct tokens* tk, struct harness_case* c) {
             snprintf(in->flags, sizeof in->flags, "%s", need_token(tk));
             const size_t elsize = epabi_dtype_size(in->t.dtype);
             const int64_t n = epabi_numel(in->t.rank, in->t.dims);
-            guarded_alloc(&in->buf, (size_t)n * (elsize ? elsize : 1));
+            exec_stub_buffer_alloc(&in->buf, (size_t)n * (elsize ? elsize : 1), EXEC_STUB_GUARD_PAGE, 0);
             for (int64_t i = 0; i < n; ++i) parse_value(need_token(tk), in->t.dtype, in->buf.data + (size_t)i * elsize);
             in->t.data = in->buf.data;
             in->t.host = in->t.data;   /* host memory: readable */
@@ -410,10 +216,6 @@ static void on_fault(int sig) {
     (void)sig;
     if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) _exit(3);
     _exit(3);
-}
-
-static void replay(struct epabi_exec* ex) {
-    for (int i = 0; i < ex->n_launch; ++i) ex->launch[i].fn(ex->launch[i].args);
 }
 
 static void run_case(const struct epabi_api* api, struct harness_case* c) {
@@ -463,18 +265,17 @@ static void run_case(const struct epabi_api* api, struct harness_case* c) {
         return;
     }
 
-    struct epabi_exec* ex = calloc(1, sizeof *ex);
-    if (ex == NULL) abort();
-    ex->api = api;
-    ex->n_out = c->n_out;
+    const struct exec_stub_options opt = {.guard = EXEC_STUB_GUARD_PAGE, .poison = POISON, .out_dtypes = NULL};
+    struct epabi_exec* ex = exec_stub_begin(api, c->n_out, &opt);
     const struct epabi_tensor* ins[EPABI_MAX_NODE_IO];
     for (int i = 0; i < c->n_in; ++i) {
         ins[i] = c->in[i].absent ? NULL : &c->in[i].t;
-        if (!c->in[i].absent) guarded_protect(&c->in[i].buf, strchr(c->in[i].flags, 's') ? PROT_READ : PROT_NONE);
+        if (!c->in[i].absent) exec_stub_buffer_protect(&c->in[i].buf, strchr(c->in[i].flags, 's') != NULL);
     }
     st = k->run(ex, state, ins, c->n_in, c->n_out);
     for (int i = 0; i < c->n_in; ++i)
-        if (!c->in[i].absent) guarded_protect(&c->in[i].buf, PROT_READ);
+        if (!c->in[i].absent) exec_stub_buffer_protect(&c->in[i].buf, true);
+    if (ex->contract[0] != '\0') fail_contract(c, ex->contract);
 
     for (int o = 0; o < c->n_out; ++o) {
         if (!ex->out_set[o]) continue;
@@ -487,16 +288,15 @@ static void run_case(const struct epabi_api* api, struct harness_case* c) {
     } else {
         for (int o = 0; o < c->n_out; ++o)
             if (!ex->out_set[o]) fail_contract(c, "run() succeeded without producing every output");
-        replay(ex);
-        /* Replay over re-poisoned outputs, as a captured graph would, and expect identical bytes. */
+        exec_stub_replay(ex, POISON);
         unsigned char* first[EPABI_MAX_NODE_IO] = {NULL};
         for (int o = 0; o < c->n_out; ++o) {
             first[o] = malloc(ex->out_buf[o].bytes + 1);
             if (first[o] == NULL) abort();
             memcpy(first[o], ex->out_buf[o].data, ex->out_buf[o].bytes);
-            memset(ex->out_buf[o].data, POISON, ex->out_buf[o].bytes);
         }
-        replay(ex);
+        /* Replay over re-poisoned outputs, as a captured graph would, and expect identical bytes. */
+        exec_stub_replay(ex, POISON);
         for (int o = 0; o < c->n_out; ++o) {
             if (memcmp(first[o], ex->out_buf[o].data, ex->out_buf[o].bytes) != 0)
                 fail_contract(c, "a replay of the launches produced different output");
@@ -513,10 +313,7 @@ static void run_case(const struct epabi_api* api, struct harness_case* c) {
     }
     printf("endcase\n");
 
-    for (int i = 0; i < ex->n_launch; ++i) free(ex->launch[i].args);
-    for (int i = 0; i < ex->n_scratch; ++i) free(ex->scratch[i]);
-    for (int o = 0; o < c->n_out; ++o) guarded_free(&ex->out_buf[o]);
-    free(ex);
+    exec_stub_end(ex);
     if (k->release != NULL) k->release(state);
 }
 
@@ -545,18 +342,13 @@ int main(void) {
     sigaction(SIGSEGV, &sa, NULL);
     sigaction(SIGBUS, &sa, NULL);
 
-    OrtApi ort;
-    memset(&ort, 0, sizeof ort);
-    ort.CreateStatus = fake_create_status;
-    const struct epabi_api api = {.ort = &ort, .ep = NULL, .version = 0, .host_version = "harness"};
-
     char* text = read_all(stdin);
     struct tokens tk = {NULL, text};
     struct harness_case* c = malloc(sizeof *c);
     if (c == NULL) abort();
     while (parse_case(&tk, c)) {
-        run_case(&api, c);
-        for (int i = 0; i < c->n_in; ++i) guarded_free(&c->in[i].buf);
+        run_case(exec_stub_api(), c);
+        for (int i = 0; i < c->n_in; ++i) exec_stub_buffer_free(&c->in[i].buf);
         fflush(stdout);
     }
     free(c);
