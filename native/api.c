@@ -12,20 +12,22 @@ OrtStatus* epabi_error(const struct epabi_api* api, OrtErrorCode code, const cha
     return api->ort->CreateStatus(code, msg);
 }
 
+bool epabi_log_enabled(const struct epabi_api* api, const OrtLogger* logger, OrtLoggingLevel level) {
+    if (logger == NULL || api->ort->Logger_LogMessage == NULL) return false;
+    if (api->ort->Logger_GetLoggingSeverityLevel == NULL) return true;
+    OrtLoggingLevel min = ORT_LOGGING_LEVEL_VERBOSE;
+    OrtStatus* q = api->ort->Logger_GetLoggingSeverityLevel(logger, &min);
+    if (q != NULL) {
+        api->ort->ReleaseStatus(q);
+        return true;
+    }
+    return level >= min;
+}
+
 void epabi_log_at(const struct epabi_api* api, const OrtLogger* logger, OrtLoggingLevel level,
                   const char* file, int line, const char* func, const char* fmt, ...) {
-    if (logger == NULL || api->ort->Logger_LogMessage == NULL) return;
-    /* the host drops messages below the logger's severity anyway: skip the formatting (the replay path logs
-     * one VERBOSE line per ReplayGraph) */
-    OrtLoggingLevel min = ORT_LOGGING_LEVEL_VERBOSE;
-    if (api->ort->Logger_GetLoggingSeverityLevel != NULL) {
-        OrtStatus* q = api->ort->Logger_GetLoggingSeverityLevel(logger, &min);
-        if (q != NULL) {
-            api->ort->ReleaseStatus(q);
-            min = ORT_LOGGING_LEVEL_VERBOSE;
-        }
-        if (level < min) return;
-    }
+    /* the host drops messages below the logger's severity anyway: skip the formatting */
+    if (!epabi_log_enabled(api, logger, level)) return;
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);

@@ -8,18 +8,12 @@
 #ifndef EPABI_API_H
 #define EPABI_API_H
 
+#include <stdbool.h>
+
 #include "epabi/ort_abi.h"
 
-/* API versions at which OrtEp members become visible to the host. The host reads a member only when
- * both it and we know it, so we fill a member only when the negotiated version reaches these values. */
-enum epabi_since {
-    EPABI_SINCE_ENV_CONFIG = 24,         /* OrtEpApi::GetEnvConfigEntries, CreateHardwareDevice */
-    EPABI_SINCE_SYNC = 25,               /* OrtEp::Sync */
-    EPABI_SINCE_GRAPH_CAPTURE = 26,      /* OrtEp::IsGraphCaptureEnabled ... GetGraphCaptureNodeAssignmentPolicy */
-    EPABI_SINCE_COMPILE_ONLY_KEY = 27,   /* hosts that mark compile-only sessions with session.compile_only */
-    EPABI_SINCE_RELEASE_GRAPH = 27,      /* OrtEp::ReleaseCapturedGraph */
-    EPABI_SINCE_CONCURRENT_RUN = 28      /* we answer OrtEp::IsConcurrentRunSupported from this host on */
-};
+#include "abi_since.h"
+#include "policy.h"
 
 enum { EPABI_NVIDIA_VENDOR_ID = 0x10DE };
 
@@ -43,6 +37,9 @@ OrtStatus* epabi_error(const struct epabi_api* api, OrtErrorCode code, const cha
 void epabi_log_at(const struct epabi_api* api, const OrtLogger* logger, OrtLoggingLevel level,
                   const char* file, int line, const char* func, const char* fmt, ...)
     __attribute__((format(printf, 7, 8)));
+
+/* Whether the logger would show a message of that level (one host call); false for a NULL logger. */
+bool epabi_log_enabled(const struct epabi_api* api, const OrtLogger* logger, OrtLoggingLevel level);
 
 #define EPABI_LOG(api, logger, level, ...) \
     epabi_log_at((api), (logger), (level), __FILE__, __LINE__, __func__, __VA_ARGS__)

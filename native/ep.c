@@ -6,9 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_device.h"
-#include "cuda_stream.h"
-#include "cuda_kernels.h"
+#include "backend.h"
+#include "capture_policy.h"
 #include "kernel.h"
 #include "node_desc.h"
 #include "plan.h"
@@ -82,8 +81,9 @@ static bool claimable(const struct epabi_ep* ep, const OrtNode* node, struct epa
         snprintf(why, why_len, "%s kernel declined: %s", desc->op_type, reason[0] != '\0' ? reason : "(no reason given)");
         return false;
     }
-    if (ep->cuda != NULL && !epabi_cuda_node_supported(desc, reason, sizeof reason)) {
-        snprintf(why, why_len, "%s CUDA kernel declined: %s", desc->op_type,
+    reason[0] = '\0';
+    if (!ep->be.backend->claims(k, desc, reason, sizeof reason)) {
+        snprintf(why, why_len, "%s %s kernel declined: %s", desc->op_type, ep->be.backend->name,
                  reason[0] != '\0' ? reason : "(no reason given)");
         return false;
     }
@@ -302,22 +302,21 @@ static OrtStatus* GetCapabilityImpl(OrtEp* this_ptr, const OrtGraph* graph, OrtE
     const struct epabi_api* api = &ep->factory->api;
     if (graph == NULL || info == NULL)
         return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": GetCapability got a NULL graph or support info");
-    switch (ep->device.kind) {
-    case EPABI_DEVICE_SOFTWARE:
-        return claim_nodes(ep, graph, info);
-    case EPABI_DEVICE_GPU:
-        if (ep->cuda != NULL) return claim_nodes(ep, graph, info);
-        atomic_store(&ep->nodes_left_on_cpu, true);
-        EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_WARNING,
-                  EPABI_EP_NAME ": the CUDA backend is not available (%s); all nodes stay on the CPU",
-                  epabi_cuda_libs()->why);
-        return NULL;
-    case EPABI_DEVICE_VIRTUAL:
-    default:
+    if (ep->be.backend == NULL) {
         EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_INFO,
                   EPABI_EP_NAME ": the virtual device compiles nothing in this build; all nodes stay on the CPU");
         return NULL;
     }
+    if (ep->device.kind == EPABI_DEVICE_GPU && ep->be.device == NULL) {
+        const char* why = "";
+        ep->be.backend->available(&why);
+        atomic_store(&ep->nodes_left_on_cpu, true);
+        EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": the %s backend is not available (%s); all nodes stay on the CPU",
+                  ep->be.backend->name, why[0] != '\0' ? why : "its device is not usable");
+        return NULL;
+    }
+    return claim_nodes(ep, graph, info);
 }
 
 /* ---- Compile and the per-fused-node compute functions -------------------------------------------- */
@@ -347,36 +346,21 @@ static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state,
                            EPABI_EP_NAME ": Compute of '%s' got a state or kernel context it did not create",
                            epabi_plan_name(ci->plan));
     const struct epabi_ep* ep = ci->ep;
-    if (!ep->graph_capture && ep->cuda == NULL) return epabi_plan_run(ci->plan, kernel_context, NULL);
+    if (!ep->threads_on) return epabi_plan_run(ci->plan, kernel_context, NULL);
+    const struct epabi_api* api = &ep->factory->api;
     /* the calling thread's stream; inside its capture window also the window's pool */
-    struct epabi_thread_context* tc = epabi_gc_find(&ep->gc);
-    if (tc == NULL && ep->cuda != NULL) EPABI_RETURN_IF_ERROR(epabi_gc_get(&ep->gc, &tc));
+    struct epabi_thread_context* tc = epabi_thread_find(&ep->threads);
+    if (tc == NULL && ep->be.thread_streams) EPABI_RETURN_IF_ERROR(epabi_thread_get(&ep->threads, &tc));
     struct epabi_run_env env;
-    epabi_gc_run_env(&ep->gc, tc, &env);
-    /* every CUDA call of the run targets device_id's GPU, whatever the calling thread had current */
-    struct epabi_cuda_scope scope;
-    if (ep->cuda != NULL && !epabi_cuda_enter(ep->cuda, &scope))
-        return epabi_error(&ep->factory->api, ORT_EP_FAIL, EPABI_EP_NAME ": cannot make GPU %d current",
-                           ep->cuda->ordinal);
-    OrtStatus* st = NULL;
-    if (ep->cuda != NULL && env.stream != NULL && !epabi_stream_is_capturing(env.stream)) {
-        /* inputs the host copied on its own stream (stream-aware hosts) are complete before our stream reads them */
-        void* host_stream = NULL;
-        OrtStatus* q = ep->factory->api.ort->KernelContext_GetGPUComputeStream(kernel_context, &host_stream);
-        if (q != NULL) ep->factory->api.ort->ReleaseStatus(q);
-        else st = epabi_stream_cuda_wait_for(env.stream, (epabi_cu_stream)host_stream);
+    epabi_thread_run_env(&ep->threads, tc, &env);
+    const struct epabi_backend* b = ep->be.backend;
+    struct epabi_compute_scope scope = {NULL, false};
+    OrtStatus* st = b->compute_begin != NULL ? b->compute_begin(api, &ep->be, kernel_context, env.stream, &scope) : NULL;
+    if (st == NULL) {
+        st = epabi_plan_run(ci->plan, kernel_context, &env);
+        if (b->compute_end != NULL) st = b->compute_end(api, &ep->be, env.stream, &scope, st);
     }
-    if (st == NULL) st = epabi_plan_run(ci->plan, kernel_context, &env);
-    if (ep->cuda != NULL && env.stream != NULL && !epabi_stream_is_capturing(env.stream)) {
-        /* outside a capture window the outputs must be complete when Compute returns: the host copies them
-         * with its own (synchronous) data transfer; then no queued work uses the arena's blocks any more */
-        OrtStatus* sync = epabi_stream_synchronize(env.stream);
-        if (st == NULL) st = sync;
-        else if (sync != NULL) ep->factory->api.ort->ReleaseStatus(sync);
-        epabi_arena_stream_synced(ep->device_arena, env.stream);
-    }
-    if (ep->cuda != NULL) epabi_cuda_leave(&scope);
-    epabi_gc_note_compute(tc, st == NULL);
+    epabi_capture_note_compute(tc, st == NULL);
     return st;
 }
 
@@ -407,8 +391,7 @@ static OrtStatus* CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const Or
             st = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory in Compile");
             break;
         }
-        st = epabi_plan_build(api, ep->cuda != NULL ? ep->device_arena : ep->factory->arena,
-                              ep->plan_device.upload != NULL ? &ep->plan_device : NULL, ep->logger, graphs[i],
+        st = epabi_plan_build(api, ep->be.arena, ep->be.plan.upload != NULL ? &ep->be.plan : NULL, ep->logger, graphs[i],
                               fused_nodes != NULL ? fused_nodes[i] : NULL, &ci->plan);
         if (st != NULL) {
             free(ci);
@@ -421,7 +404,7 @@ static OrtStatus* CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const Or
         ci->base.ReleaseState = ReleaseStateImpl;
         node_compute_infos[i] = &ci->base;
     }
-    if (st == NULL) ep->gc.fused_nodes += (unsigned)count;
+    if (st == NULL) ep->threads.fused_nodes += (unsigned)count;
     if (st != NULL) {
         for (size_t i = 0; i < count; ++i) {
             destroy_compute_info(node_compute_infos[i]);
@@ -451,18 +434,18 @@ static OrtStatus* IsConcurrentRunSupportedImpl(OrtEp* this_ptr, bool* is_support
 /* Waits for the calling thread's stream; the host stream has nothing in flight. */
 static OrtStatus* SyncImpl(OrtEp* this_ptr) {
     const struct epabi_ep* ep = ep_of(this_ptr);
-    return ep->graph_capture || ep->cuda != NULL ? epabi_gc_sync(&ep->gc) : NULL;
+    return ep->threads_on ? epabi_thread_sync(&ep->threads) : NULL;
 }
 
 /* OnRunStart/OnRunEnd: warm-up counting and capture windows (graph_capture.h); free when capture is off. */
 static OrtStatus* OnRunStartImpl(OrtEp* this_ptr, const OrtRunOptions* run_options) {
     const struct epabi_ep* ep = ep_of(this_ptr);
-    return ep->graph_capture ? epabi_gc_run_start(&ep->gc, run_options) : NULL;
+    return ep->graph_capture ? epabi_capture_run_start(&ep->threads, run_options) : NULL;
 }
 
 static OrtStatus* OnRunEndImpl(OrtEp* this_ptr, const OrtRunOptions* run_options, bool sync_stream) {
     const struct epabi_ep* ep = ep_of(this_ptr);
-    return ep->graph_capture ? epabi_gc_run_end(&ep->gc, run_options, sync_stream) : NULL;
+    return ep->graph_capture ? epabi_capture_run_end(&ep->threads, run_options, sync_stream) : NULL;
 }
 
 static bool IsGraphCaptureEnabledImpl(const OrtEp* this_ptr) {
@@ -472,7 +455,7 @@ static bool IsGraphCaptureEnabledImpl(const OrtEp* this_ptr) {
 /* The calling thread's graphs only: a graph captured on another thread is not visible here. */
 static bool IsGraphCapturedImpl(const OrtEp* this_ptr, int graph_annotation_id) {
     const struct epabi_ep* ep = ep_of(this_ptr);
-    return ep->graph_capture && epabi_gc_is_captured(&ep->gc, graph_annotation_id);
+    return ep->graph_capture && epabi_capture_is_captured(&ep->threads, graph_annotation_id);
 }
 
 static OrtStatus* ReplayGraphImpl(OrtEp* this_ptr, int graph_annotation_id) {
@@ -481,7 +464,7 @@ static OrtStatus* ReplayGraphImpl(OrtEp* this_ptr, int graph_annotation_id) {
         return epabi_error(&ep->factory->api, ORT_INVALID_ARGUMENT,
                            EPABI_EP_NAME ": no graph was captured for annotation id %d (graph capture is off: "
                            "enable_cuda_graph is not set)", graph_annotation_id);
-    return epabi_gc_replay(&ep->gc, graph_annotation_id);
+    return epabi_capture_replay(&ep->threads, graph_annotation_id);
 }
 
 static OrtStatus* ReleaseCapturedGraphImpl(OrtEp* this_ptr, int graph_annotation_id) {
@@ -490,7 +473,7 @@ static OrtStatus* ReleaseCapturedGraphImpl(OrtEp* this_ptr, int graph_annotation
         return epabi_error(&ep->factory->api, ORT_INVALID_ARGUMENT,
                            EPABI_EP_NAME ": no graph was captured for annotation id %d (graph capture is off: "
                            "enable_cuda_graph is not set)", graph_annotation_id);
-    return epabi_gc_release_graph(&ep->gc, graph_annotation_id);
+    return epabi_capture_release(&ep->threads, graph_annotation_id);
 }
 
 /* A replay runs only our recorded launches: a node left to the CPU would not run and the buffers ORT gave
@@ -524,10 +507,10 @@ static void fill_table(struct epabi_ep* ep) {
     t->CreateSyncStreamForDevice = NULL;     /* not stream aware */
     t->GetCompiledModelCompatibilityInfo = NULL;
     t->GetKernelRegistry = NULL;             /* compile-based EP */
-    t->IsConcurrentRunSupported = epabi_has(api, EPABI_SINCE_CONCURRENT_RUN) ? IsConcurrentRunSupportedImpl : NULL;
-    t->Sync = epabi_has(api, EPABI_SINCE_SYNC) ? SyncImpl : NULL;
+    t->IsConcurrentRunSupported = epabi_has(api, EPABI_POLICY_CONCURRENT_RUN) ? IsConcurrentRunSupportedImpl : NULL;
+    t->Sync = epabi_has(api, EPABI_SINCE_OrtEp_Sync) ? SyncImpl : NULL;
     t->CreateProfiler = NULL;                /* no EP profiler */
-    if (epabi_has(api, EPABI_SINCE_GRAPH_CAPTURE)) {
+    if (epabi_has(api, EPABI_SINCE_OrtEp_IsGraphCaptureEnabled)) {
         t->IsGraphCaptureEnabled = IsGraphCaptureEnabledImpl;
         t->IsGraphCaptured = IsGraphCapturedImpl;
         t->ReplayGraph = ReplayGraphImpl;
@@ -536,93 +519,19 @@ static void fill_table(struct epabi_ep* ep) {
     t->GetAvailableResource = NULL;          /* no resource budget */
     t->OnSessionInitializationEnd = NULL;
     t->GetDefaultMemoryDevice = NULL;
-    t->ReleaseCapturedGraph = epabi_has(api, EPABI_SINCE_RELEASE_GRAPH) ? ReleaseCapturedGraphImpl : NULL;
+    t->ReleaseCapturedGraph = epabi_has(api, EPABI_SINCE_OrtEp_ReleaseCapturedGraph) ? ReleaseCapturedGraphImpl : NULL;
     t->GetWeightlessSupport = NULL;
 }
 
-static void* plan_upload(void* ctx, const void* host, size_t bytes) {
-    return epabi_cuda_upload(ctx, host, bytes);
+/* thread_context.h's hooks, through the EP's backend */
+static struct epabi_stream* thread_stream(const struct epabi_thread_owner* owner, OrtStatus** status) {
+    const struct epabi_backend_ep* be = owner->backend;
+    return be->backend->thread_stream(owner->api, be, owner->user_stream_given, owner->user_stream, status);
 }
 
-static void plan_release(void* ctx, void* device_ptr) {
-    epabi_cuda_device_free(ctx, device_ptr);
-}
-
-/* The software adapter's device memory (EPABI_SOFTWARE_DEVICE_MEMORY=device) is the factory's arena. */
-static void* arena_upload(void* ctx, const void* host, size_t bytes) {
-    void* p = epabi_arena_alloc(ctx, bytes);
-    if (p != NULL && bytes > 0) memcpy(p, host, bytes);
-    return p;
-}
-
-static void arena_release(void* ctx, void* p) {
-    epabi_arena_free(ctx, p);
-}
-
-static bool arena_owns(void* ctx, const void* p, size_t bytes) {
-    return epabi_arena_owns(ctx, p, bytes);
-}
-
-/* graph_capture.h's backend hooks for the CUDA device */
-static struct epabi_stream* cuda_thread_stream(const struct epabi_gc_owner* owner, OrtStatus** status) {
-    return epabi_stream_cuda_create(owner->api, owner->backend, owner->user_stream_given, owner->user_stream, status);
-}
-
-static bool cuda_free_bytes(const struct epabi_gc_owner* owner, size_t* free_bytes) {
-    const struct epabi_cuda_device* d = owner->backend;
-    struct epabi_cuda_scope scope;
-    size_t total = 0;
-    if (!epabi_cuda_enter(d, &scope)) return false;
-    bool ok = d->libs->cu->MemGetInfo(free_bytes, &total) == 0;
-    epabi_cuda_leave(&scope);
-    return ok;
-}
-
-/* A GPU EP device: the CUDA backend for device_id (default: the EP device's ordinal). Without CUDA the EP
- * still works and claims nothing (one WARNING says why); a device_id the driver does not know is an error. */
-static OrtStatus* setup_cuda(struct epabi_ep* ep) {
-    const struct epabi_api* api = &ep->factory->api;
-    const struct epabi_cuda_libs* libs = epabi_cuda_libs();
-    int ordinal = ep->options.device_id_given ? ep->options.device_id : ep->device.ordinal;
-    if (!epabi_cuda_usable(libs)) {
-        if (ep->options.device_id_given && libs->cu == NULL)
-            return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": device_id=%d: no CUDA driver (%s)",
-                               ordinal, libs->why);
-        EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_WARNING,
-                  EPABI_EP_NAME ": the CUDA backend is not available: %s; the GPU device claims no node", libs->why);
-        return NULL;
-    }
-    if (!ep->options.device_id_given && ordinal >= epabi_cuda_device_count()) {
-        /* a GPU the host listed that the driver does not see (a stale or injected hardware device) */
-        EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_WARNING,
-                  EPABI_EP_NAME ": the CUDA driver sees %d GPU(s), none with ordinal %d for this EP device; it claims "
-                  "no node (set device_id to pick a GPU)", epabi_cuda_device_count(), ordinal);
-        return NULL;
-    }
-    EPABI_RETURN_IF_ERROR(epabi_cuda_device_get(api, ordinal, &ep->cuda));
-    struct epabi_arena_backing backing = epabi_cuda_arena_backing(ep->cuda);
-    ep->device_arena = epabi_arena_create_backed(&backing);
-    if (ep->device_arena == NULL) {
-        ep->cuda = NULL;
-        return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory creating the device arena");
-    }
-    if (ep->options.use_cuda_mempool && !ep->cuda->mempools) {
-        epabi_arena_release(ep->device_arena);
-        ep->device_arena = NULL;
-        ep->cuda = NULL;
-        return epabi_error(api, ORT_INVALID_ARGUMENT,
-                           EPABI_EP_NAME ": arena.use_cuda_mempool=1: GPU %d does not support stream-ordered memory "
-                           "pools", ordinal);
-    }
-    ep->plan_device = (struct epabi_plan_device){ep->device.memory, false, plan_upload, plan_release, NULL,
-                                                 (void*)ep->cuda};
-    EPABI_LOG(api, ep->logger, ORT_LOGGING_LEVEL_INFO,
-              EPABI_EP_NAME ": CUDA backend on GPU %d (%s, sm_%d%d, PCI %s; driver %d, NVRTC %d.%d from %s, cuBLAS %s)%s",
-              ordinal, ep->cuda->name, ep->cuda->cc_major, ep->cuda->cc_minor, ep->cuda->pci_bus_id,
-              libs->cu->version, libs->nvrtc->major, libs->nvrtc->minor, libs->nvrtc_path,
-              libs->cublas != NULL ? libs->cublas_path : "not found",
-              ep->options.use_cuda_mempool ? "; run memory from the CUDA memory pool" : "");
-    return NULL;
+static bool device_free_bytes(const struct epabi_thread_owner* owner, size_t* free_bytes) {
+    const struct epabi_backend_ep* be = owner->backend;
+    return be->backend->free_bytes(be, free_bytes);
 }
 
 OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_record* device,
@@ -639,8 +548,8 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
     /* A replay reads and writes the buffers of the capturing run. With its own device memory the software
      * adapter receives per-run copies of CPU-bound inputs and outputs (Memcpy nodes), which ORT frees after
      * the run, so a replay would touch freed memory and never update the caller's buffers. */
-    if (opts.enable_cuda_graph && device->kind == EPABI_DEVICE_SOFTWARE && f->software_memory_info != NULL &&
-        epabi_has(api, EPABI_SINCE_GRAPH_CAPTURE)) {
+    if (opts.enable_cuda_graph && device->kind == EPABI_DEVICE_SOFTWARE && device->memory != NULL &&
+        epabi_has(api, EPABI_SINCE_OrtEp_IsGraphCaptureEnabled)) {
         epabi_options_release(&opts);
         return epabi_error(api, ORT_INVALID_ARGUMENT,
                            EPABI_EP_NAME ": enable_cuda_graph=1 needs the software adapter to compute in host memory; "
@@ -659,44 +568,48 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
         EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_INFO,
                   EPABI_EP_NAME ": user_compute_stream=0x%" PRIxPTR " given: one unified stream, no concurrent runs%s",
                   opts.user_compute_stream, opts.enable_cuda_graph ? "; each thread's graph stream adopts it" : "");
-    if (opts.enable_cuda_graph && !epabi_has(api, EPABI_SINCE_GRAPH_CAPTURE)) {
+    if (opts.enable_cuda_graph && !epabi_has(api, EPABI_SINCE_OrtEp_IsGraphCaptureEnabled)) {
         EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_WARNING,
                   EPABI_EP_NAME ": enable_cuda_graph=1 needs ONNX Runtime API %d or newer, and ONNX Runtime %s speaks "
-                  "API %u; runs execute without graph capture", (int)EPABI_SINCE_GRAPH_CAPTURE, api->host_version,
+                  "API %u; runs execute without graph capture", (int)EPABI_SINCE_OrtEp_IsGraphCaptureEnabled, api->host_version,
                   (unsigned)api->version);
     } else if (opts.enable_cuda_graph) {
         ep->graph_capture = true;
     }
-    if (device->kind == EPABI_DEVICE_GPU) {
-        OrtStatus* st = setup_cuda(ep);
+    const struct epabi_backend* backend = epabi_backend_for(device->kind);
+    if (backend != NULL) {
+        struct epabi_backend_ep_config config = {
+            logger, opts.device_id_given ? opts.device_id : device->ordinal, opts.device_id_given,
+            opts.use_cuda_mempool, device->memory, f->arena};
+        OrtStatus* st = backend->ep_open(api, &config, &ep->be);
         if (st != NULL) {
             epabi_options_release(&ep->options);
             free(ep);
             return st;
         }
     }
-    if (device->kind == EPABI_DEVICE_SOFTWARE && device->memory != NULL)
-        ep->plan_device = (struct epabi_plan_device){device->memory, true, arena_upload, arena_release, arena_owns,
-                                                     f->arena};
-    if (opts.use_cuda_mempool && ep->cuda == NULL)
+    if (opts.use_cuda_mempool && !ep->be.mempool)
         EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_WARNING,
                   EPABI_EP_NAME ": arena.use_cuda_mempool=1 applies to the CUDA backend only; ignored on this device");
-    if (ep->graph_capture || ep->cuda != NULL) {
-        ep->gc.api = api;
-        ep->gc.logger = logger;
-        ep->gc.arena = ep->cuda != NULL ? ep->device_arena : f->arena;
-        if (ep->cuda != NULL) {
-            ep->gc.create_stream = cuda_thread_stream;
-            ep->gc.device_free_bytes = cuda_free_bytes;
-            ep->gc.backend = ep->cuda;
+    ep->threads_on = ep->graph_capture || ep->be.thread_streams;
+    if (ep->threads_on) {
+        struct epabi_thread_owner* t = &ep->threads;
+        t->api = api;
+        t->logger = logger;
+        t->arena = ep->be.arena;
+        if (ep->be.thread_streams) {
+            t->create_stream = thread_stream;
+            t->device_free_bytes = ep->be.backend->free_bytes != NULL ? device_free_bytes : NULL;
+            t->backend = &ep->be;
         }
-        ep->gc.mempool = ep->cuda != NULL && opts.use_cuda_mempool;
-        ep->gc.min_runs = opts.min_num_runs_before_cuda_graph_capture;
-        ep->gc.user_stream_given = opts.user_compute_stream_given;
-        ep->gc.user_stream = opts.user_compute_stream;
-        OrtStatus* st = epabi_gc_attach(&ep->gc);
+        t->mempool = ep->be.mempool;
+        t->graph_capture = ep->graph_capture;
+        t->min_runs = opts.min_num_runs_before_cuda_graph_capture;
+        t->user_stream_given = opts.user_compute_stream_given;
+        t->user_stream = opts.user_compute_stream;
+        OrtStatus* st = epabi_threads_attach(t);
         if (st != NULL) {
-            epabi_arena_release(ep->device_arena);
+            if (ep->be.backend != NULL) ep->be.backend->ep_close(&ep->be);
             epabi_options_release(&ep->options);
             free(ep);
             return st;
@@ -708,7 +621,7 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
                       EPABI_EP_NAME ": min_num_runs_before_cuda_graph_capture=%d: ORT executes a run at most 8 times "
                       "in one call while waiting for a capture, so the first call(s) of each id will fail",
                       opts.min_num_runs_before_cuda_graph_capture);
-        bool runs_kernels = device->kind == EPABI_DEVICE_SOFTWARE || ep->cuda != NULL;
+        bool runs_kernels = device->kind == EPABI_DEVICE_SOFTWARE || ep->be.device != NULL;
         EPABI_LOG(api, logger, runs_kernels ? ORT_LOGGING_LEVEL_INFO : ORT_LOGGING_LEVEL_WARNING,
                   EPABI_EP_NAME ": enable_cuda_graph=1: each thread captures an annotation id (run option "
                   "gpu_graph_id) after %d regular run(s) of it (min_num_runs_before_cuda_graph_capture)%s",
@@ -724,8 +637,8 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
 void epabi_ep_destroy(OrtEp* ep) {
     if (ep == NULL) return;
     struct epabi_ep* e = (struct epabi_ep*)ep;
-    if (e->graph_capture || e->cuda != NULL) epabi_gc_detach(&e->gc);   /* this EP's graphs and streams, every thread */
-    epabi_arena_release(e->device_arena);   /* after the graphs: their capture pools hold arena blocks */
+    if (e->threads_on) epabi_threads_detach(&e->threads);   /* this EP's graphs and streams, every thread */
+    if (e->be.backend != NULL) e->be.backend->ep_close(&e->be);   /* after the graphs: their pools hold arena blocks */
     epabi_options_release(&e->options);
     free(e);
 }

@@ -1,3 +1,6 @@
+/*
+ * ep_allocator.c - see ep_allocator.h.
+ */
 #include "ep_allocator.h"
 
 #include <inttypes.h>
@@ -6,14 +9,15 @@
 
 #include "ep_factory.h"
 
-/* API versions at which OrtAllocator members appeared. */
-enum { SINCE_RESERVE = 18, SINCE_STATS = 23, SINCE_SHRINK = 25 };
+static const uint64_t kMagic = 0x4550414249414c43ull;   /* "EPABIALC" */
 
 struct epabi_allocator {
     OrtAllocator base;                 /* first member: the host's OrtAllocator* is a struct epabi_allocator* */
+    uint64_t magic;
     const struct epabi_api* api;       /* the factory's; outlives the allocator */
-    struct epabi_arena* arena;         /* one reference */
     const OrtMemoryInfo* info;
+    const struct epabi_alloc_ops* ops;
+    void* ctx;
 };
 
 static struct epabi_allocator* alloc_of(const OrtAllocator* p) {
@@ -21,20 +25,22 @@ static struct epabi_allocator* alloc_of(const OrtAllocator* p) {
 }
 
 static void* AllocImpl(OrtAllocator* this_, size_t size) {
-    return epabi_arena_alloc(alloc_of(this_)->arena, size);
+    struct epabi_allocator* a = alloc_of(this_);
+    return a->ops->alloc(a->ctx, size);
 }
 
 static void FreeImpl(OrtAllocator* this_, void* p) {
-    epabi_arena_free(alloc_of(this_)->arena, p);
+    struct epabi_allocator* a = alloc_of(this_);
+    if (p != NULL) a->ops->free(a->ctx, p);
 }
 
 static const OrtMemoryInfo* InfoImpl(const OrtAllocator* this_) {
     return alloc_of(this_)->info;
 }
 
-/* Reserve is ORT's "outside the arena" path (initializers); our chunks are exact enough to serve it too. */
+/* Reserve is ORT's "outside the arena" path (initializers); every backend's blocks are exact enough for it. */
 static void* ReserveImpl(OrtAllocator* this_, size_t size) {
-    return epabi_arena_alloc(alloc_of(this_)->arena, size);
+    return AllocImpl(this_, size);
 }
 
 /* Keys follow ORT's own arena statistics: Limit is absent (no limit). InUse and TotalAllocated are bytes
@@ -47,7 +53,7 @@ static OrtStatus* GetStatsImpl(const OrtAllocator* this_, OrtKeyValuePairs** out
     if (out == NULL) return epabi_error(a->api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": GetStats got a NULL output");
     *out = NULL;
     struct epabi_arena_stats s;
-    epabi_arena_get_stats(a->arena, &s);
+    a->ops->stats(a->ctx, &s);
     OrtKeyValuePairs* kvp = NULL;
     ort->CreateKeyValuePairs(&kvp);
     if (kvp == NULL) return epabi_error(a->api, ORT_FAIL, EPABI_EP_NAME ": out of memory for allocator stats");
@@ -67,39 +73,45 @@ static OrtStatus* GetStatsImpl(const OrtAllocator* this_, OrtKeyValuePairs** out
 }
 
 static OrtStatus* ShrinkImpl(OrtAllocator* this_) {
-    epabi_arena_shrink(alloc_of(this_)->arena);
+    struct epabi_allocator* a = alloc_of(this_);
+    a->ops->shrink(a->ctx);
     return NULL;
 }
 
-OrtStatus* epabi_allocator_create(const struct epabi_api* api, struct epabi_arena* arena, const OrtMemoryInfo* info,
-                                  OrtAllocator** out) {
+OrtStatus* epabi_allocator_create(const struct epabi_api* api, const OrtMemoryInfo* info,
+                                  const struct epabi_alloc_ops* ops, void* ctx, OrtAllocator** out) {
     *out = NULL;
     struct epabi_allocator* a = calloc(1, sizeof *a);
-    if (a == NULL) return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory creating an allocator");
+    if (a == NULL) {
+        if (ops->close != NULL) ops->close(ctx);
+        return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory creating an allocator");
+    }
+    a->magic = kMagic;
     a->api = api;
-    a->arena = arena;
     a->info = info;
-    epabi_arena_retain(arena);
+    a->ops = ops;
+    a->ctx = ctx;
     OrtAllocator* t = &a->base;
     t->version = api->version;   /* never above what the host speaks */
     t->Alloc = AllocImpl;
     t->Free = FreeImpl;
     t->Info = InfoImpl;
-    t->Reserve = epabi_has(api, SINCE_RESERVE) ? ReserveImpl : NULL;
-    t->GetStats = epabi_has(api, SINCE_STATS) ? GetStatsImpl : NULL;
-    t->AllocOnStream = NULL;     /* not stream aware: the host then uses Alloc */
-    t->Shrink = epabi_has(api, SINCE_SHRINK) ? ShrinkImpl : NULL;
+    t->Reserve = epabi_has(api, EPABI_SINCE_OrtAllocator_Reserve) ? ReserveImpl : NULL;
+    t->GetStats = ops->stats != NULL && epabi_has(api, EPABI_SINCE_OrtAllocator_GetStats) ? GetStatsImpl : NULL;
+    t->AllocOnStream = NULL;     /* the host then uses Alloc */
+    t->Shrink = ops->shrink != NULL && epabi_has(api, EPABI_SINCE_OrtAllocator_Shrink) ? ShrinkImpl : NULL;
     *out = t;
     return NULL;
 }
 
 bool epabi_allocator_is_ours(const OrtAllocator* allocator) {
-    return allocator != NULL && allocator->Alloc == AllocImpl;
+    return allocator != NULL && allocator->Alloc == AllocImpl && alloc_of(allocator)->magic == kMagic;
 }
 
 void epabi_allocator_destroy(OrtAllocator* allocator) {
-    if (allocator == NULL) return;
+    if (!epabi_allocator_is_ours(allocator)) return;
     struct epabi_allocator* a = alloc_of(allocator);
-    epabi_arena_release(a->arena);
+    if (a->ops->close != NULL) a->ops->close(a->ctx);
+    a->magic = 0;
     free(a);
 }

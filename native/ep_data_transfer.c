@@ -1,9 +1,12 @@
+/*
+ * ep_data_transfer.c - see ep_data_transfer.h.
+ */
 #include "ep_data_transfer.h"
 
 #include <stdint.h>
 #include <string.h>
 
-#include "cuda_device.h"
+#include "backend.h"
 #include "ep_factory.h"
 
 static const struct epabi_data_transfer* dt_of(const OrtDataTransferImpl* p) {
@@ -14,79 +17,63 @@ static void ReleaseImpl(OrtDataTransferImpl* this_ptr) {
     (void)this_ptr;   /* owned by the factory */
 }
 
-static bool is_host_memory(const OrtEpApi* ep, const OrtMemoryDevice* d) {
-    return ep->MemoryDevice_GetDeviceType(d) == OrtMemoryInfoDeviceType_CPU ||
-           ep->MemoryDevice_GetMemoryType(d) == OrtDeviceMemoryType_HOST_ACCESSIBLE;
+/* One side of a copy: memory of ours (whose backend copies it), or host memory, or neither. */
+struct side {
+    bool ours;
+    bool host;
+    struct epabi_memory_record record;
+    const struct epabi_backend* backend;   /* ours and not host-accessible: the backend that copies it */
+};
+
+static void classify(struct epabi_factory* f, const OrtMemoryDevice* d, struct side* s) {
+    memset(s, 0, sizeof *s);
+    if (d == NULL) return;
+    s->ours = epabi_factory_find_memory_device(f, d, &s->record);
+    s->host = epabi_memory_is_host(&f->api, d);
+    if (s->ours && !epabi_memory_kinds[s->record.kind].host_accessible)
+        s->backend = epabi_backend_for(epabi_memory_kinds[s->record.kind].device);
 }
 
-bool epabi_data_transfer_is_gpu_device(const struct epabi_data_transfer* dt, const OrtMemoryDevice* d) {
-    const OrtEpApi* ep = dt->api->ep;
-    return dt->gpu && (dt->device == NULL || !ep->MemoryDevice_AreEqual(d, dt->device)) &&
-           ep->MemoryDevice_GetDeviceType(d) == OrtMemoryInfoDeviceType_GPU &&
-           ep->MemoryDevice_GetVendorId(d) == EPABI_NVIDIA_VENDOR_ID;
-}
-
-/* CUDA device memory (not the pinned host-accessible kind, which is host memory for a copy). */
-static bool is_cuda_memory(const struct epabi_data_transfer* dt, const OrtMemoryDevice* d) {
-    return epabi_data_transfer_is_gpu_device(dt, d) &&
-           dt->api->ep->MemoryDevice_GetMemoryType(d) == OrtDeviceMemoryType_DEFAULT;
+static bool can_copy_with(const struct epabi_backend* b) {
+    return b != NULL && b->copy != NULL && (b->can_copy == NULL || b->can_copy());
 }
 
 static bool CanCopyImpl(const OrtDataTransferImpl* this_ptr, const OrtMemoryDevice* src, const OrtMemoryDevice* dst) {
-    const struct epabi_data_transfer* dt = dt_of(this_ptr);
-    const OrtEpApi* ep = dt->api->ep;
-    if (src == NULL || dst == NULL) return false;
-    bool src_cuda = is_cuda_memory(dt, src), dst_cuda = is_cuda_memory(dt, dst);
-    if (src_cuda || dst_cuda)
-        return (src_cuda || is_host_memory(ep, src)) && (dst_cuda || is_host_memory(ep, dst)) &&
-               epabi_cuda_libs()->cu != NULL;
-    if (dt->device == NULL) return false;
-    bool src_ours = ep->MemoryDevice_AreEqual(src, dt->device);
-    bool dst_ours = ep->MemoryDevice_AreEqual(dst, dt->device);
-    if (src_ours && dst_ours) return true;
-    if (src_ours) return is_host_memory(ep, dst);
-    if (dst_ours) return is_host_memory(ep, src);
-    return false;
+    struct epabi_factory* f = dt_of(this_ptr)->factory;
+    struct side s, d;
+    classify(f, src, &s);
+    classify(f, dst, &d);
+    if (!s.ours && !d.ours) return false;   /* neither side is ours: another EP's data transfer copies it */
+    if ((!s.ours && !s.host) || (!d.ours && !d.host)) return false;   /* memory we cannot reach */
+    if (s.backend != NULL && d.backend != NULL && s.backend != d.backend) return false;
+    const struct epabi_backend* b = s.backend != NULL ? s.backend : d.backend;
+    return b == NULL || can_copy_with(b);
 }
 
-/* The CUDA ordinal whose memory one side of the copy is in, or -1 when neither side is CUDA memory. */
-static OrtStatus* cuda_ordinal(const struct epabi_data_transfer* dt, const OrtValue* src, const OrtValue* dst,
-                               int* ordinal) {
-    *ordinal = -1;
-    if (!dt->gpu) return NULL;
+/* The backend and ordinal that copy between src and dst, or NULL: both sides are host-accessible. */
+static OrtStatus* copier(struct epabi_factory* f, const OrtValue* src, const OrtValue* dst,
+                         const struct epabi_backend** backend, int* ordinal) {
+    *backend = NULL;
+    *ordinal = 0;
     const OrtValue* sides[2] = {src, dst};
-    for (int k = 0; k < 2 && *ordinal < 0; ++k) {
+    for (int k = 0; k < 2 && *backend == NULL; ++k) {
         const OrtMemoryInfo* info = NULL;
-        EPABI_RETURN_IF_ERROR(dt->api->ort->GetTensorMemoryInfo(sides[k], &info));
+        EPABI_RETURN_IF_ERROR(f->api.ort->GetTensorMemoryInfo(sides[k], &info));
         if (info == NULL) continue;
-        const OrtMemoryDevice* d = dt->api->ep->MemoryInfo_GetMemoryDevice(info);
-        if (d != NULL && is_cuda_memory(dt, d)) *ordinal = (int)dt->api->ep->MemoryDevice_GetDeviceId(d);
+        struct side s;
+        classify(f, f->api.ep->MemoryInfo_GetMemoryDevice(info), &s);
+        if (s.backend != NULL) {
+            *backend = s.backend;
+            *ordinal = s.record.ordinal;
+        }
     }
     return NULL;
 }
 
-/* cuMemcpy infers the direction from the addresses (unified addressing), on the GPU's context: synchronous,
- * or ordered on the host's sync stream when it gives one (cuda_sync_stream.h). */
-static OrtStatus* cuda_copy(const struct epabi_api* api, int ordinal, void* dst, const void* src, size_t bytes,
-                            void* stream) {
-    const struct epabi_cuda_device* d = NULL;
-    EPABI_RETURN_IF_ERROR(epabi_cuda_device_get(api, ordinal, &d));
-    struct epabi_cuda_scope scope;
-    if (!epabi_cuda_enter(d, &scope))
-        return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": CopyTensors cannot make GPU %d current", ordinal);
-    epabi_cu_result r =
-        stream != NULL
-            ? d->libs->cu->MemcpyAsync((epabi_cu_ptr)(uintptr_t)dst, (epabi_cu_ptr)(uintptr_t)src, bytes, stream)
-            : d->libs->cu->Memcpy((epabi_cu_ptr)(uintptr_t)dst, (epabi_cu_ptr)(uintptr_t)src, bytes);
-    epabi_cuda_leave(&scope);
-    return r == 0 ? NULL : epabi_cuda_status(api, r, "CopyTensors (cuMemcpy)");
-}
-
 static OrtStatus* CopyTensorsImpl(OrtDataTransferImpl* this_ptr, const OrtValue** src_tensors, OrtValue** dst_tensors,
                                   OrtSyncStream** streams, size_t num_tensors) {
-    /* host memory on both sides: memmove; CUDA memory: cuMemcpy, async on the host's stream when it gives one */
-    const struct epabi_data_transfer* dt = dt_of(this_ptr);
-    const struct epabi_api* api = dt->api;
+    struct epabi_factory* f = dt_of(this_ptr)->factory;
+    const struct epabi_api* api = &f->api;
     if (num_tensors > 0 && (src_tensors == NULL || dst_tensors == NULL))
         return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": CopyTensors got NULL tensor arrays");
     for (size_t i = 0; i < num_tensors; ++i) {
@@ -104,11 +91,12 @@ static OrtStatus* CopyTensorsImpl(OrtDataTransferImpl* this_ptr, const OrtValue*
         if (src_bytes == 0) continue;
         EPABI_RETURN_IF_ERROR(api->ort->GetTensorData(src_tensors[i], &src));
         EPABI_RETURN_IF_ERROR(api->ort->GetTensorMutableData(dst_tensors[i], &dst));
-        int ordinal = -1;
-        EPABI_RETURN_IF_ERROR(cuda_ordinal(dt, src_tensors[i], dst_tensors[i], &ordinal));
-        if (ordinal >= 0) {
+        const struct epabi_backend* backend = NULL;
+        int ordinal = 0;
+        EPABI_RETURN_IF_ERROR(copier(f, src_tensors[i], dst_tensors[i], &backend, &ordinal));
+        if (backend != NULL && backend->copy != NULL) {
             void* stream = streams != NULL && streams[i] != NULL ? api->ort->SyncStream_GetHandle(streams[i]) : NULL;
-            EPABI_RETURN_IF_ERROR(cuda_copy(api, ordinal, dst, src, src_bytes, stream));
+            EPABI_RETURN_IF_ERROR(backend->copy(api, ordinal, dst, src, src_bytes, stream));
         } else if (src != dst) {
             memmove(dst, src, src_bytes);
         }
@@ -116,19 +104,11 @@ static OrtStatus* CopyTensorsImpl(OrtDataTransferImpl* this_ptr, const OrtValue*
     return NULL;
 }
 
-void epabi_data_transfer_init(struct epabi_data_transfer* dt, const struct epabi_api* api,
-                              const OrtMemoryDevice* device) {
+void epabi_data_transfer_init(struct epabi_data_transfer* dt, struct epabi_factory* factory) {
     memset(dt, 0, sizeof *dt);
-    dt->api = api;
-    dt->device = device;
+    dt->factory = factory;
     dt->base.ort_version_supported = EPABI_ORT_API_VERSION;
     dt->base.Release = ReleaseImpl;
     dt->base.CanCopy = CanCopyImpl;
     dt->base.CopyTensors = CopyTensorsImpl;
-    dt->initialized = true;
-}
-
-void epabi_data_transfer_enable_gpu(struct epabi_data_transfer* dt, const struct epabi_api* api) {
-    if (!dt->initialized) epabi_data_transfer_init(dt, api, NULL);
-    dt->gpu = true;
 }

@@ -1,12 +1,13 @@
 /*
  * ep_devices.c - which hardware devices become EP devices.
  *
- *  - GPU: every GPU-typed hardware device with NVIDIA's vendor id, with default and read-only memory infos.
+ *  - GPU: every GPU-typed hardware device with NVIDIA's vendor id, with device, read-only and pinned memory
+ *    infos (memory_kinds.h); when the host lists none, the GPUs the CUDA backend finds itself.
  *  - Software adapter: only with EPABI_ALLOW_SOFTWARE_ADAPTER=1 and no GPU listed; one EP device on the
  *    CPU hardware device, with a warning that it is a software device. It computes in the host's own
  *    memory (no memory info: zero copies, and bound host buffers are what a captured graph replays on),
- *    unless EPABI_SOFTWARE_DEVICE_MEMORY=device gives it a DEFAULT memory info "EpAbi_Software" (see
- *    attach_software_memory) served by the factory's arena and data transfer, like a discrete device.
+ *    unless EPABI_SOFTWARE_DEVICE_MEMORY=device gives it a DEFAULT memory info "EpAbi_Software" served by the
+ *    factory's arena and data transfer, like a discrete device (backend_software.c).
  *  - Virtual: when the host's environment config has allow_virtual_devices=1 (ORT sets it for a
  *    registration name ending in ".virtual"), a GPU hardware device we create ourselves, metadata
  *    is_virtual=1, no memory infos; usable only by compile-only sessions (see ep.c).
@@ -16,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda_driver.h"
+#include "backend.h"
 #include "ep_factory.h"
 
 static bool is_virtual_hw(const struct epabi_api* api, const OrtHardwareDevice* hw) {
@@ -24,7 +25,7 @@ static bool is_virtual_hw(const struct epabi_api* api, const OrtHardwareDevice* 
     return v != NULL && strcmp(v, "1") == 0;
 }
 
-/* EPABI_SOFTWARE_DEVICE_MEMORY=device: the software adapter owns device memory (see attach_software_memory). */
+/* EPABI_SOFTWARE_DEVICE_MEMORY=device: the software adapter owns device memory (backend_software.c). */
 static bool software_device_memory(const struct epabi_factory* f) {
     const char* v = getenv("EPABI_SOFTWARE_DEVICE_MEMORY");
     if (v != NULL && strcmp(v, "device") != 0 && strcmp(v, "host") != 0 && v[0] != '\0')
@@ -40,7 +41,7 @@ static bool software_adapter_allowed(void) {
 
 static OrtStatus* virtual_devices_allowed(const struct epabi_api* api, bool* allowed) {
     *allowed = false;
-    if (!epabi_has(api, EPABI_SINCE_ENV_CONFIG)) return NULL;
+    if (!epabi_has(api, EPABI_SINCE_OrtEpApi_GetEnvConfigEntries)) return NULL;
     OrtKeyValuePairs* env = NULL;
     EPABI_RETURN_IF_ERROR(api->ep->GetEnvConfigEntries(&env));
     const char* v = epabi_kv_get(api, env, "allow_virtual_devices");
@@ -49,50 +50,7 @@ static OrtStatus* virtual_devices_allowed(const struct epabi_api* api, bool* all
     return NULL;
 }
 
-/* Caller holds f->lock. Keeps the memory info alive until the factory is destroyed, because the host
- * may keep referring to it through the EP device. */
-static OrtStatus* attach_memory_info_typed(struct epabi_factory* f, OrtEpDevice* dev, const char* name,
-                                           OrtMemoryInfoDeviceType type, OrtDeviceMemoryType mem_type, int ordinal,
-                                           OrtAllocatorType alloc_type, const OrtMemoryInfo** made) {
-    const struct epabi_api* api = &f->api;
-    if (f->num_memory_infos >= sizeof f->memory_infos / sizeof f->memory_infos[0])
-        return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": too many memory infos");
-    OrtMemoryInfo* info = NULL;
-    EPABI_RETURN_IF_ERROR(api->ort->CreateMemoryInfo_V2(name, type, EPABI_NVIDIA_VENDOR_ID, ordinal, mem_type, 0,
-                                                        alloc_type, &info));
-    f->memory_infos[f->num_memory_infos++] = info;
-    if (made != NULL) *made = info;
-    return api->ep->EpDevice_AddAllocatorInfo(dev, info);
-}
-
-static OrtStatus* attach_memory_info(struct epabi_factory* f, OrtEpDevice* dev, const char* name,
-                                     OrtMemoryInfoDeviceType type, int ordinal, OrtAllocatorType alloc_type,
-                                     const OrtMemoryInfo** made) {
-    return attach_memory_info_typed(f, dev, name, type, OrtDeviceMemoryType_DEFAULT, ordinal, alloc_type, made);
-}
-
-/* Caller holds f->lock. The software adapter's DEFAULT memory: host memory from the factory's arena that
- * the host treats as device memory (GPU-typed, vendor 0x10DE, device allocator), as it will treat the GPU
- * device's memory; ORT copies graph inputs in and outputs out through our data transfer and inserts
- * Memcpy nodes where CPU nodes consume our values. The allocator type is OrtDeviceAllocator: hosts 1.31+
- * refuse plugin allocators that call themselves arenas.
- *
- * Observed with real hosts 1.24.4 and 1.32.0 (tests/ort_smoke.py): GPU-typed memory gives correct results
- * on both. CPU-typed memory with vendor 0x10DE also gives correct results on both (ORT copies graph inputs
- * into it through our data transfer, but hands graph outputs to the caller in our memory, zero-copy);
- * 1.32.0 then crashes at exit when the caller keeps an output array past
- * unregister_execution_provider_library, because freeing it calls into the unloaded plugin. With GPU-typed
- * memory ORT copies outputs to its own CPU memory, so nothing of ours outlives the library. */
-static OrtStatus* attach_software_memory(struct epabi_factory* f, OrtEpDevice* dev) {
-    const OrtMemoryInfo* info = NULL;
-    EPABI_RETURN_IF_ERROR(attach_memory_info(f, dev, EPABI_SOFTWARE_MEMORY_NAME, OrtMemoryInfoDeviceType_GPU, 0,
-                                             OrtDeviceAllocator, &info));
-    f->software_memory_info = info;
-    epabi_data_transfer_init(&f->data_transfer, &f->api, f->api.ep->MemoryInfo_GetMemoryDevice(info));
-    return NULL;
-}
-
-/* Caller holds f->lock. Creates one EP device and records it. */
+/* Caller holds f->lock. Creates one EP device with the memory infos of its kind and records it. */
 static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* hw, enum epabi_device_kind kind,
                              int ordinal, OrtEpDevice** out) {
     const struct epabi_api* api = &f->api;
@@ -105,69 +63,56 @@ static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* h
     OrtStatus* st = api->ep->CreateEpDevice(&f->base, hw, meta, NULL, &dev);
     api->ort->ReleaseKeyValuePairs(meta);
     if (st != NULL) return st;
-    const OrtMemoryInfo* device_memory = NULL;
-    if (kind == EPABI_DEVICE_GPU) {
-        st = attach_memory_info(f, dev, EPABI_GPU_MEMORY_NAME, OrtMemoryInfoDeviceType_GPU, ordinal,
-                                OrtDeviceAllocator, &device_memory);
-        if (st == NULL)
-            st = attach_memory_info(f, dev, EPABI_GPU_READONLY_MEMORY_NAME, OrtMemoryInfoDeviceType_GPU, ordinal,
-                                    OrtReadOnlyAllocator, NULL);
-        /* pinned host memory (cuMemAllocHost) for staging copies, as ORT's CUDA EP offers */
-        if (st == NULL)
-            st = attach_memory_info_typed(f, dev, EPABI_GPU_PINNED_MEMORY_NAME, OrtMemoryInfoDeviceType_GPU,
-                                          OrtDeviceMemoryType_HOST_ACCESSIBLE, ordinal, OrtDeviceAllocator, NULL);
-    } else if (kind == EPABI_DEVICE_SOFTWARE && software_device_memory(f)) {
-        st = attach_software_memory(f, dev);
-        device_memory = f->software_memory_info;
+    bool with_memory = kind != EPABI_DEVICE_SOFTWARE || software_device_memory(f);
+    const OrtMemoryDevice* device_memory = NULL;
+    for (int m = 0; m < EPABI_MEMORY_KINDS && st == NULL && with_memory; ++m) {
+        const struct epabi_memory_kind_info* k = &epabi_memory_kinds[m];
+        if (k->device != kind) continue;
+        const struct epabi_memory_record* rec = NULL;
+        st = epabi_memory_attach(api, &f->memory, dev, (enum epabi_memory_kind)m, ordinal, &rec);
+        if (st == NULL && device_memory == NULL && k->memory_type == OrtDeviceMemoryType_DEFAULT)
+            device_memory = rec->device;
     }
     if (st != NULL) {
         api->ep->ReleaseEpDevice(dev);
         return st;
     }
-    if (kind == EPABI_DEVICE_GPU) epabi_data_transfer_enable_gpu(&f->data_transfer, api);
-    const OrtMemoryDevice* memory = device_memory != NULL ? api->ep->MemoryInfo_GetMemoryDevice(device_memory) : NULL;
-    f->devices[f->num_devices++] = (struct epabi_device_record){hw, kind, ordinal, memory};
+    f->devices[f->num_devices++] = (struct epabi_device_record){hw, kind, ordinal, device_memory};
     *out = dev;
     return NULL;
 }
 
-/* The GPUs the CUDA driver sees, as hardware devices of our own making (host passed none). Metadata:
- * pci_bus_id (cuDeviceGetPCIBusId), cuda_ordinal, DiscoveredBy. EPABI_CUDA_DISCOVERY=0 turns this off (then
- * a host without GPUs gets the software adapter when it is allowed). Caller holds f->lock. */
-static OrtStatus* make_cuda_hw(struct epabi_factory* f, size_t limit) {
+/* The GPUs the CUDA backend sees, as hardware devices of our own making (host passed none). Metadata:
+ * pci_bus_id, cuda_ordinal, Description, DiscoveredBy. EPABI_CUDA_DISCOVERY=0 turns this off (then a host
+ * without GPUs gets the software adapter when it is allowed). Caller holds f->lock. */
+static OrtStatus* make_found_hw(struct epabi_factory* f, size_t limit) {
     const struct epabi_api* api = &f->api;
-    if (f->num_cuda_hw > 0) return NULL;
+    if (f->num_found_hw > 0) return NULL;
     const char* discovery = getenv("EPABI_CUDA_DISCOVERY");
     if (discovery != NULL && strcmp(discovery, "0") == 0) return NULL;   /* the user asked us not to look */
-    char why[256];
-    const struct epabi_cuda_driver* cu = epabi_cuda_driver(why, sizeof why);
-    int count = 0;
-    if (cu == NULL || cu->DeviceGetCount(&count) != 0 || count <= 0) return NULL;
+    const struct epabi_backend* gpu = epabi_backend_for(EPABI_DEVICE_GPU);
+    int count = gpu->hardware_count();
     OrtStatus* st = NULL;
     for (int i = 0; i < count && (size_t)i < limit && st == NULL; ++i) {
-        epabi_cu_device dev = 0;
-        char bus[32] = "";
-        char name[128] = "NVIDIA GPU";
+        struct epabi_backend_hardware hw;
         char ordinal[16];
-        if (cu->DeviceGet(&dev, i) != 0) break;
-        if (cu->DeviceGetPCIBusId(bus, (int)sizeof bus, dev) != 0) bus[0] = '\0';
-        if (cu->DeviceGetName(name, (int)sizeof name, dev) != 0) snprintf(name, sizeof name, "NVIDIA GPU");
+        if (!gpu->hardware_describe(i, &hw)) break;
         snprintf(ordinal, sizeof ordinal, "%d", i);
         OrtKeyValuePairs* meta = NULL;
         api->ort->CreateKeyValuePairs(&meta);
-        if (bus[0] != '\0') api->ort->AddKeyValuePair(meta, "pci_bus_id", bus);
+        if (hw.pci_bus_id[0] != '\0') api->ort->AddKeyValuePair(meta, "pci_bus_id", hw.pci_bus_id);
         api->ort->AddKeyValuePair(meta, "cuda_ordinal", ordinal);
-        api->ort->AddKeyValuePair(meta, "Description", name);
+        api->ort->AddKeyValuePair(meta, "Description", hw.name);
         api->ort->AddKeyValuePair(meta, "DiscoveredBy", EPABI_EP_NAME);
         st = api->ep->CreateHardwareDevice(OrtHardwareDeviceType_GPU, EPABI_NVIDIA_VENDOR_ID, 0, "NVIDIA", meta,
-                                           &f->cuda_hw[f->num_cuda_hw]);
+                                           &f->found_hw[f->num_found_hw]);
         api->ort->ReleaseKeyValuePairs(meta);
-        if (st == NULL) f->num_cuda_hw++;
+        if (st == NULL) f->num_found_hw++;
     }
-    if (st == NULL)
+    if (st == NULL && f->num_found_hw > 0)
         EPABI_LOG(api, f->logger, ORT_LOGGING_LEVEL_INFO,
-                  EPABI_EP_NAME ": the host listed no NVIDIA GPU but the CUDA driver sees %zu; listing them as hardware "
-                  "devices of our own (metadata pci_bus_id, cuda_ordinal)", f->num_cuda_hw);
+                  EPABI_EP_NAME ": the host listed no NVIDIA GPU but the %s backend sees %zu; listing them as hardware "
+                  "devices of our own (metadata pci_bus_id, cuda_ordinal)", gpu->name, f->num_found_hw);
     return st;
 }
 
@@ -226,9 +171,9 @@ OrtStatus* epabi_factory_list_devices(struct epabi_factory* f, const OrtHardware
         }
     }
     if (st == NULL && gpus == 0 && n < limit) {
-        st = make_cuda_hw(f, limit - n);
-        for (size_t i = 0; i < f->num_cuda_hw && st == NULL && n < limit; ++i) {
-            st = add_device(f, f->cuda_hw[i], EPABI_DEVICE_GPU, (int)i, &ep_devices[n]);
+        st = make_found_hw(f, limit - n);
+        for (size_t i = 0; i < f->num_found_hw && st == NULL && n < limit; ++i) {
+            st = add_device(f, f->found_hw[i], EPABI_DEVICE_GPU, (int)i, &ep_devices[n]);
             if (st == NULL) {
                 ++n;
                 ++gpus;
@@ -291,4 +236,24 @@ bool epabi_factory_find_device(struct epabi_factory* f, const OrtHardwareDevice*
     }
     pthread_mutex_unlock(&f->lock);
     return found;
+}
+
+static bool find_memory(struct epabi_factory* f, const OrtMemoryDevice* device, const OrtMemoryInfo* info,
+                        struct epabi_memory_record* out) {
+    pthread_mutex_lock(&f->lock);
+    const struct epabi_memory_record* r = info != NULL ? epabi_memory_find_info(&f->api, &f->memory, info)
+                                                       : epabi_memory_find_device(&f->api, &f->memory, device);
+    if (r != NULL) *out = *r;
+    pthread_mutex_unlock(&f->lock);
+    return r != NULL;
+}
+
+bool epabi_factory_find_memory_device(struct epabi_factory* f, const OrtMemoryDevice* device,
+                                      struct epabi_memory_record* out) {
+    return find_memory(f, device, NULL, out);
+}
+
+bool epabi_factory_find_memory_info(struct epabi_factory* f, const OrtMemoryInfo* info,
+                                    struct epabi_memory_record* out) {
+    return find_memory(f, NULL, info, out);
 }

@@ -3,9 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "ep.h"
-#include "cuda_sync_stream.h"
-#include "gpu_allocator.h"
 #include "ep_allocator.h"
 
 #ifndef EPABI_PLUGIN_VERSION
@@ -64,75 +63,68 @@ static void ReleaseEpImpl(OrtEpFactory* this_ptr, OrtEp* ep) {
     epabi_ep_destroy(ep);
 }
 
-/* Only the software device registers a memory info, so only its DEFAULT memory gets an allocator: the
- * shared arena in a thin OrtAllocator. The host may pass our own memory info or an equal copy of it. */
-static bool is_software_memory(struct epabi_factory* f, const OrtMemoryInfo* info) {
-    if (info == NULL || f->software_memory_info == NULL) return false;
-    if (info == f->software_memory_info) return true;
-    int diff = 1;
-    OrtStatus* st = f->api.ort->CompareMemoryInfo(info, f->software_memory_info, &diff);
-    if (st != NULL) {
-        f->api.ort->ReleaseStatus(st);
-        return false;
-    }
-    return diff == 0;
-}
-
+/* Every allocator is ep_allocator.c's filler over the operations of the memory's backend; the host may pass our
+ * own memory info or an equal copy of it (real hosts create the GPU allocators at registration). */
 static OrtStatus* CreateAllocatorImpl(OrtEpFactory* this_ptr, const OrtMemoryInfo* memory_info,
                                       const OrtKeyValuePairs* allocator_options, OrtAllocator** allocator) {
-    (void)allocator_options;   /* the arena has no tunables */
+    (void)allocator_options;   /* no tunables */
     struct epabi_factory* f = (struct epabi_factory*)this_ptr;
+    const struct epabi_api* api = &f->api;
     if (allocator == NULL)
-        return epabi_error(&f->api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": CreateAllocator got a NULL output pointer");
+        return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": CreateAllocator got a NULL output pointer");
     *allocator = NULL;
-    pthread_mutex_lock(&f->lock);
-    const OrtMemoryInfo* ours = is_software_memory(f, memory_info) ? f->software_memory_info : NULL;
-    pthread_mutex_unlock(&f->lock);
-    if (ours != NULL) return epabi_allocator_create(&f->api, f->arena, ours, allocator);
-    const char* name = NULL;
-    int ordinal = 0;
-    if (memory_info != NULL) {
-        OrtStatus* st = f->api.ort->MemoryInfoGetName(memory_info, &name);
-        if (st == NULL) st = f->api.ort->MemoryInfoGetId(memory_info, &ordinal);
-        if (st != NULL) f->api.ort->ReleaseStatus(st);
+    struct epabi_memory_record rec;
+    if (!epabi_factory_find_memory_info(f, memory_info, &rec)) {
+        const char* name = NULL;
+        if (memory_info != NULL) {
+            OrtStatus* st = api->ort->MemoryInfoGetName(memory_info, &name);
+            if (st != NULL) api->ort->ReleaseStatus(st);
+        }
+        return epabi_error(api, ORT_NOT_IMPLEMENTED, EPABI_EP_NAME ": no allocator for memory info '%s'",
+                           name != NULL ? name : "(null)");
     }
-    /* the GPU devices' memory (device and read-only infos): hosts create these allocators at registration */
-    if (name != NULL && (strcmp(name, EPABI_GPU_MEMORY_NAME) == 0 || strcmp(name, EPABI_GPU_READONLY_MEMORY_NAME) == 0 ||
-                         strcmp(name, EPABI_GPU_PINNED_MEMORY_NAME) == 0))
-        return epabi_gpu_allocator_create(&f->api, f->logger, memory_info, ordinal,
-                                          strcmp(name, EPABI_GPU_PINNED_MEMORY_NAME) == 0, allocator);
-    return epabi_error(&f->api, ORT_NOT_IMPLEMENTED, EPABI_EP_NAME ": no allocator for memory info '%s'",
-                       name != NULL ? name : "(null)");
+    const struct epabi_backend* backend = epabi_backend_for(epabi_memory_kinds[rec.kind].device);
+    const struct epabi_alloc_ops* ops = NULL;
+    void* ctx = NULL;
+    EPABI_RETURN_IF_ERROR(backend->allocator_open(api, f->logger, &rec, f->arena, &ops, &ctx));
+    return epabi_allocator_create(api, rec.info, ops, ctx, allocator);
 }
 
 static void ReleaseAllocatorImpl(OrtEpFactory* this_ptr, OrtAllocator* allocator) {
     (void)this_ptr;
-    if (epabi_allocator_is_ours(allocator)) epabi_allocator_destroy(allocator);
-    else if (epabi_gpu_allocator_is_ours(allocator)) epabi_gpu_allocator_destroy(allocator);
+    epabi_allocator_destroy(allocator);   /* ignores allocators it did not make */
 }
 
 static OrtStatus* CreateDataTransferImpl(OrtEpFactory* this_ptr, OrtDataTransferImpl** data_transfer) {
     struct epabi_factory* f = (struct epabi_factory*)this_ptr;
     if (data_transfer == NULL)
         return epabi_error(&f->api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": CreateDataTransfer got a NULL output pointer");
-    /* Only the software device has memory of its own so far; without it NULL is the documented answer.
-     * The member itself must stay non-NULL: real hosts call it unconditionally. */
+    /* Without memory of our own (host-memory devices only) NULL is the documented answer. The member itself
+     * must stay non-NULL: real hosts call it unconditionally. */
     pthread_mutex_lock(&f->lock);
-    *data_transfer = f->data_transfer.initialized ? &f->data_transfer.base : NULL;
+    *data_transfer = f->memory.n > 0 ? &f->data_transfer.base : NULL;
     pthread_mutex_unlock(&f->lock);
     return NULL;
 }
 
-/* Stream aware when the CUDA backend serves a GPU EP device this factory listed (cuda_sync_stream.h). */
-static bool IsStreamAwareImpl(const OrtEpFactory* this_ptr) {
-    struct epabi_factory* f = (struct epabi_factory*)(uintptr_t)this_ptr;
-    bool gpu = false;
+/* The stream-aware backend of the listed devices (CUDA, when it can run), or NULL. */
+static const struct epabi_backend* stream_backend(struct epabi_factory* f) {
+    const struct epabi_backend* found = NULL;
     pthread_mutex_lock(&f->lock);
-    for (size_t i = 0; i < f->num_devices && !gpu; ++i) gpu = f->devices[i].kind == EPABI_DEVICE_GPU;
+    for (size_t i = 0; i < f->num_devices && found == NULL; ++i) {
+        const struct epabi_backend* b = epabi_backend_for(f->devices[i].kind);
+        if (b != NULL && b->sync_stream != NULL && b->available(NULL)) found = b;
+    }
     pthread_mutex_unlock(&f->lock);
-    return gpu && epabi_cuda_usable(epabi_cuda_libs());
+    return found;
 }
 
+static bool IsStreamAwareImpl(const OrtEpFactory* this_ptr) {
+    return stream_backend((struct epabi_factory*)(uintptr_t)this_ptr) != NULL;
+}
+
+/* ORT dereferences what this returns, for every non-CPU memory info we declared once we are stream aware: memory
+ * it does not know gets a stream without a handle (cuda_sync_stream.h). */
 static OrtStatus* CreateSyncStreamForDeviceImpl(OrtEpFactory* this_ptr, const OrtMemoryDevice* memory_device,
                                                 const OrtKeyValuePairs* stream_options, OrtSyncStreamImpl** stream) {
     (void)stream_options;
@@ -141,14 +133,21 @@ static OrtStatus* CreateSyncStreamForDeviceImpl(OrtEpFactory* this_ptr, const Or
     if (stream == NULL || memory_device == NULL)
         return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": CreateSyncStreamForDevice got a NULL pointer");
     *stream = NULL;
-    const struct epabi_cuda_device* dev = NULL;
-    pthread_mutex_lock(&f->lock);
-    bool gpu = f->data_transfer.initialized && epabi_data_transfer_is_gpu_device(&f->data_transfer, memory_device);
-    pthread_mutex_unlock(&f->lock);
-    if (gpu && epabi_cuda_usable(epabi_cuda_libs()))
-        EPABI_RETURN_IF_ERROR(
-            epabi_cuda_device_get(api, (int)api->ep->MemoryDevice_GetDeviceId(memory_device), &dev));
-    return epabi_sync_stream_create(api, dev, stream);
+    struct epabi_memory_record rec;
+    const struct epabi_backend* b = NULL;
+    int ordinal = -1;
+    if (epabi_factory_find_memory_device(f, memory_device, &rec)) {
+        b = epabi_backend_for(epabi_memory_kinds[rec.kind].device);
+        ordinal = rec.ordinal;
+    }
+    if (b == NULL || b->sync_stream == NULL || !b->available(NULL)) {
+        b = stream_backend(f);
+        ordinal = -1;
+    }
+    if (b == NULL)
+        return epabi_error(api, ORT_NOT_IMPLEMENTED, EPABI_EP_NAME ": CreateSyncStreamForDevice: no device of this "
+                           "factory is stream aware");
+    return b->sync_stream(api, ordinal, stream);
 }
 
 struct epabi_factory* epabi_factory_create(const struct epabi_api* api, const OrtLogger* logger) {
@@ -166,6 +165,7 @@ struct epabi_factory* epabi_factory_create(const struct epabi_api* api, const Or
         free(f);
         return NULL;
     }
+    epabi_data_transfer_init(&f->data_transfer, f);
 
     OrtEpFactory* t = &f->base;
     t->ort_version_supported = EPABI_ORT_API_VERSION;
@@ -194,11 +194,10 @@ struct epabi_factory* epabi_factory_create(const struct epabi_api* api, const Or
 
 void epabi_factory_destroy(struct epabi_factory* f) {
     if (f == NULL) return;
-    for (size_t i = 0; i < f->num_memory_infos; ++i) f->api.ort->ReleaseMemoryInfo(f->memory_infos[i]);
-    f->num_memory_infos = 0;
-    for (size_t i = 0; i < f->num_cuda_hw; ++i)
-        if (f->cuda_hw[i] != NULL) f->api.ep->ReleaseHardwareDevice(f->cuda_hw[i]);
-    f->num_cuda_hw = 0;
+    epabi_memory_release_all(&f->api, &f->memory);
+    for (size_t i = 0; i < f->num_found_hw; ++i)
+        if (f->found_hw[i] != NULL) f->api.ep->ReleaseHardwareDevice(f->found_hw[i]);
+    f->num_found_hw = 0;
     if (f->virtual_hw != NULL) f->api.ep->ReleaseHardwareDevice(f->virtual_hw);
     f->virtual_hw = NULL;
     epabi_arena_release(f->arena);

@@ -102,7 +102,7 @@ OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptio
         /* Older hosts have no session.compile_only: their ModelCompiler marks a compile session only with
          * ep.context_enable=1 (observed on ORT 1.24.4). */
         const char* ctx = epabi_kv_get(api, cfg, "ep.context_enable");
-        if (!epabi_has(api, EPABI_SINCE_COMPILE_ONLY_KEY) && ctx != NULL && strcmp(ctx, "1") == 0)
+        if (!epabi_has(api, EPABI_POLICY_COMPILE_ONLY_KEY) && ctx != NULL && strcmp(ctx, "1") == 0)
             out->compile_only = true;
     }
     if (st == NULL) {

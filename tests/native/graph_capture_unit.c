@@ -1,6 +1,6 @@
 /*
- * graph_capture_unit.c - standalone checks of native/stream.c, native/graph_capture.c and the arena's capture
- * pools against a fake OrtApi (statuses, run config entries, a logger): nesting, duplicate and missing ids,
+ * graph_capture_unit.c - standalone checks of native/stream.c, graph_capture.c, thread_context.c, capture_policy.c
+ * and the arena's capture pools against a fake OrtApi (statuses, run config entries, a logger): nesting, duplicate and missing ids,
  * aborted and failed captures leaving nothing behind, replay of recorded argument copies, annotation-id
  * parsing as ORT core does it, user-stream adoption, attach/detach, and (with threads) the release of an EP
  * freeing its contexts on every thread at once: an idle thread's graphs and capture-pool memory of a released
@@ -9,7 +9,8 @@
  * Build and run from native/ (add -fsanitize=thread instead of address,undefined for ThreadSanitizer):
  *
  *   gcc -std=c11 -D_GNU_SOURCE -g -fsanitize=address,undefined -Wall -Wextra -Iinclude -I. -Ikernels \
- *       ../tests/native/graph_capture_unit.c stream.c graph_capture.c arena.c api.c -lpthread -o /tmp/gc_unit
+ *       ../tests/native/graph_capture_unit.c stream.c graph_capture.c thread_context.c capture_policy.c \
+ *       arena.c api.c -lpthread -o /tmp/gc_unit
  *   /tmp/gc_unit     # exit status 0 and "all unit checks passed"
  */
 #include <pthread.h>
@@ -20,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture_policy.h"
 #include "graph_capture.h"
+#include "thread_context.h"
 
 struct OrtStatus { OrtErrorCode code; char msg[1024]; };
 static OrtStatus* create_status(OrtErrorCode c, const char* m) {
@@ -68,28 +71,28 @@ static uint64_t in_use(struct epabi_arena* a) { struct epabi_arena_stats s; epab
 
 /* One capturing run of o on this thread, as ORT drives it (min_runs 0, one fused node): a block of `bytes`
  * from the capture pool, out = in + 1 launched on the thread's stream. True when the graph was stored. */
-static bool capture_once(const struct epabi_gc_owner* o, const struct fake_ro* ro, size_t bytes, struct add_args* a) {
+static bool capture_once(const struct epabi_thread_owner* o, const struct fake_ro* ro, size_t bytes, struct add_args* a) {
     const OrtRunOptions* opts = (const OrtRunOptions*)ro;
-    OrtStatus* st = epabi_gc_run_start(o, opts);
+    OrtStatus* st = epabi_capture_run_start(o, opts);
     CHECK(st == NULL);
     if (st != NULL) { free(st); return false; }
-    struct epabi_thread_context* tc = epabi_gc_find(o);
-    struct epabi_run_env env; epabi_gc_run_env(o, tc, &env);
+    struct epabi_thread_context* tc = epabi_thread_find(o);
+    struct epabi_run_env env; epabi_thread_run_env(o, tc, &env);
     CHECK(tc != NULL && env.stream != NULL && env.capture_pool != NULL);
     if (tc == NULL || env.capture_pool == NULL) return false;
     void* blk = epabi_arena_pool_alloc(env.capture_pool, bytes);
     CHECK(blk != NULL);
     CHECK(epabi_stream_launch(env.stream, EPABI_LAUNCH_COPY, add_one, a, sizeof *a) == NULL);
-    epabi_gc_note_compute(tc, blk != NULL);
-    st = epabi_gc_run_end(o, opts, true);
+    epabi_capture_note_compute(tc, blk != NULL);
+    st = epabi_capture_run_end(o, opts, true);
     CHECK(st == NULL);
     if (st != NULL) { free(st); return false; }
-    return epabi_gc_is_captured(o, atoi(ro->gid));
+    return epabi_capture_is_captured(o, atoi(ro->gid));
 }
 
-static bool replays_to(const struct epabi_gc_owner* o, int id, float* in, const float* out, float v) {
+static bool replays_to(const struct epabi_thread_owner* o, int id, float* in, const float* out, float v) {
     in[0] = v;
-    OrtStatus* st = epabi_gc_replay(o, id);
+    OrtStatus* st = epabi_capture_replay(o, id);
     if (st != NULL) { printf("  replay status: %s\n", st->msg); free(st); return false; }
     return out[0] == v + 1;
 }
@@ -97,7 +100,7 @@ static bool replays_to(const struct epabi_gc_owner* o, int id, float* in, const 
 /* 1. an idle thread: captures for A (long-lived) and B, then waits while the main thread releases B */
 struct idle_test {
     pthread_mutex_t mu; pthread_cond_t cv; int phase;   /* 1: worker captured; 2: B released; 3: worker done */
-    struct epabi_gc_owner *a, *b, *c;
+    struct epabi_thread_owner *a, *b, *c;
 };
 static void idle_set(struct idle_test* t, int phase) {
     pthread_mutex_lock(&t->mu); t->phase = phase; pthread_cond_broadcast(&t->cv); pthread_mutex_unlock(&t->mu);
@@ -115,11 +118,11 @@ static void* idle_worker(void* p) {
     idle_set(t, 1);
     idle_wait(t, 2);   /* idle: B is released meanwhile, on the main thread */
     /* A goes on as before on this thread: its graph replays, a new id captures, and a new EP gets a context */
-    CHECK(epabi_gc_is_captured(t->a, 7) && replays_to(t->a, 7, ia, oa, 41));
+    CHECK(epabi_capture_is_captured(t->a, 7) && replays_to(t->a, 7, ia, oa, 41));
     CHECK(capture_once(t->a, &r8, 1000, &aa8) && replays_to(t->a, 8, ia8, oa8, 5));
-    CHECK(epabi_gc_is_captured(t->a, 7) && replays_to(t->a, 7, ia, oa, 42));
+    CHECK(epabi_capture_is_captured(t->a, 7) && replays_to(t->a, 7, ia, oa, 42));
     CHECK(capture_once(t->c, &r7, 2000, &ac) && replays_to(t->c, 7, ic, oc, 9));
-    CHECK(epabi_gc_live_contexts() == 2);   /* this thread's A and C: nothing of B anywhere */
+    CHECK(epabi_thread_live_contexts() == 2);   /* this thread's A and C: nothing of B anywhere */
     idle_set(t, 3);
     return NULL;   /* thread exit: the key destructor frees A's and C's contexts here */
 }
@@ -127,11 +130,11 @@ static void* idle_worker(void* p) {
 static void test_release_frees_idle_threads(struct epabi_api* api) {
     printf("release of an EP frees an idle thread's context for it\n");
     struct epabi_arena *ar_a = epabi_arena_create(), *ar_b = epabi_arena_create(), *ar_c = epabi_arena_create();
-    struct epabi_gc_owner A = {api, (const OrtLogger*)1, ar_a, 0, false, 0, 0, 1, NULL, NULL, NULL, false};
-    struct epabi_gc_owner B = A, C = A;
+    struct epabi_thread_owner A = {.api = api, .logger = (const OrtLogger*)1, .arena = ar_a, .graph_capture = true, .min_runs = 0, .fused_nodes = 1};
+    struct epabi_thread_owner B = A, C = A;
     B.arena = ar_b; C.arena = ar_c;
-    CHECK(epabi_gc_live_contexts() == 0);
-    CHECK(epabi_gc_attach(&A) == NULL && epabi_gc_attach(&B) == NULL);
+    CHECK(epabi_thread_live_contexts() == 0);
+    CHECK(epabi_threads_attach(&A) == NULL && epabi_threads_attach(&B) == NULL);
     struct idle_test t = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER, .a = &A, .b = &B, .c = &C};
     pthread_t w;
     CHECK(pthread_create(&w, NULL, idle_worker, &t) == 0);
@@ -141,23 +144,23 @@ static void test_release_frees_idle_threads(struct epabi_api* api) {
     float im[4] = {1}, om[4] = {0};
     struct add_args am = {im, om, 4};
     CHECK(capture_once(&B, &r7, 700, &am));
-    CHECK(epabi_gc_live_contexts() == 3);             /* worker: A, B; main: B */
+    CHECK(epabi_thread_live_contexts() == 3);             /* worker: A, B; main: B */
     uint64_t b_before = in_use(ar_b), a_before = in_use(ar_a);
     printf("  B's arena: %llu bytes in use by capture pools before the release\n", (unsigned long long)b_before);
     CHECK(b_before >= 5000 + 700);                    /* the two graphs of B hold their pools' blocks */
-    epabi_gc_detach(&B);                              /* the worker is idle, blocked on the condition */
+    epabi_threads_detach(&B);                              /* the worker is idle, blocked on the condition */
     CHECK(B.serial == 0);
-    CHECK(epabi_gc_live_contexts() == 1);             /* only the worker's A: its B went with the release */
+    CHECK(epabi_thread_live_contexts() == 1);             /* only the worker's A: its B went with the release */
     CHECK(in_use(ar_b) == 0);                         /* every block of B's capture pools is back */
     CHECK(in_use(ar_a) == a_before);                  /* A untouched */
-    CHECK(epabi_gc_attach(&C) == NULL);               /* a new EP: the worker's freed entry gets reused */
+    CHECK(epabi_threads_attach(&C) == NULL);               /* a new EP: the worker's freed entry gets reused */
     idle_set(&t, 2);
     idle_wait(&t, 3);
     CHECK(pthread_join(w, NULL) == 0);
-    CHECK(epabi_gc_live_contexts() == 0);             /* the worker's exit freed A's and C's contexts */
+    CHECK(epabi_thread_live_contexts() == 0);             /* the worker's exit freed A's and C's contexts */
     CHECK(in_use(ar_a) == 0 && in_use(ar_c) == 0);
-    epabi_gc_detach(&A);
-    epabi_gc_detach(&C);                              /* the last: the key goes */
+    epabi_threads_detach(&A);
+    epabi_threads_detach(&C);                              /* the last: the key goes */
     epabi_arena_release(ar_a); epabi_arena_release(ar_b); epabi_arena_release(ar_c);
 }
 
@@ -166,8 +169,8 @@ static void test_release_frees_idle_threads(struct epabi_api* api) {
  * with releases emptying entries of that same slot */
 enum { STRESS_EPS = 300 };
 struct stress_test {
-    struct epabi_gc_owner* a;
-    struct epabi_gc_owner* d;          /* STRESS_EPS of them */
+    struct epabi_thread_owner* a;
+    struct epabi_thread_owner* d;          /* STRESS_EPS of them */
     atomic_int published, acked;       /* index of the newest attached D / the newest the worker captured */
     atomic_bool stop;
     atomic_long replays;
@@ -196,9 +199,9 @@ static void* stress_worker(void* p) {
 static void test_release_while_thread_runs(struct epabi_api* api) {
     printf("releases of EPs while a thread that used them runs another EP (%d EPs)\n", STRESS_EPS);
     struct epabi_arena *ar_a = epabi_arena_create(), *ar_d = epabi_arena_create();
-    struct epabi_gc_owner A = {api, (const OrtLogger*)1, ar_a, 0, false, 0, 0, 1, NULL, NULL, NULL, false};
-    struct epabi_gc_owner* D = calloc(STRESS_EPS, sizeof *D);
-    CHECK(epabi_gc_attach(&A) == NULL);
+    struct epabi_thread_owner A = {.api = api, .logger = (const OrtLogger*)1, .arena = ar_a, .graph_capture = true, .min_runs = 0, .fused_nodes = 1};
+    struct epabi_thread_owner* D = calloc(STRESS_EPS, sizeof *D);
+    CHECK(epabi_threads_attach(&A) == NULL);
     struct stress_test t = {.a = &A, .d = D};
     atomic_init(&t.published, -1); atomic_init(&t.acked, -1); atomic_init(&t.stop, false); atomic_init(&t.replays, 0);
     atomic_store(&g_quiet, true);
@@ -208,28 +211,28 @@ static void test_release_while_thread_runs(struct epabi_api* api) {
         while (atomic_load(&t.acked) < i - 1) sched_yield();   /* the worker is done with D[i-1] */
         D[i] = A;
         D[i].arena = ar_d;
-        CHECK(epabi_gc_attach(&D[i]) == NULL);
+        CHECK(epabi_threads_attach(&D[i]) == NULL);
         atomic_store(&t.published, i);
-        if (i > 0) epabi_gc_detach(&D[i - 1]);                 /* while the worker captures D[i], replays A */
+        if (i > 0) epabi_threads_detach(&D[i - 1]);                 /* while the worker captures D[i], replays A */
     }
     while (atomic_load(&t.acked) < STRESS_EPS - 1) sched_yield();
-    epabi_gc_detach(&D[STRESS_EPS - 1]);
-    CHECK(epabi_gc_live_contexts() == 1);                      /* the worker's A */
+    epabi_threads_detach(&D[STRESS_EPS - 1]);
+    CHECK(epabi_thread_live_contexts() == 1);                      /* the worker's A */
     CHECK(in_use(ar_d) == 0);                                  /* every D's pool went with its release */
     atomic_store(&t.stop, true);
     CHECK(pthread_join(w, NULL) == 0);
     atomic_store(&g_quiet, false);
     printf("  the worker replayed A %ld times meanwhile\n", atomic_load(&t.replays));
     CHECK(atomic_load(&t.replays) >= STRESS_EPS);
-    CHECK(epabi_gc_live_contexts() == 0);
-    epabi_gc_detach(&A);
+    CHECK(epabi_thread_live_contexts() == 0);
+    epabi_threads_detach(&A);
     free(D);
     epabi_arena_release(ar_a); epabi_arena_release(ar_d);
 }
 
 /* 3. a thread exits (its key destructor runs) while the main thread releases the last EP (which frees every
  * slot and deletes the key): each slot is freed once, by one of them */
-struct exit_test { struct epabi_gc_owner* e; atomic_int captured; };
+struct exit_test { struct epabi_thread_owner* e; atomic_int captured; };
 static void* exit_worker(void* p) {
     struct exit_test* t = p;
     struct fake_ro r7 = {"7"};
@@ -245,17 +248,17 @@ static void test_thread_exit_races_last_release(struct epabi_api* api) {
     struct epabi_arena* ar = epabi_arena_create();
     atomic_store(&g_quiet, true);
     for (int k = 0; k < 100; ++k) {
-        struct epabi_gc_owner E = {api, (const OrtLogger*)1, ar, 0, false, 0, 0, 1, NULL, NULL, NULL, false};
-        CHECK(epabi_gc_attach(&E) == NULL);
+        struct epabi_thread_owner E = {.api = api, .logger = (const OrtLogger*)1, .arena = ar, .graph_capture = true, .min_runs = 0, .fused_nodes = 1};
+        CHECK(epabi_threads_attach(&E) == NULL);
         struct exit_test t = {.e = &E};
         atomic_init(&t.captured, 0);
         pthread_t w[2];
         for (int j = 0; j < 2; ++j) CHECK(pthread_create(&w[j], NULL, exit_worker, &t) == 0);
         while (atomic_load(&t.captured) < 2) sched_yield();   /* no call of E is in flight any more */
         if (k % 2 == 0) for (int j = 0; j < 2; ++j) CHECK(pthread_join(w[j], NULL) == 0);
-        epabi_gc_detach(&E);   /* last EP: with k odd, the workers may be exiting right now */
+        epabi_threads_detach(&E);   /* last EP: with k odd, the workers may be exiting right now */
         if (k % 2 == 1) for (int j = 0; j < 2; ++j) CHECK(pthread_join(w[j], NULL) == 0);
-        CHECK(epabi_gc_live_contexts() == 0);
+        CHECK(epabi_thread_live_contexts() == 0);
         CHECK(in_use(ar) == 0);
     }
     atomic_store(&g_quiet, false);
@@ -329,40 +332,41 @@ int main(void) {
                             {"-2147483648", "-2147483648"}, {"-2147483649", "0"}, {"x", "0"}};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; ++i) {
         g_gid = ids[i][0];
-        int v = epabi_gc_annotation_id(&api, (const OrtRunOptions*)1);
+        int v = epabi_capture_annotation_id(&api, (const OrtRunOptions*)1);
         if (v != atoi(ids[i][1])) { printf("FAIL id '%s' -> %d\n", ids[i][0], v); failures++; }
     }
     g_gid = NULL;
-    CHECK(epabi_gc_annotation_id(&api, (const OrtRunOptions*)1) == 0 && epabi_gc_annotation_id(&api, NULL) == 0);
+    CHECK(epabi_capture_annotation_id(&api, (const OrtRunOptions*)1) == 0 && epabi_capture_annotation_id(&api, NULL) == 0);
 
     /* owner level: nested OnRunStart, failed capture, attach/detach */
-    struct epabi_gc_owner o = {&api, (const OrtLogger*)1, arena, 0, true, 0x1234, 0, 1, NULL, NULL, NULL, false};
-    CHECK(epabi_gc_attach(&o) == NULL && o.serial != 0);
+    struct epabi_thread_owner o = {.api = &api, .logger = (const OrtLogger*)1, .arena = arena, .user_stream_given = true, .user_stream = 0x1234,
+                                    .graph_capture = true, .min_runs = 0, .fused_nodes = 1};
+    CHECK(epabi_threads_attach(&o) == NULL && o.serial != 0);
     g_gid = "3";
-    CHECK(epabi_gc_run_start(&o, (const OrtRunOptions*)1) == NULL);   /* min 0: captures */
+    CHECK(epabi_capture_run_start(&o, (const OrtRunOptions*)1) == NULL);   /* min 0: captures */
     CHECK(strstr(g_last, "capturing graph of annotation id 3") != NULL);
-    expect(epabi_gc_run_start(&o, (const OrtRunOptions*)1), ORT_FAIL, "do not nest");
-    CHECK(!epabi_gc_is_captured(&o, 3));
-    CHECK(epabi_gc_run_start(&o, (const OrtRunOptions*)1) == NULL);   /* clean again: captures */
-    struct epabi_thread_context* tc = epabi_gc_find(&o);
-    struct epabi_run_env env; epabi_gc_run_env(&o, tc, &env);
+    expect(epabi_capture_run_start(&o, (const OrtRunOptions*)1), ORT_FAIL, "do not nest");
+    CHECK(!epabi_capture_is_captured(&o, 3));
+    CHECK(epabi_capture_run_start(&o, (const OrtRunOptions*)1) == NULL);   /* clean again: captures */
+    struct epabi_thread_context* tc = epabi_thread_find(&o);
+    struct epabi_run_env env; epabi_thread_run_env(&o, tc, &env);
     CHECK(env.stream != NULL && env.capture_pool != NULL);
-    epabi_gc_note_compute(tc, false);                                  /* a fused node failed */
-    CHECK(epabi_gc_run_end(&o, (const OrtRunOptions*)1, true) == NULL);
-    CHECK(strstr(g_last, "failed") != NULL && !epabi_gc_is_captured(&o, 3));
-    CHECK(epabi_gc_run_start(&o, (const OrtRunOptions*)1) == NULL);
-    epabi_gc_note_compute(tc, true);
-    CHECK(epabi_gc_run_end(&o, (const OrtRunOptions*)1, true) == NULL && epabi_gc_is_captured(&o, 3));
+    epabi_capture_note_compute(tc, false);                                  /* a fused node failed */
+    CHECK(epabi_capture_run_end(&o, (const OrtRunOptions*)1, true) == NULL);
+    CHECK(strstr(g_last, "failed") != NULL && !epabi_capture_is_captured(&o, 3));
+    CHECK(epabi_capture_run_start(&o, (const OrtRunOptions*)1) == NULL);
+    epabi_capture_note_compute(tc, true);
+    CHECK(epabi_capture_run_end(&o, (const OrtRunOptions*)1, true) == NULL && epabi_capture_is_captured(&o, 3));
     /* a capture that recorded fewer fused nodes than the EP compiled (parallel execution) is refused */
     g_gid = "4";
-    CHECK(epabi_gc_run_start(&o, (const OrtRunOptions*)1) == NULL);
-    expect(epabi_gc_run_end(&o, (const OrtRunOptions*)1, true), ORT_FAIL, "sequential execution");
-    CHECK(!epabi_gc_is_captured(&o, 4));
+    CHECK(epabi_capture_run_start(&o, (const OrtRunOptions*)1) == NULL);
+    expect(epabi_capture_run_end(&o, (const OrtRunOptions*)1, true), ORT_FAIL, "sequential execution");
+    CHECK(!epabi_capture_is_captured(&o, 4));
     g_gid = "3";
-    CHECK(epabi_gc_replay(&o, 3) == NULL && strstr(g_last, "ReplayGraph replayed annotation id 3 (replay 2") != NULL);
-    expect(epabi_gc_replay(&o, 4), ORT_INVALID_ARGUMENT, "annotation id 4");
-    epabi_gc_detach(&o);
-    CHECK(o.serial == 0 && epabi_gc_find(&o) == NULL);
+    CHECK(epabi_capture_replay(&o, 3) == NULL && strstr(g_last, "ReplayGraph replayed annotation id 3 (replay 2") != NULL);
+    expect(epabi_capture_replay(&o, 4), ORT_INVALID_ARGUMENT, "annotation id 4");
+    epabi_threads_detach(&o);
+    CHECK(o.serial == 0 && epabi_thread_find(&o) == NULL);
 
     test_release_frees_idle_threads(&api);
     test_release_while_thread_runs(&api);
