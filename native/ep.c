@@ -504,7 +504,7 @@ static void fill_table(struct epabi_ep* ep) {
     t->OnRunStart = OnRunStartImpl;          /* 1.23 members, read by every host; free when capture is off */
     t->OnRunEnd = OnRunEndImpl;
     t->CreateAllocator = NULL;               /* the factory's allocators are used */
-    t->CreateSyncStreamForDevice = NULL;     /* not stream aware */
+    t->CreateSyncStreamForDevice = NULL;     /* the factory's (stream aware with CUDA) is used */
     t->GetCompiledModelCompatibilityInfo = NULL;
     t->GetKernelRegistry = NULL;             /* compile-based EP */
     t->IsConcurrentRunSupported = epabi_has(api, EPABI_POLICY_CONCURRENT_RUN) ? IsConcurrentRunSupportedImpl : NULL;
@@ -517,8 +517,8 @@ static void fill_table(struct epabi_ep* ep) {
         t->GetGraphCaptureNodeAssignmentPolicy = GetGraphCaptureNodeAssignmentPolicyImpl;
     }
     t->GetAvailableResource = NULL;          /* no resource budget */
-    t->OnSessionInitializationEnd = NULL;
-    t->GetDefaultMemoryDevice = NULL;
+    t->OnSessionInitializationEnd = NULL;   /* nothing to finish: plans are built at Compile */
+    t->GetDefaultMemoryDevice = NULL;       /* the EP device's DEFAULT memory info says it */
     t->ReleaseCapturedGraph = epabi_has(api, EPABI_SINCE_OrtEp_ReleaseCapturedGraph) ? ReleaseCapturedGraphImpl : NULL;
     t->GetWeightlessSupport = NULL;
 }

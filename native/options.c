@@ -9,13 +9,27 @@
 #include <string.h>
 #include <strings.h>
 
-static const char* const kPrefixes[] = {"ep.epabiexecutionprovider.", "ep.cuda.", ""};
+#include "ep_factory.h"
+
+/* "ep.<EP name, lower-cased>." is how add_provider_for_devices passes options (ORT lower-cases the EP name);
+ * then the legacy CUDA EP spelling, then the bare key. */
+static void ep_prefix(char* out, size_t len) {
+    size_t n = 0;
+    const char* name = EPABI_EP_NAME;
+    n += (size_t)snprintf(out, len, "ep.");
+    for (size_t i = 0; name[i] != '\0' && n + 2 < len; ++i) out[n++] = (char)tolower((unsigned char)name[i]);
+    out[n++] = '.';
+    out[n] = '\0';
+}
 
 /* Finds key under the first prefix that has it; *full_key receives the spelling that matched. */
 static const char* lookup(const struct epabi_api* api, const OrtKeyValuePairs* cfg, const char* key,
                           char* full_key, size_t full_key_len) {
-    for (size_t i = 0; i < sizeof kPrefixes / sizeof kPrefixes[0]; ++i) {
-        snprintf(full_key, full_key_len, "%s%s", kPrefixes[i], key);
+    char ours[64];
+    ep_prefix(ours, sizeof ours);
+    const char* const prefixes[] = {ours, "ep.cuda.", ""};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; ++i) {
+        snprintf(full_key, full_key_len, "%s%s", prefixes[i], key);
         const char* v = epabi_kv_get(api, cfg, full_key);
         if (v != NULL) return v;
     }
@@ -33,7 +47,7 @@ static OrtStatus* read_bool(const struct epabi_api* api, const OrtKeyValuePairs*
         *out = false;
     } else {
         return epabi_error(api, ORT_INVALID_ARGUMENT,
-                           "EpAbiExecutionProvider: option '%s' has value '%s'; expected 0, 1, true or false",
+                           EPABI_EP_NAME ": option '%s' has value '%s'; expected 0, 1, true or false",
                            full, v);
     }
     return NULL;
@@ -50,7 +64,7 @@ static OrtStatus* read_nonneg_int(const struct epabi_api* api, const OrtKeyValue
     /* strict: digits only (strtoll alone would accept leading blanks and a sign) */
     if (!isdigit((unsigned char)v[0]) || *end != '\0' || errno == ERANGE || n < 0 || n > INT_MAX) {
         return epabi_error(api, ORT_INVALID_ARGUMENT,
-                           "EpAbiExecutionProvider: option '%s' has value '%s'; expected an integer from 0 to %d",
+                           EPABI_EP_NAME ": option '%s' has value '%s'; expected an integer from 0 to %d",
                            full, v, INT_MAX);
     }
     *out = (int)n;
@@ -73,7 +87,7 @@ static OrtStatus* read_handle(const struct epabi_api* api, const OrtKeyValuePair
               errno != ERANGE && n <= UINTPTR_MAX;
     if (!ok)
         return epabi_error(api, ORT_INVALID_ARGUMENT,
-                           "EpAbiExecutionProvider: option '%s' has value '%s'; expected a stream handle as a "
+                           EPABI_EP_NAME ": option '%s' has value '%s'; expected a stream handle as a "
                            "decimal or 0x-hexadecimal integer", full, v);
     *out = (uintptr_t)n;
     *given = true;
@@ -111,7 +125,7 @@ OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptio
         if (v != NULL) {
             out->force_cpu_nodes = strdup(v);
             if (out->force_cpu_nodes == NULL)
-                st = epabi_error(api, ORT_FAIL, "EpAbiExecutionProvider: out of memory copying option '%s'", full);
+                st = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory copying option '%s'", full);
         }
     }
     api->ort->ReleaseKeyValuePairs(cfg);

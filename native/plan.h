@@ -69,9 +69,6 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
                             const struct epabi_plan_device* device, const OrtLogger* logger, const OrtGraph* graph,
                             const OrtNode* fused_node, struct epabi_plan** out);
 
-/* Steps that run on the host (0 without a device); for logs and tests. */
-int epabi_plan_host_steps(const struct epabi_plan* plan);
-
 void epabi_plan_destroy(struct epabi_plan* plan);
 
 /* The fused node's name (for messages). */

@@ -284,10 +284,6 @@ static OrtStatus* add_outputs(struct epabi_plan* p, const OrtGraph* graph, const
     return st;
 }
 
-int epabi_plan_host_steps(const struct epabi_plan* plan) {
-    return plan->n_host_steps;
-}
-
 OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* arena,
                             const struct epabi_plan_device* device, const OrtLogger* logger, const OrtGraph* graph,
                             const OrtNode* fused_node, struct epabi_plan** out) {

@@ -55,8 +55,10 @@ OrtStatus* epabi_cuda_device_get(const struct epabi_api* api, int ordinal, const
             int v = 0;
             cu->DeviceGetAttribute(&d->cc_major, EPABI_CU_DEVICE_ATTRIBUTE_CC_MAJOR, d->device);
             cu->DeviceGetAttribute(&d->cc_minor, EPABI_CU_DEVICE_ATTRIBUTE_CC_MINOR, d->device);
-            d->mempools = cu->DeviceGetAttribute(&v, EPABI_CU_DEVICE_ATTRIBUTE_MEMPOOLS_SUPPORTED, d->device) == 0 &&
-                          v != 0;
+            bool pool_calls = cu->MemAllocFromPoolAsync != NULL && cu->MemFreeAsync != NULL &&
+                              cu->DeviceGetDefaultMemPool != NULL && cu->MemPoolSetAttribute != NULL;
+            d->mempools = pool_calls && cu->DeviceGetAttribute(&v, EPABI_CU_DEVICE_ATTRIBUTE_MEMPOOLS_SUPPORTED,
+                                                               d->device) == 0 && v != 0;
             if (cu->DeviceGetName(d->name, (int)sizeof d->name, d->device) != 0) snprintf(d->name, sizeof d->name, "GPU");
             if (cu->DeviceGetPCIBusId(d->pci_bus_id, (int)sizeof d->pci_bus_id, d->device) != 0) d->pci_bus_id[0] = '\0';
             if (cu->DeviceTotalMem(&d->total_bytes, d->device) != 0) d->total_bytes = 0;
@@ -93,7 +95,8 @@ static void* backing_reserve(void* ctx, size_t bytes) {
     if (!epabi_cuda_enter(d, &scope)) return NULL;
     epabi_cu_ptr p = 0;
     int mode = EPABI_CU_STREAM_CAPTURE_MODE_RELAXED;
-    bool exchanged = cu->ThreadExchangeStreamCaptureMode(&mode) == 0;
+    bool exchanged = cu->ThreadExchangeStreamCaptureMode != NULL &&
+                     cu->ThreadExchangeStreamCaptureMode(&mode) == 0;
     epabi_cu_result r = cu->MemAlloc(&p, bytes > 0 ? bytes : 1);
     if (exchanged) cu->ThreadExchangeStreamCaptureMode(&mode);
     epabi_cuda_leave(&scope);
@@ -106,7 +109,8 @@ void epabi_cuda_device_free(const struct epabi_cuda_device* d, void* device_ptr)
     struct epabi_cuda_scope scope;
     if (!epabi_cuda_enter(d, &scope)) return;
     int mode = EPABI_CU_STREAM_CAPTURE_MODE_RELAXED;
-    bool exchanged = cu->ThreadExchangeStreamCaptureMode(&mode) == 0;
+    bool exchanged = cu->ThreadExchangeStreamCaptureMode != NULL &&
+                     cu->ThreadExchangeStreamCaptureMode(&mode) == 0;
     cu->MemFree((epabi_cu_ptr)(uintptr_t)device_ptr);
     if (exchanged) cu->ThreadExchangeStreamCaptureMode(&mode);
     epabi_cuda_leave(&scope);

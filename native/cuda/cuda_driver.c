@@ -41,12 +41,8 @@ static void load(void) {
     LOAD(DeviceGetPCIBusId, "cuDeviceGetPCIBusId");
     LOAD(DeviceTotalMem, "cuDeviceTotalMem_v2");
     LOAD(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-    LOAD(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2");
     LOAD(CtxPushCurrent, "cuCtxPushCurrent_v2");
     LOAD(CtxPopCurrent, "cuCtxPopCurrent_v2");
-    LOAD(CtxGetCurrent, "cuCtxGetCurrent");
-    LOAD(CtxSetCurrent, "cuCtxSetCurrent");
-    LOAD(CtxSynchronize, "cuCtxSynchronize");
     LOAD(MemAlloc, "cuMemAlloc_v2");
     LOAD(MemFree, "cuMemFree_v2");
     LOAD(MemAllocHost, "cuMemAllocHost_v2");
@@ -56,23 +52,14 @@ static void load(void) {
     LOAD(MemcpyHtoD, "cuMemcpyHtoD_v2");
     LOAD(MemcpyDtoH, "cuMemcpyDtoH_v2");
     LOAD(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
-    LOAD(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
     LOAD(MemcpyAsync, "cuMemcpyAsync");
     LOAD(MemsetD8Async, "cuMemsetD8Async");
-    LOAD(MemAllocAsync, "cuMemAllocAsync");
-    LOAD(MemAllocFromPoolAsync, "cuMemAllocFromPoolAsync");
-    LOAD(MemFreeAsync, "cuMemFreeAsync");
-    LOAD(DeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool");
-    LOAD(MemPoolSetAttribute, "cuMemPoolSetAttribute");
     LOAD(StreamCreate, "cuStreamCreate");
     LOAD(StreamDestroy, "cuStreamDestroy_v2");
     LOAD(StreamSynchronize, "cuStreamSynchronize");
-    LOAD(StreamQuery, "cuStreamQuery");
     LOAD(StreamWaitEvent, "cuStreamWaitEvent");
     LOAD(StreamBeginCapture, "cuStreamBeginCapture_v2");
     LOAD(StreamEndCapture, "cuStreamEndCapture");
-    LOAD(StreamIsCapturing, "cuStreamIsCapturing");
-    LOAD(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
     LOAD(EventCreate, "cuEventCreate");
     LOAD(EventDestroy, "cuEventDestroy_v2");
     LOAD(EventRecord, "cuEventRecord");
@@ -81,13 +68,25 @@ static void load(void) {
     LOAD(GraphLaunch, "cuGraphLaunch");
     LOAD(GraphExecDestroy, "cuGraphExecDestroy");
     LOAD(GraphDestroy, "cuGraphDestroy");
-    LOAD(GraphGetNodes, "cuGraphGetNodes");
     LOAD(ModuleLoadData, "cuModuleLoadData");
     LOAD(ModuleUnload, "cuModuleUnload");
     LOAD(ModuleGetFunction, "cuModuleGetFunction");
     LOAD(LaunchKernel, "cuLaunchKernel");
     LOAD(GetErrorString, "cuGetErrorString");
 #undef LOAD
+    /* optional: newer than the CUDA 10 baseline or used only by one feature; a missing one turns that off */
+#define LOAD_OPTIONAL(field, name)                \
+    do {                                          \
+        void* p_ = dlsym(lib, name);              \
+        memcpy(&d.field, &p_, sizeof p_);         \
+    } while (0)
+    LOAD_OPTIONAL(MemAllocFromPoolAsync, "cuMemAllocFromPoolAsync");   /* arena.use_cuda_mempool (11.2) */
+    LOAD_OPTIONAL(MemFreeAsync, "cuMemFreeAsync");
+    LOAD_OPTIONAL(DeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool");
+    LOAD_OPTIONAL(MemPoolSetAttribute, "cuMemPoolSetAttribute");
+    LOAD_OPTIONAL(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");   /* relaxed arena growth */
+    LOAD_OPTIONAL(GraphGetNodes, "cuGraphGetNodes");   /* diagnostics: a captured graph's node count */
+#undef LOAD_OPTIONAL
     epabi_cu_result r = d.Init(0);
     if (r != 0) {
         const char* text = NULL;

@@ -5,7 +5,10 @@
  *
  * The handful of driver types are declared here as opaque pointers / integers with the driver's sizes, so
  * nothing from the CUDA toolkit is needed at build time. Versioned entry points (_v2, _ptsz...) are
- * looked up by the names CUDA 12 and 13 both export.
+ * looked up by the names CUDA 12 and 13 both export. Every member is required (a driver without one is not used)
+ * except the optional ones, NULL when the driver lacks them, which turns their feature off: the memory-pool
+ * calls (arena.use_cuda_mempool), ThreadExchangeStreamCaptureMode (arena growth inside a capture) and
+ * GraphGetNodes (a captured graph's node count in diagnostics).
  * Thread-safety: loaded once (pthread_once); the table is read-only afterwards.
  */
 #ifndef EPABI_CUDA_DRIVER_H
@@ -30,16 +33,11 @@ enum {
     EPABI_CU_STREAM_NON_BLOCKING = 1,               /* CU_STREAM_NON_BLOCKING */
     EPABI_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,  /* CU_STREAM_CAPTURE_MODE_THREAD_LOCAL */
     EPABI_CU_STREAM_CAPTURE_MODE_RELAXED = 2,       /* CU_STREAM_CAPTURE_MODE_RELAXED */
-    EPABI_CU_STREAM_CAPTURE_STATUS_NONE = 0,
     EPABI_CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75,        /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
     EPABI_CU_DEVICE_ATTRIBUTE_CC_MINOR = 76,
-    EPABI_CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID = 50,
-    EPABI_CU_DEVICE_ATTRIBUTE_PCI_BUS_ID = 33,
-    EPABI_CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID = 34,
     EPABI_CU_DEVICE_ATTRIBUTE_MEMPOOLS_SUPPORTED = 115,
     EPABI_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,     /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
-    EPABI_CU_EVENT_DISABLE_TIMING = 2,
-    EPABI_CU_ERROR_NOT_READY = 600
+    EPABI_CU_EVENT_DISABLE_TIMING = 2
 };
 
 struct epabi_cuda_driver {
@@ -53,12 +51,8 @@ struct epabi_cuda_driver {
     epabi_cu_result (*DeviceGetPCIBusId)(char* bus_id, int len, epabi_cu_device device);
     epabi_cu_result (*DeviceTotalMem)(size_t* bytes, epabi_cu_device device);
     epabi_cu_result (*DevicePrimaryCtxRetain)(epabi_cu_context* ctx, epabi_cu_device device);
-    epabi_cu_result (*DevicePrimaryCtxRelease)(epabi_cu_device device);
     epabi_cu_result (*CtxPushCurrent)(epabi_cu_context ctx);
     epabi_cu_result (*CtxPopCurrent)(epabi_cu_context* ctx);
-    epabi_cu_result (*CtxGetCurrent)(epabi_cu_context* ctx);
-    epabi_cu_result (*CtxSetCurrent)(epabi_cu_context ctx);
-    epabi_cu_result (*CtxSynchronize)(void);
     epabi_cu_result (*MemAlloc)(epabi_cu_ptr* ptr, size_t bytes);
     epabi_cu_result (*MemFree)(epabi_cu_ptr ptr);
     epabi_cu_result (*MemAllocHost)(void** ptr, size_t bytes);
@@ -68,10 +62,8 @@ struct epabi_cuda_driver {
     epabi_cu_result (*MemcpyHtoD)(epabi_cu_ptr dst, const void* src, size_t bytes);
     epabi_cu_result (*MemcpyDtoH)(void* dst, epabi_cu_ptr src, size_t bytes);
     epabi_cu_result (*MemcpyHtoDAsync)(epabi_cu_ptr dst, const void* src, size_t bytes, epabi_cu_stream stream);
-    epabi_cu_result (*MemcpyDtoHAsync)(void* dst, epabi_cu_ptr src, size_t bytes, epabi_cu_stream stream);
     epabi_cu_result (*MemcpyAsync)(epabi_cu_ptr dst, epabi_cu_ptr src, size_t bytes, epabi_cu_stream stream);
     epabi_cu_result (*MemsetD8Async)(epabi_cu_ptr dst, unsigned char value, size_t count, epabi_cu_stream stream);
-    epabi_cu_result (*MemAllocAsync)(epabi_cu_ptr* ptr, size_t bytes, epabi_cu_stream stream);
     epabi_cu_result (*MemAllocFromPoolAsync)(epabi_cu_ptr* ptr, size_t bytes, epabi_cu_mempool pool,
                                              epabi_cu_stream stream);
     epabi_cu_result (*MemFreeAsync)(epabi_cu_ptr ptr, epabi_cu_stream stream);
@@ -80,11 +72,9 @@ struct epabi_cuda_driver {
     epabi_cu_result (*StreamCreate)(epabi_cu_stream* stream, unsigned flags);
     epabi_cu_result (*StreamDestroy)(epabi_cu_stream stream);
     epabi_cu_result (*StreamSynchronize)(epabi_cu_stream stream);
-    epabi_cu_result (*StreamQuery)(epabi_cu_stream stream);
     epabi_cu_result (*StreamWaitEvent)(epabi_cu_stream stream, epabi_cu_event event, unsigned flags);
     epabi_cu_result (*StreamBeginCapture)(epabi_cu_stream stream, int mode);
     epabi_cu_result (*StreamEndCapture)(epabi_cu_stream stream, epabi_cu_graph* graph);
-    epabi_cu_result (*StreamIsCapturing)(epabi_cu_stream stream, int* status);
     epabi_cu_result (*ThreadExchangeStreamCaptureMode)(int* mode);
     epabi_cu_result (*EventCreate)(epabi_cu_event* event, unsigned flags);
     epabi_cu_result (*EventDestroy)(epabi_cu_event event);

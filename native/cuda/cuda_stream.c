@@ -83,7 +83,7 @@ static OrtStatus* cuda_end_capture(struct epabi_stream* s, struct epabi_stream_g
     g->base.stream = s;
     g->graph = graph;
     g->exec = exec;
-    if (c->cu->GraphGetNodes(graph, NULL, &g->nodes) != 0) g->nodes = 0;
+    if (c->cu->GraphGetNodes == NULL || c->cu->GraphGetNodes(graph, NULL, &g->nodes) != 0) g->nodes = 0;
     epabi_cuda_leave(&scope);
     *out = &g->base;
     return NULL;
@@ -222,10 +222,6 @@ OrtStatus* epabi_stream_cuda_wait_for(struct epabi_stream* s, epabi_cu_stream pr
     if (r == 0) r = c->cu->StreamWaitEvent(c->cs, c->order, 0);
     epabi_cuda_leave(&scope);
     return r == 0 ? NULL : epabi_cuda_status(s->api, r, "ordering the EP's stream after the host's stream");
-}
-
-const struct epabi_cuda_device* epabi_stream_cuda_device(const struct epabi_stream* s) {
-    return s != NULL && s->ops == &kCudaOps ? ((const struct cuda_stream*)s)->dev : NULL;
 }
 
 struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const struct epabi_cuda_device* device,

@@ -38,9 +38,6 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
  * same GPU, e.g. ONNX Runtime's sync stream that copied the inputs). Not while capturing. */
 OrtStatus* epabi_stream_cuda_wait_for(struct epabi_stream* s, epabi_cu_stream producer);
 
-/* The device of a CUDA stream, NULL for other backends. */
-const struct epabi_cuda_device* epabi_stream_cuda_device(const struct epabi_stream* s);
-
 enum { EPABI_CUBLAS_WORKSPACE_BYTES = 4 << 20 };
 
 #endif
