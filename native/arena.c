@@ -1,7 +1,7 @@
 /*
  * arena.c - see arena.h. Layout of a host chunk: one 64-byte header, then the user block; a backed arena's
  * header is a separate allocation pointing at its block, found through an open-addressing table. Size class c holds
- * blocks of 2^c bytes (c >= EPABI_ARENA_MIN_CLASS). Every chunk is also on a doubly linked list of all
+ * blocks of 2^c bytes (c >= MIN_CLASS). Every chunk is also on a doubly linked list of all
  * chunks, so the last release can free chunks the host never returned. A chunk a capture pool holds is
  * "in use" for the arena; the pool links it through `pool`/`next_pooled` (and `next_free` while it is free
  * on the pool's own lists, magic kMagicPooled).

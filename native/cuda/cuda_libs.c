@@ -158,7 +158,6 @@ static void load_cublas(const struct dirs* d) {
     LOAD(lib, g_cublas, Destroy, "cublasDestroy_v2");
     LOAD(lib, g_cublas, SetStream, "cublasSetStream_v2");
     LOAD(lib, g_cublas, SetWorkspace, "cublasSetWorkspace_v2");
-    LOAD(lib, g_cublas, SetMathMode, "cublasSetMathMode");
     LOAD(lib, g_cublas, GetVersion, "cublasGetVersion_v2");
     LOAD(lib, g_cublas, Sgemm, "cublasSgemm_v2");
     LOAD(lib, g_cublas, SgemmStridedBatched, "cublasSgemmStridedBatched");

@@ -44,9 +44,7 @@ struct epabi_nvrtc {
 /* cuBLAS enum values (cublas_api.h, stable across CUDA 11-13) */
 enum {
     EPABI_CUBLAS_OP_N = 0,
-    EPABI_CUBLAS_OP_T = 1,
-    EPABI_CUBLAS_DEFAULT_MATH = 0,
-    EPABI_CUBLAS_PEDANTIC_MATH = 2   /* no TF32: results match the CPU EP's float32 GEMM */
+    EPABI_CUBLAS_OP_T = 1
 };
 
 struct epabi_cublas {
@@ -55,7 +53,6 @@ struct epabi_cublas {
     int (*Destroy)(epabi_cublas_handle handle);
     int (*SetStream)(epabi_cublas_handle handle, epabi_cu_stream stream);
     int (*SetWorkspace)(epabi_cublas_handle handle, void* workspace, size_t bytes);
-    int (*SetMathMode)(epabi_cublas_handle handle, int mode);
     int (*GetVersion)(epabi_cublas_handle handle, int* version);
     int (*Sgemm)(epabi_cublas_handle handle, int transa, int transb, int m, int n, int k, const float* alpha,
                  const float* a, int lda, const float* b, int ldb, const float* beta, float* c, int ldc);
