@@ -82,9 +82,9 @@ static bool claimable(const struct epabi_ep* ep, const OrtNode* node, struct epa
         snprintf(why, why_len, "%s kernel declined: %s", desc->op_type, reason[0] != '\0' ? reason : "(no reason given)");
         return false;
     }
-    if (ep->cuda != NULL && !epabi_cuda_node_supported(desc, reason, sizeof reason)) {
+    if (ep->cuda != NULL && (k->cuda == NULL || !k->cuda(desc, reason, sizeof reason))) {
         snprintf(why, why_len, "%s CUDA kernel declined: %s", desc->op_type,
-                 reason[0] != '\0' ? reason : "(no reason given)");
+                 k->cuda == NULL ? "the op has no CUDA kernel" : reason[0] != '\0' ? reason : "(no reason given)");
         return false;
     }
     return true;

@@ -6,9 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda_coverage.h"
 #include "kernel.h"
-
-
 
 static inline float sigmoid_f(float x) {
     if (x >= 0) return 1.0f / (1.0f + expf(-x));
@@ -124,22 +123,28 @@ UNARY(relu, UN_RELU)
 UNARY(sigmoid, UN_SIGMOID)
 #undef UNARY
 
+/* CUDA: Relu has int32 and int64 kernels besides float and double (un_i32, un_i64). */
+static bool cuda_float_or_index(const struct epabi_node* node, char* why, size_t why_len) {
+    const ONNXTensorElementDataType t = epabi_cuda_in_dtype(node, 0);
+    return epabi_cuda_floating(t) || epabi_is_index_dtype(t) || epabi_cuda_refuse(node, why, why_len, "input", t);
+}
+
 /* Opset ranges: versions 6 and 13 differ only in types (13 adds bfloat16); Relu 14 adds integer types;
  * Erf starts at 9. */
 const struct epabi_kernel epabi_kernels_unary[] = {
     {.op_type = "Sqrt", .since_min = 6, .since_max = 13, .supports = supports_sqrt, .run = run_sqrt,
-     .launch = EPABI_LAUNCH_UNARY},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Reciprocal", .since_min = 6, .since_max = 13, .supports = supports_reciprocal,
-     .run = run_reciprocal, .launch = EPABI_LAUNCH_UNARY},
+     .run = run_reciprocal, .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Exp", .since_min = 6, .since_max = 13, .supports = supports_exp, .run = run_exp,
-     .launch = EPABI_LAUNCH_UNARY},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Erf", .since_min = 9, .since_max = 13, .supports = supports_erf, .run = run_erf,
-     .launch = EPABI_LAUNCH_UNARY},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Tanh", .since_min = 6, .since_max = 13, .supports = supports_tanh, .run = run_tanh,
-     .launch = EPABI_LAUNCH_UNARY},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Relu", .since_min = 6, .since_max = 14, .supports = supports_relu, .run = run_relu,
-     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_RELU},
+     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_RELU, .cuda = cuda_float_or_index},
     {.op_type = "Sigmoid", .since_min = 6, .since_max = 13, .supports = supports_sigmoid, .run = run_sigmoid,
-     .launch = EPABI_LAUNCH_UNARY},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = NULL},
 };
