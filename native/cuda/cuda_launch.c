@@ -198,14 +198,15 @@ OrtStatus* epabi_cuda_launch_elementwise(const struct epabi_cuda_launch_env* env
 OrtStatus* epabi_cuda_launch_unary(const struct epabi_cuda_launch_env* env, const struct un_args* in) {
     struct un_args a = *in;
     if (a.n <= 0) return NULL;
+    const bool int_op = a.op == UN_RELU || a.op == UN_ABS;   /* the integer kernels' ops */
     enum epabi_cuda_kernel_id id;
     if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
         id = EPABI_CK_un_f32;
     else if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE)
         id = EPABI_CK_un_f64;
-    else if (a.op == UN_RELU && a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)
+    else if (int_op && a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)
         id = EPABI_CK_un_i32;
-    else if (a.op == UN_RELU && a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
+    else if (int_op && a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
         id = EPABI_CK_un_i64;
     else
         return not_implemented(env, "Unary", "dtype", (int)a.dtype);

@@ -96,7 +96,7 @@ struct ew_args {
     int32_t pad_;
 };
 
-enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID };
+enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID, UN_ABS };
 
 struct un_args {
     enum un_op op;
