@@ -1,7 +1,8 @@
 """ONNX backend test cases run through the epabi host on the software adapter.
 
-Sources: ``onnx.backend.test.case`` node cases (models built in code) and the ``pytorch-converted`` /
-``pytorch-operator`` data shipped in the ``onnx`` wheel. A case is *relevant* when its graph holds an op the
+Sources: ``onnx.backend.test.case`` node cases (models built in code), the ``pytorch-converted`` /
+``pytorch-operator`` data shipped in the ``onnx`` wheel, and a few one-node cases of our own (``epabi``) for
+dtypes our kernels cover that those leave out. A case is *relevant* when its graph holds an op the
 plugin has a kernel for; it is *baselined* when ``onnx.reference`` alone reproduces its expected outputs (so a
 failure is ours, not the reference evaluator's).
 """
@@ -16,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 KERNEL_OPS = frozenset(
-    "MatMul Gemm Add Sub Mul Div Pow Max Min Sqrt Reciprocal Exp Erf Tanh Relu Sigmoid Softmax LayerNormalization "
+    "MatMul Gemm Add Sub Mul Div Pow Max Min Sqrt Reciprocal Exp Erf Tanh Relu Sigmoid Abs Softmax LayerNormalization "
     "ReduceSum ReduceMean ReduceMax Transpose Reshape Squeeze Unsqueeze Identity Cast Concat Slice Expand Equal "
     "Where Gather Conv GlobalMaxPool Shape".split()
 )
@@ -73,9 +74,33 @@ def _data_cases(kind: str) -> list[Case]:
     return out
 
 
+def _one_node(name: str, op: str, opset: int, x: np.ndarray, y: np.ndarray) -> Case:
+    elem = helper.np_dtype_to_tensor_dtype(x.dtype)
+    graph = helper.make_graph([helper.make_node(op, ["x"], ["y"])], name,
+                              [helper.make_tensor_value_info("x", elem, list(x.shape))],
+                              [helper.make_tensor_value_info("y", elem, list(y.shape))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return Case(name, "epabi", model, [x], [y])
+
+
+def _own_cases() -> list[Case]:
+    """Abs on the dtypes beside float (the node cases have float only); the most negative integer wraps to
+    itself, as in numpy."""
+    rng = np.random.default_rng(15)
+    out = []
+    for dtype, opset in ((np.int32, 13), (np.int64, 6)):
+        info = np.iinfo(dtype)
+        x = np.concatenate([np.array([info.min, info.max, -info.max, 0, -1], dtype=dtype),
+                            rng.integers(-1000, 1000, size=19, dtype=dtype)]).reshape(2, 3, 4)
+        out.append(_one_node(f"epabi_abs_{np.dtype(dtype).name}", "Abs", opset, x, np.abs(x)))
+    x = np.concatenate([np.array([np.nan, -0.0, -np.inf, np.inf, -5e-324]), rng.standard_normal(7)]).reshape(3, 4)
+    out.append(_one_node("epabi_abs_float64", "Abs", 13, x, np.abs(x)))
+    return out
+
+
 @functools.cache
 def all_cases() -> list[Case]:
-    cases = _node_cases() + _data_cases("pytorch-converted") + _data_cases("pytorch-operator")
+    cases = _node_cases() + _data_cases("pytorch-converted") + _data_cases("pytorch-operator") + _own_cases()
     limit = os.environ.get("EPABI_CONFORMANCE_LIMIT")
     return cases[: int(limit)] if limit else cases
 

@@ -12,7 +12,6 @@
 
 #include "backend.h"
 #include "cuda_device.h"
-#include "cuda_kernels.h"
 #include "cuda_libs.h"
 #include "cuda_memory.h"
 #include "cuda_stream.h"
@@ -43,10 +42,14 @@ static bool hardware_describe(int index, struct epabi_backend_hardware* out) {
     return true;
 }
 
-/* MERGE: becomes the descriptor's cuda predicate */
+/* The descriptor says what the CUDA kernels cover; a kernel without CUDA support is never claimed on the GPU
+ * (claiming it would fail in Compute). */
 static bool claims(const struct epabi_kernel* kernel, const struct epabi_node* node, char* why, size_t why_len) {
-    (void)kernel;
-    return epabi_cuda_node_supported(node, why, why_len);
+    if (kernel->cuda == NULL) {
+        snprintf(why, why_len, "the op has no CUDA kernel");
+        return false;
+    }
+    return kernel->cuda(node, why, why_len);
 }
 
 static void* plan_upload(void* ctx, const void* host, size_t bytes) {

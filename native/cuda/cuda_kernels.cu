@@ -501,6 +501,7 @@ EP_DEV float un_apply(int op, float x) {
     case UN_TANH: return tanhf(x);
     case UN_RELU: return x < 0 ? 0.0f : x;   /* NaN stays NaN */
     case UN_SIGMOID: return sigmoid_f(x);
+    case UN_ABS: return fabsf(x);
     default: return x;
     }
 }
@@ -513,6 +514,7 @@ EP_DEV double un_apply(int op, double x) {
     case UN_TANH: return tanh(x);
     case UN_RELU: return x < 0 ? 0.0 : x;
     case UN_SIGMOID: return sigmoid_d(x);
+    case UN_ABS: return fabs(x);
     default: return x;
     }
 }
@@ -524,20 +526,22 @@ template <typename T> EP_DEV void un_loop(const un_args& a) {
     GRID_LOOP(i, a.n) Y[i] = un_apply(op, X[i]);
 }
 
-/* integers: Relu only (the launcher refuses the other ops) */
-template <typename T> EP_DEV void un_relu_int(const un_args& a) {
+/* integers: Relu and Abs only (the launcher refuses the other ops). Abs negates through the unsigned type U, so
+ * the most negative value wraps to itself as on the host (unary.c). */
+template <typename T, typename U> EP_DEV void un_int(const un_args& a) {
     const T* X = (const T*)a.in;
     T* Y = (T*)a.out;
+    const bool is_abs = a.op == UN_ABS;
     GRID_LOOP(i, a.n) {
         const T x = X[i];
-        Y[i] = x > 0 ? x : (T)0;
+        Y[i] = is_abs ? (x < 0 ? (T)((U)0 - (U)x) : x) : (x > 0 ? x : (T)0);
     }
 }
 
 EP_KERNEL un_f32(const EP_GC un_args a) { un_loop<float>(a); }
 EP_KERNEL un_f64(const EP_GC un_args a) { un_loop<double>(a); }
-EP_KERNEL un_i32(const EP_GC un_args a) { un_relu_int<int32_t>(a); }
-EP_KERNEL un_i64(const EP_GC un_args a) { un_relu_int<int64_t>(a); }
+EP_KERNEL un_i32(const EP_GC un_args a) { un_int<int32_t, uint32_t>(a); }
+EP_KERNEL un_i64(const EP_GC un_args a) { un_int<int64_t, uint64_t>(a); }
 
 /* ---- cast (struct cast_args) ----------------------------------------------------------------------- */
 

@@ -43,12 +43,8 @@ struct epabi_cuda_launch_env {
 
 /* Issues the kernels of one launch block on env->stream (asynchronously; no host synchronization, no
  * allocation, so it may run inside a stream capture). Errors: ORT_EP_FAIL naming the kind and the CUDA
- * or cuBLAS error; ORT_NOT_IMPLEMENTED for a dtype/op combination the CUDA kernels do not cover (which
- * epabi_cuda_node_supported refuses at GetCapability, so it is never reached from a compiled plan). */
+ * or cuBLAS error; ORT_NOT_IMPLEMENTED for a dtype/op combination the CUDA kernels do not cover (which the
+ * kernel descriptor's cuda predicate refuses at GetCapability, so it is never reached from a compiled plan). */
 OrtStatus* epabi_cuda_launch(const struct epabi_cuda_launch_env* env, enum epabi_launch_kind kind, const void* args);
-
-/* GetCapability on a GPU device: true when the CUDA kernels cover this node (op, dtypes, attributes), in
- * addition to the kernel's own supports(). Otherwise writes a short reason. */
-bool epabi_cuda_node_supported(const struct epabi_node* node, char* why, size_t why_len);
 
 #endif

@@ -1,10 +1,11 @@
 /*
  * cuda_launch.c - epabi_cuda_launch: one launcher per launch kind, which sizes the grid, picks the kernel
- * of the block's dtype and issues it on the launch's stream; plus epabi_cuda_node_supported.
+ * of the block's dtype and issues it on the launch's stream.
  *
- * This file holds the dispatch, the shared helpers (cuda_launch_internal.h) and the dtype-generic kinds
+ * This file holds the dispatch table, the shared helpers (cuda_launch_internal.h) and the dtype-generic kinds
  * (elementwise, unary, cast and data movement); cuda_launch_math.c holds the float32 math kinds (MatMul,
- * Gemm, Conv, LayerNorm, GlobalMaxPool, Reduce, Softmax) and the GEMM helper.
+ * Gemm, Conv, LayerNorm, GlobalMaxPool, Reduce, Softmax) and the GEMM helper. Which nodes these launchers
+ * cover is stated on the kernel descriptors (kernels/cuda_coverage.h), which pick dtypes by the same tests.
  *
  * Every launcher computes what the host launch function of its kind computes (native/kernels), issues
  * nothing for empty work, never allocates and never synchronizes, so it can run inside a stream capture.
@@ -13,9 +14,8 @@
  * Thread-safety: no state; launches on distinct streams may run concurrently.
  */
 #include <stdint.h>
-#include <stdio.h>
-#include <string.h>
 
+#include "cuda_coverage.h"
 #include "cuda_launch_internal.h"
 #include "ep_factory.h"   /* EPABI_EP_NAME */
 
@@ -73,24 +73,7 @@ static size_t unit_of(uint64_t v) {
     return u;
 }
 
-/* The kernel of a numeric dtype among 10 per-dtype kernels listed in dtype order f32 f64 i8 u8 i16 u16 i32
- * u32 i64 u64 (consecutive in EPABI_CUDA_KERNEL_LIST), or -1. */
-static int numeric_index(ONNXTensorElementDataType t) {
-    switch (t) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: return 0;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: return 1;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: return 2;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: return 3;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: return 4;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: return 5;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: return 6;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: return 7;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: return 8;
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: return 9;
-    default: return -1;
-    }
-}
-
+/* The per-dtype kernels are consecutive in EPABI_CUDA_KERNEL_LIST in epabi_cuda_numeric_index's order. */
 _Static_assert(EPABI_CK_ew_arith_u64 - EPABI_CK_ew_arith_f32 == 9, "ew_arith kernels in dtype order");
 _Static_assert(EPABI_CK_cast_from_u64 - EPABI_CK_cast_from_f32 == 9, "cast kernels in dtype order");
 _Static_assert(EPABI_CK_cast_from_bool == EPABI_CK_cast_from_u64 + 1, "cast_from_bool follows the numeric ones");
@@ -158,7 +141,7 @@ static bool fast_elementwise(const struct epabi_cuda_launch_env* env, const stru
     return true;
 }
 
-static OrtStatus* launch_elementwise(const struct epabi_cuda_launch_env* env, const struct ew_args* in) {
+OrtStatus* epabi_cuda_launch_elementwise(const struct epabi_cuda_launch_env* env, const struct ew_args* in) {
     const char* what = "Elementwise";
     struct ew_args a = *in;
     if (a.rank < 1 || a.rank > EPABI_MAX_RANK || a.n_ops < 1 || a.n_ops > 3)
@@ -176,11 +159,11 @@ static OrtStatus* launch_elementwise(const struct epabi_cuda_launch_env* env, co
     case OP_DIV:
     case OP_MAX:
     case OP_MIN:
-        if (numeric_index(a.dtype) < 0) return not_implemented(env, what, "dtype", (int)a.dtype);
-        id = EPABI_CK_ew_arith_f32 + numeric_index(a.dtype);
+        if (!epabi_cuda_numeric(a.dtype)) return not_implemented(env, what, "dtype", (int)a.dtype);
+        id = EPABI_CK_ew_arith_f32 + epabi_cuda_numeric_index(a.dtype);
         break;
     case OP_POW:
-        if (numeric_index(a.dtype1) < 0) return not_implemented(env, "Pow", "exponent dtype", (int)a.dtype1);
+        if (!epabi_cuda_numeric(a.dtype1)) return not_implemented(env, "Pow", "exponent dtype", (int)a.dtype1);
         if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
             id = EPABI_CK_ew_pow_f32;
         else if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE)
@@ -189,8 +172,7 @@ static OrtStatus* launch_elementwise(const struct epabi_cuda_launch_env* env, co
             return not_implemented(env, "Pow", "base dtype", (int)a.dtype);
         break;
     case OP_EQUAL:
-        if (numeric_index(a.dtype) < 0 && a.dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL)
-            return not_implemented(env, "Equal", "dtype", (int)a.dtype);
+        if (!epabi_cuda_castable(a.dtype)) return not_implemented(env, "Equal", "dtype", (int)a.dtype);
         id = EPABI_CK_ew_equal;
         break;
     case OP_WHERE:
@@ -213,17 +195,18 @@ static OrtStatus* launch_elementwise(const struct epabi_cuda_launch_env* env, co
 
 /* ---- unary, cast -------------------------------------------------------------------------------------- */
 
-static OrtStatus* launch_unary(const struct epabi_cuda_launch_env* env, const struct un_args* in) {
+OrtStatus* epabi_cuda_launch_unary(const struct epabi_cuda_launch_env* env, const struct un_args* in) {
     struct un_args a = *in;
     if (a.n <= 0) return NULL;
+    const bool int_op = a.op == UN_RELU || a.op == UN_ABS;   /* the integer kernels' ops */
     enum epabi_cuda_kernel_id id;
     if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
         id = EPABI_CK_un_f32;
     else if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE)
         id = EPABI_CK_un_f64;
-    else if (a.op == UN_RELU && a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)
+    else if (int_op && a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32)
         id = EPABI_CK_un_i32;
-    else if (a.op == UN_RELU && a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
+    else if (int_op && a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
         id = EPABI_CK_un_i64;
     else
         return not_implemented(env, "Unary", "dtype", (int)a.dtype);
@@ -231,19 +214,15 @@ static OrtStatus* launch_unary(const struct epabi_cuda_launch_env* env, const st
     return epabi_cuda_run(env, "Unary", id, epabi_cuda_grid(a.n, EPABI_CUDA_BLOCK), 1, 1, EPABI_CUDA_BLOCK, params);
 }
 
-static bool castable(ONNXTensorElementDataType t) {
-    return numeric_index(t) >= 0 || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL;
-}
-
-static OrtStatus* launch_cast(const struct epabi_cuda_launch_env* env, const struct cast_args* in) {
+OrtStatus* epabi_cuda_launch_cast(const struct epabi_cuda_launch_env* env, const struct cast_args* in) {
     struct cast_args a = *in;
     if (a.n <= 0) return NULL;
-    if (!castable(a.to)) return not_implemented(env, "Cast", "target dtype", (int)a.to);
+    if (!epabi_cuda_castable(a.to)) return not_implemented(env, "Cast", "target dtype", (int)a.to);
     int id;
     if (a.from == ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL)
         id = EPABI_CK_cast_from_bool;
-    else if (numeric_index(a.from) >= 0)
-        id = EPABI_CK_cast_from_f32 + numeric_index(a.from);
+    else if (epabi_cuda_numeric(a.from))
+        id = EPABI_CK_cast_from_f32 + epabi_cuda_numeric_index(a.from);
     else
         return not_implemented(env, "Cast", "source dtype", (int)a.from);
     void* params[] = {&a};
@@ -253,11 +232,12 @@ static OrtStatus* launch_cast(const struct epabi_cuda_launch_env* env, const str
 
 /* ---- data movement -------------------------------------------------------------------------------------- */
 
-static OrtStatus* launch_copy(const struct epabi_cuda_launch_env* env, const struct copy_args* a) {
+OrtStatus* epabi_cuda_launch_copy(const struct epabi_cuda_launch_env* env, const struct copy_args* a) {
     return copy_bytes(env, "Copy", a->dst, a->src, a->bytes);
 }
 
-static OrtStatus* launch_strided_copy(const struct epabi_cuda_launch_env* env, const struct epabi_strided_copy* in) {
+OrtStatus* epabi_cuda_launch_strided_copy(const struct epabi_cuda_launch_env* env,
+                                          const struct epabi_strided_copy* in) {
     const char* what = "StridedCopy";
     struct epabi_strided_copy a = *in;
     if (a.rank < 1 || a.rank > EPABI_MAX_RANK) return not_implemented(env, what, "rank", a.rank);
@@ -280,7 +260,7 @@ static OrtStatus* launch_strided_copy(const struct epabi_cuda_launch_env* env, c
     return epabi_cuda_run(env, what, id, epabi_cuda_grid(items, EPABI_CUDA_BLOCK), 1, 1, EPABI_CUDA_BLOCK, params);
 }
 
-static OrtStatus* launch_concat(const struct epabi_cuda_launch_env* env, const struct concat_args* in) {
+OrtStatus* epabi_cuda_launch_concat(const struct epabi_cuda_launch_env* env, const struct concat_args* in) {
     const char* what = "Concat";
     struct concat_args a = *in;
     if (a.n < 0 || a.n > EPABI_MAX_NODE_IO) return not_implemented(env, what, "input count", a.n);
@@ -315,7 +295,7 @@ static OrtStatus* launch_concat(const struct epabi_cuda_launch_env* env, const s
     return epabi_cuda_run(env, what, id, gx, (unsigned)a.n, 1, EPABI_CUDA_BLOCK, params);
 }
 
-static OrtStatus* launch_gather(const struct epabi_cuda_launch_env* env, const struct gather_args* in) {
+OrtStatus* epabi_cuda_launch_gather(const struct epabi_cuda_launch_env* env, const struct gather_args* in) {
     const char* what = "Gather";
     struct gather_args a = *in;
     if (a.outer <= 0 || a.n_indices <= 0 || a.block_bytes == 0) return NULL;
@@ -331,7 +311,7 @@ static OrtStatus* launch_gather(const struct epabi_cuda_launch_env* env, const s
     return epabi_cuda_run(env, what, id, epabi_cuda_grid(n, EPABI_CUDA_BLOCK), 1, 1, EPABI_CUDA_BLOCK, params);
 }
 
-static OrtStatus* launch_shape(const struct epabi_cuda_launch_env* env, const struct shape_args* in) {
+OrtStatus* epabi_cuda_launch_shape(const struct epabi_cuda_launch_env* env, const struct shape_args* in) {
     struct shape_args a = *in;
     if (a.n <= 0) return NULL;
     if (a.n > EPABI_MAX_RANK) return not_implemented(env, "Shape", "rank", a.n);
@@ -341,117 +321,28 @@ static OrtStatus* launch_shape(const struct epabi_cuda_launch_env* env, const st
 
 /* ---- dispatch ----------------------------------------------------------------------------------------- */
 
+typedef OrtStatus* (*launcher_fn)(const struct epabi_cuda_launch_env* env, const void* args);
+
+/* The table is generated from EPABI_LAUNCH_KINDS, one slot per kind, each a shim handing the block to the kind's
+ * launcher (cuda_launch_internal.h) under its own type. */
+#define LAUNCHER_SHIM_(kind, stem, block)                                                                 \
+    static OrtStatus* launch_kind_##stem(const struct epabi_cuda_launch_env* env, const void* args) {      \
+        return epabi_cuda_launch_##stem(env, (const struct block*)args);                                  \
+    }
+EPABI_LAUNCH_KINDS(LAUNCHER_SHIM_)
+#undef LAUNCHER_SHIM_
+
+static const launcher_fn kLaunchers[] = {
+#define LAUNCHER_SLOT_(kind, stem, block) [EPABI_LAUNCH_##kind] = launch_kind_##stem,
+    EPABI_LAUNCH_KINDS(LAUNCHER_SLOT_)
+#undef LAUNCHER_SLOT_
+};
+_Static_assert(sizeof kLaunchers / sizeof kLaunchers[0] == EPABI_LAUNCH_KIND_COUNT, "one launcher per launch kind");
+
 OrtStatus* epabi_cuda_launch(const struct epabi_cuda_launch_env* env, enum epabi_launch_kind kind, const void* args) {
     /* env itself is the caller's (never NULL); its parts are checked */
     if (env->module == NULL || env->libs == NULL || env->libs->cu == NULL || args == NULL)
         return epabi_error(env->api, ORT_EP_FAIL, EPABI_EP_NAME ": CUDA launch without a module, driver or arguments");
-    switch (kind) {
-    case EPABI_LAUNCH_ELEMENTWISE: return launch_elementwise(env, args);
-    case EPABI_LAUNCH_UNARY: return launch_unary(env, args);
-    case EPABI_LAUNCH_CAST: return launch_cast(env, args);
-    case EPABI_LAUNCH_COPY: return launch_copy(env, args);
-    case EPABI_LAUNCH_STRIDED_COPY: return launch_strided_copy(env, args);
-    case EPABI_LAUNCH_CONCAT: return launch_concat(env, args);
-    case EPABI_LAUNCH_GATHER: return launch_gather(env, args);
-    case EPABI_LAUNCH_SHAPE: return launch_shape(env, args);
-    case EPABI_LAUNCH_MATMUL: return epabi_cuda_launch_matmul(env, args);
-    case EPABI_LAUNCH_GEMM: return epabi_cuda_launch_gemm(env, args);
-    case EPABI_LAUNCH_CONV: return epabi_cuda_launch_conv(env, args);
-    case EPABI_LAUNCH_LAYERNORM: return epabi_cuda_launch_layernorm(env, args);
-    case EPABI_LAUNCH_GLOBAL_MAXPOOL: return epabi_cuda_launch_gmaxpool(env, args);
-    case EPABI_LAUNCH_REDUCE: return epabi_cuda_launch_reduce(env, args);
-    case EPABI_LAUNCH_SOFTMAX: return epabi_cuda_launch_softmax(env, args);
-    case EPABI_LAUNCH_KIND_COUNT: break;
-    }
-    return not_implemented(env, "a launch", "kind", (int)kind);
-}
-
-/* ---- GetCapability ---------------------------------------------------------------------------------------- */
-
-static bool is_op(const struct epabi_node* node, const char* const* names) {
-    for (; *names != NULL; ++names)
-        if (strcmp(node->op_type, *names) == 0) return true;
-    return false;
-}
-
-static bool refuse(char* why, size_t why_len, const struct epabi_node* node, const char* what,
-                   ONNXTensorElementDataType t) {
-    snprintf(why, why_len, "%s: the CUDA kernels do not cover %s dtype %s", node->op_type, what, epabi_dtype_name(t));
-    return false;
-}
-
-/* Inputs that are present (an absent optional input has dtype UNDEFINED). */
-static bool present(const struct epabi_node* node, int i) {
-    return i < node->n_in && node->in[i].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-}
-
-bool epabi_cuda_node_supported(const struct epabi_node* node, char* why, size_t why_len) {
-    static const char* const kArith[] = {"Add", "Sub", "Mul", "Div", "Max", "Min", NULL};
-    static const char* const kFloatUnary[] = {"Sqrt", "Reciprocal", "Exp", "Erf", "Tanh", "Sigmoid", NULL};
-    static const char* const kMoves[] = {"Reshape", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Slice",
-                                         "Expand", "Concat", "Gather", "Shape", NULL};
-    static const char* const kFloatMath[] = {"MatMul", "Gemm", "Conv", "LayerNormalization", "GlobalMaxPool",
-                                             "ReduceSum", "ReduceMean", "ReduceMax", "Softmax", NULL};
-    if (node->domain != NULL && node->domain[0] != '\0') return true;   /* not ours to judge */
-    const ONNXTensorElementDataType t0 =
-        node->n_in > 0 ? node->in[0].dtype : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
-    const ONNXTensorElementDataType f32 = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-
-    if (is_op(node, kArith)) {
-        for (int i = 0; i < node->n_in; ++i)
-            if (present(node, i) && numeric_index(node->in[i].dtype) < 0)
-                return refuse(why, why_len, node, "input", node->in[i].dtype);
-        return true;
-    }
-    if (strcmp(node->op_type, "Pow") == 0) {
-        if (t0 != f32 && t0 != ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE) return refuse(why, why_len, node, "base", t0);
-        if (node->n_in > 1 && numeric_index(node->in[1].dtype) < 0)
-            return refuse(why, why_len, node, "exponent", node->in[1].dtype);
-        return true;
-    }
-    if (strcmp(node->op_type, "Equal") == 0) {
-        if (!castable(t0)) return refuse(why, why_len, node, "input", t0);
-        return true;
-    }
-    if (strcmp(node->op_type, "Where") == 0) {
-        if (node->n_in < 3) return true;
-        const size_t es = epabi_dtype_size(node->in[1].dtype);
-        if (node->in[0].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL)
-            return refuse(why, why_len, node, "condition", node->in[0].dtype);
-        if (es != 1 && es != 2 && es != 4 && es != 8) return refuse(why, why_len, node, "value", node->in[1].dtype);
-        return true;
-    }
-    if (is_op(node, kFloatUnary)) {
-        if (t0 != f32 && t0 != ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE) return refuse(why, why_len, node, "input", t0);
-        return true;
-    }
-    if (strcmp(node->op_type, "Relu") == 0) {
-        if (t0 != f32 && t0 != ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE && t0 != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 &&
-            t0 != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
-            return refuse(why, why_len, node, "input", t0);
-        return true;
-    }
-    if (strcmp(node->op_type, "Cast") == 0) {
-        if (!castable(t0)) return refuse(why, why_len, node, "input", t0);
-        if (node->n_out > 0 && !castable(node->out[0].dtype))
-            return refuse(why, why_len, node, "output", node->out[0].dtype);
-        return true;
-    }
-    if (is_op(node, kMoves)) {
-        /* byte copies: every dtype with a whole-byte element */
-        if (epabi_dtype_size(t0) == 0) return refuse(why, why_len, node, "data", t0);
-        if (strcmp(node->op_type, "Gather") == 0 && node->n_in > 1 &&
-            node->in[1].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 &&
-            node->in[1].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
-            return refuse(why, why_len, node, "indices", node->in[1].dtype);
-        return true;
-    }
-    if (is_op(node, kFloatMath)) {
-        if (t0 != f32) return refuse(why, why_len, node, "input", t0);
-        for (int i = 0; i < node->n_out; ++i)
-            if (node->out[i].dtype != f32 && node->out[i].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED)
-                return refuse(why, why_len, node, "output", node->out[i].dtype);
-        return true;
-    }
-    return true;   /* ops without CUDA-specific limits: the kernel's own supports() decides */
+    if ((int)kind < 0 || kind >= EPABI_LAUNCH_KIND_COUNT) return not_implemented(env, "a launch", "kind", (int)kind);
+    return kLaunchers[kind](env, args);
 }

@@ -1,6 +1,6 @@
 /*
  * cuda_launch_internal.h - private to the CUDA kernels' C side (cuda_module.c, cuda_launch*.c): the table of
- * kernel functions a compiled module holds, and the helpers the per-family launchers share.
+ * kernel functions a compiled module holds, the launcher of each launch kind, and the helpers they share.
  *
  * EPABI_CUDA_KERNEL_LIST names every `extern "C" __global__` function of cuda_kernels.cu that the launchers
  * call; cuda_module.c looks each one up once (cuModuleGetFunction) into epabi_cuda_module.fn, indexed by
@@ -75,13 +75,15 @@ OrtStatus* epabi_cuda_sgemm(const struct epabi_cuda_launch_env* env, const char*
                             int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta, float* c,
                             int64_t ldc, int64_t stride_c, int64_t batch);
 
-/* The launchers of the float32 math kinds (cuda_launch_math.c). */
-OrtStatus* epabi_cuda_launch_matmul(const struct epabi_cuda_launch_env* env, const struct matmul_launch* L);
-OrtStatus* epabi_cuda_launch_gemm(const struct epabi_cuda_launch_env* env, const struct gemm_launch* L);
-OrtStatus* epabi_cuda_launch_conv(const struct epabi_cuda_launch_env* env, const struct conv_launch* L);
-OrtStatus* epabi_cuda_launch_layernorm(const struct epabi_cuda_launch_env* env, const struct layernorm_launch* L);
-OrtStatus* epabi_cuda_launch_gmaxpool(const struct epabi_cuda_launch_env* env, const struct gmaxpool_launch* L);
-OrtStatus* epabi_cuda_launch_reduce(const struct epabi_cuda_launch_env* env, const struct reduce_launch* L);
-OrtStatus* epabi_cuda_launch_softmax(const struct epabi_cuda_launch_env* env, const struct softmax_launch* L);
+/* The launcher of each launch kind: epabi_cuda_launch_<stem>(env, const struct <block>*) for every
+ * X(kind, stem, block) of launch_args.h's EPABI_LAUNCH_KINDS; the dtype-generic kinds are in cuda_launch.c, the
+ * float32 math kinds in cuda_launch_math.c, and cuda_launch.c's table holds them all. The declarations come from the
+ * list and are hidden, so a kind whose launcher is missing fails to link, and one taking another block fails to
+ * compile. Each computes what its kind's host function computes (see cuda_launch.c). */
+#define EPABI_CUDA_LAUNCHER_DECL_(kind, stem, block)                                                    \
+    __attribute__((visibility("hidden"))) OrtStatus* epabi_cuda_launch_##stem(                           \
+        const struct epabi_cuda_launch_env* env, const struct block* args);
+EPABI_LAUNCH_KINDS(EPABI_CUDA_LAUNCHER_DECL_)
+#undef EPABI_CUDA_LAUNCHER_DECL_
 
 #endif

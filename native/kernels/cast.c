@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_coverage.h"
 #include "kernel.h"
 
 struct cast_state {
@@ -153,8 +154,17 @@ static OrtStatus* run_cast(struct epabi_exec* ex, const void* state, const struc
     return epabi_exec_launch(ex, EPABI_LAUNCH_CAST, cast_launch, &args, sizeof args);
 }
 
+/* CUDA: one kernel per numeric or bool source, converting to any numeric or bool target. */
+static bool cuda_cast(const struct epabi_node* node, char* why, size_t why_len) {
+    const ONNXTensorElementDataType from = epabi_cuda_in_dtype(node, 0);
+    if (!epabi_cuda_castable(from)) return epabi_cuda_refuse(node, why, why_len, "input", from);
+    if (node->n_out > 0 && !epabi_cuda_castable(node->out[0].dtype))
+        return epabi_cuda_refuse(node, why, why_len, "output", node->out[0].dtype);
+    return true;
+}
+
 const struct epabi_kernel epabi_kernels_cast[] = {
     {.op_type = "Cast", .since_min = 6, .since_max = 24, .supports = supports_cast, .init = init_cast,
-     .release = release_cast, .run = run_cast, .launch = EPABI_LAUNCH_CAST, .host_step = true},
+     .release = release_cast, .run = run_cast, .launch = EPABI_LAUNCH_CAST, .host_step = true, .cuda = cuda_cast},
     {.op_type = NULL},
 };

@@ -5,6 +5,7 @@
  * outer x n_inputs memcpys. Elements are opaque bytes, so every dtype with a whole-byte size
  * (epabi_dtype_size() != 0) is exact.
  */
+#include "cuda_coverage.h"
 #include "kernel.h"
 
 #include <stdio.h>
@@ -162,6 +163,7 @@ static OrtStatus* concat_run(struct epabi_exec* ex, const void* state, const str
 
 const struct epabi_kernel epabi_kernels_concat[] = {
     {.op_type = "Concat", .since_min = 1, .since_max = 13, .supports = concat_supports, .init = concat_init,
-     .release = concat_release, .run = concat_run, .launch = EPABI_LAUNCH_CONCAT, .host_step = true},
+     .release = concat_release, .run = concat_run, .launch = EPABI_LAUNCH_CONCAT, .host_step = true,
+     .cuda = epabi_cuda_byte_data},
     {.op_type = NULL},
 };

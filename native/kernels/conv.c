@@ -9,6 +9,7 @@
  * Opsets 1, 11 and 22 differ only in the dtypes they list. 3-D convs are refused.
  */
 #include "math_common.h"
+#include "cuda_coverage.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -398,6 +399,6 @@ static OrtStatus* conv_run(struct epabi_exec* ex, const void* state, const struc
 
 const struct epabi_kernel epabi_kernels_conv[] = {
     {.op_type = "Conv", .since_min = 1, .since_max = 22, .supports = conv_supports, .init = conv_init,
-     .release = free, .run = conv_run, .launch = EPABI_LAUNCH_CONV},
+     .release = free, .run = conv_run, .launch = EPABI_LAUNCH_CONV, .cuda = epabi_cuda_float32_math},
     {.op_type = NULL},
 };

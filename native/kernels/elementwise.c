@@ -11,9 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda_coverage.h"
 #include "kernel.h"
-
-
 
 /* ---- inner loops: n elements along the last dimension ------------------------------------------- */
 
@@ -545,26 +544,60 @@ static OrtStatus* run_where(struct epabi_exec* ex, const void* state, const stru
     return launch(ex, &args, in, 3, out);
 }
 
+/* ---- CUDA coverage (cuda_coverage.h) --------------------------------------------------------------- */
+
+/* Pow: a float or double base (ew_pow_f32/f64), any numeric exponent. */
+static bool cuda_pow(const struct epabi_node* node, char* why, size_t why_len) {
+    const ONNXTensorElementDataType base = epabi_cuda_in_dtype(node, 0);
+    if (!epabi_cuda_floating(base)) return epabi_cuda_refuse(node, why, why_len, "base", base);
+    if (node->n_in > 1 && !epabi_cuda_numeric(node->in[1].dtype))
+        return epabi_cuda_refuse(node, why, why_len, "exponent", node->in[1].dtype);
+    return true;
+}
+
+/* Equal: one kernel over the numeric dtypes and bool. */
+static bool cuda_equal(const struct epabi_node* node, char* why, size_t why_len) {
+    const ONNXTensorElementDataType t = epabi_cuda_in_dtype(node, 0);
+    return epabi_cuda_castable(t) || epabi_cuda_refuse(node, why, why_len, "input", t);
+}
+
+/* Where: a bool condition selecting 1, 2, 4 or 8-byte values (ew_select_<bytes>). */
+static bool cuda_where(const struct epabi_node* node, char* why, size_t why_len) {
+    if (node->n_in < 3) return true;
+    if (node->in[0].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL)
+        return epabi_cuda_refuse(node, why, why_len, "condition", node->in[0].dtype);
+    const size_t es = epabi_dtype_size(node->in[1].dtype);
+    if (es != 1 && es != 2 && es != 4 && es != 8)
+        return epabi_cuda_refuse(node, why, why_len, "value", node->in[1].dtype);
+    return true;
+}
+
 /* Opset ranges: Add/Sub/Mul/Div 7 (numpy broadcasting) .. 14; Pow 7 .. 15; Max/Min 8 (broadcasting)
  * .. 13; Equal 7 .. 19; Where 9 .. 16. */
 const struct epabi_kernel epabi_kernels_elementwise[] = {
     {.op_type = "Add", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_add,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true},
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
+     .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "Sub", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_sub,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true},
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
+     .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "Mul", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_mul,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true},
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
+     .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "Div", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_div,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true},
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
+     .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "Pow", .since_min = 7, .since_max = 15, .supports = supports_pow, .run = run_pow,
-     .launch = EPABI_LAUNCH_ELEMENTWISE},
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_pow},
     {.op_type = "Max", .since_min = 8, .since_max = 13, .supports = supports_arith, .run = run_max,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true},
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
+     .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "Min", .since_min = 8, .since_max = 13, .supports = supports_arith, .run = run_min,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true},
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
+     .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "Equal", .since_min = 7, .since_max = 19, .supports = supports_equal, .run = run_equal,
-     .launch = EPABI_LAUNCH_ELEMENTWISE},
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_equal},
     {.op_type = "Where", .since_min = 9, .since_max = 16, .supports = supports_where, .run = run_where,
-     .launch = EPABI_LAUNCH_ELEMENTWISE},
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_where},
     {.op_type = NULL},
 };

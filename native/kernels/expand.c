@@ -5,6 +5,7 @@
  * Elements are opaque bytes, so every dtype with a whole-byte size (epabi_dtype_size() != 0) is exact. The
  * shape input is read in run(), as kernel.h allows; it may be int32 or int64.
  */
+#include "cuda_coverage.h"
 #include "kernel.h"
 #include "strided_copy.h"
 
@@ -88,6 +89,6 @@ static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const str
 
 const struct epabi_kernel epabi_kernels_expand[] = {
     {.op_type = "Expand", .since_min = 8, .since_max = 13, .supports = expand_supports, .run = expand_run,
-     .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 1u << 1, .host_step = true},
+     .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 1u << 1, .host_step = true, .cuda = epabi_cuda_byte_data},
     {.op_type = NULL},
 };

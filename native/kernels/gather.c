@@ -10,6 +10,7 @@
  * does) instead of reading out of bounds; supports() refuses nodes whose *constant* indices are already out
  * of range, which leaves them to the CPU EP and its error.
  */
+#include "cuda_coverage.h"
 #include "kernel.h"
 
 #include <stdio.h>
@@ -147,8 +148,17 @@ static OrtStatus* gather_run(struct epabi_exec* ex, const void* state, const str
     return epabi_exec_launch(ex, EPABI_LAUNCH_GATHER, gather_launch, &a, sizeof a);
 }
 
+/* CUDA: byte copies of any whole-byte dtype, with int32 or int64 indices. */
+static bool cuda_gather(const struct epabi_node* node, char* why, size_t why_len) {
+    if (!epabi_cuda_byte_data(node, why, why_len)) return false;
+    if (node->n_in > 1 && !epabi_is_index_dtype(node->in[1].dtype))
+        return epabi_cuda_refuse(node, why, why_len, "indices", node->in[1].dtype);
+    return true;
+}
+
 const struct epabi_kernel epabi_kernels_gather[] = {
     {.op_type = "Gather", .since_min = 1, .since_max = 13, .supports = gather_supports, .init = gather_init,
-     .release = gather_release, .run = gather_run, .launch = EPABI_LAUNCH_GATHER, .host_step = true},
+     .release = gather_release, .run = gather_run, .launch = EPABI_LAUNCH_GATHER, .host_step = true,
+     .cuda = cuda_gather},
     {.op_type = NULL},
 };

@@ -127,6 +127,10 @@ struct epabi_kernel {
     bool host_step;            /* a device plan may run it on the host when it computes int shape values (plan.h) */
     bool takes_epilogue;       /* its launch applies an activation the plan fused in (epabi_exec_epilogue) */
     enum epabi_epilogue as_epilogue;   /* the epilogue it becomes when fused into its producer; NONE: never */
+    /* GetCapability on a GPU device, after supports() said yes: may the CUDA kernels of its launch kind compute
+     * this node? (dtypes, attributes; cuda_coverage.h has the shared tests.) On "no" it writes a short reason.
+     * NULL: the op has no CUDA kernel, and a GPU device does not claim it. */
+    bool (*cuda)(const struct epabi_node* node, char* why, size_t why_len);
 };
 
 /* Lookup by op type and opset version; NULL when no kernel covers them. registry.c. */

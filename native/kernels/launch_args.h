@@ -47,23 +47,30 @@ _Static_assert(sizeof(size_t) == 8 && sizeof(void*) == 8, "launch blocks assume 
 
 enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
 
-/* What a launch does; the CUDA backend's launcher table is indexed by it. */
+/* What a launch does and the block it takes: X(KIND, stem, block) for EPABI_LAUNCH_<KIND> with struct <block>.
+ * One list generates the enum below and the CUDA backend's launcher table (cuda/cuda_launch.c), whose entry for a
+ * kind is epabi_cuda_launch_<stem> taking a struct <block>: a kind without such a launcher does not compile. */
+#define EPABI_LAUNCH_KINDS(X)                                  \
+    X(ELEMENTWISE, elementwise, ew_args)                       \
+    X(UNARY, unary, un_args)                                   \
+    X(CAST, cast, cast_args)                                   \
+    X(COPY, copy, copy_args)                                   \
+    X(STRIDED_COPY, strided_copy, epabi_strided_copy)          \
+    X(CONCAT, concat, concat_args)                             \
+    X(GATHER, gather, gather_args)                             \
+    X(SHAPE, shape, shape_args)                                \
+    X(MATMUL, matmul, matmul_launch)                           \
+    X(GEMM, gemm, gemm_launch)                                 \
+    X(CONV, conv, conv_launch)                                 \
+    X(LAYERNORM, layernorm, layernorm_launch)                  \
+    X(GLOBAL_MAXPOOL, gmaxpool, gmaxpool_launch)               \
+    X(REDUCE, reduce, reduce_launch)                           \
+    X(SOFTMAX, softmax, softmax_launch)
+
 enum epabi_launch_kind {
-    EPABI_LAUNCH_ELEMENTWISE,     /* struct ew_args */
-    EPABI_LAUNCH_UNARY,           /* struct un_args */
-    EPABI_LAUNCH_CAST,            /* struct cast_args */
-    EPABI_LAUNCH_COPY,            /* struct copy_args */
-    EPABI_LAUNCH_STRIDED_COPY,    /* struct epabi_strided_copy */
-    EPABI_LAUNCH_CONCAT,          /* struct concat_args */
-    EPABI_LAUNCH_GATHER,          /* struct gather_args */
-    EPABI_LAUNCH_SHAPE,           /* struct shape_args */
-    EPABI_LAUNCH_MATMUL,          /* struct matmul_launch */
-    EPABI_LAUNCH_GEMM,            /* struct gemm_launch */
-    EPABI_LAUNCH_CONV,            /* struct conv_launch */
-    EPABI_LAUNCH_LAYERNORM,       /* struct layernorm_launch */
-    EPABI_LAUNCH_GLOBAL_MAXPOOL,  /* struct gmaxpool_launch */
-    EPABI_LAUNCH_REDUCE,          /* struct reduce_launch */
-    EPABI_LAUNCH_SOFTMAX,         /* struct softmax_launch */
+#define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
+    EPABI_LAUNCH_KINDS(EPABI_LAUNCH_ENUM_)
+#undef EPABI_LAUNCH_ENUM_
     EPABI_LAUNCH_KIND_COUNT
 };
 
@@ -89,7 +96,7 @@ struct ew_args {
     int32_t pad_;
 };
 
-enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID };
+enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID, UN_ABS };
 
 struct un_args {
     enum un_op op;

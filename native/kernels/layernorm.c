@@ -10,6 +10,7 @@
  * types are refused.
  */
 #include "math_common.h"
+#include "cuda_coverage.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -237,6 +238,7 @@ static OrtStatus* layernorm_run(struct epabi_exec* ex, const void* state, const 
 
 const struct epabi_kernel epabi_kernels_layernorm[] = {
     {.op_type = "LayerNormalization", .since_min = 17, .since_max = 17, .supports = layernorm_supports,
-     .init = layernorm_init, .release = free, .run = layernorm_run, .launch = EPABI_LAUNCH_LAYERNORM},
+     .init = layernorm_init, .release = free, .run = layernorm_run, .launch = EPABI_LAUNCH_LAYERNORM,
+     .cuda = epabi_cuda_float32_math},
     {.op_type = NULL},
 };

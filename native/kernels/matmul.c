@@ -9,6 +9,7 @@
  * MatMul 1/9/13 and Gemm 7/9/11/13 differ only in the dtypes they list, except that Gemm 7-10 require C.
  */
 #include "math_common.h"
+#include "cuda_coverage.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -410,8 +411,8 @@ static OrtStatus* gemm_run(struct epabi_exec* ex, const void* state, const struc
 
 const struct epabi_kernel epabi_kernels_matmul[] = {
     {.op_type = "MatMul", .since_min = 1, .since_max = 13, .supports = matmul_supports, .run = matmul_run,
-     .launch = EPABI_LAUNCH_MATMUL},
+     .launch = EPABI_LAUNCH_MATMUL, .cuda = epabi_cuda_float32_math},
     {.op_type = "Gemm", .since_min = 7, .since_max = 13, .supports = gemm_supports, .init = gemm_init,
-     .release = free, .run = gemm_run, .launch = EPABI_LAUNCH_GEMM},
+     .release = free, .run = gemm_run, .launch = EPABI_LAUNCH_GEMM, .cuda = epabi_cuda_float32_math},
     {.op_type = NULL},
 };

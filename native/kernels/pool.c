@@ -6,6 +6,7 @@
  * an invented value.
  */
 #include "math_common.h"
+#include "cuda_coverage.h"
 
 #include <string.h>
 
@@ -73,6 +74,6 @@ static OrtStatus* gmaxpool_run(struct epabi_exec* ex, const void* state, const s
 
 const struct epabi_kernel epabi_kernels_pool[] = {
     {.op_type = "GlobalMaxPool", .since_min = 1, .since_max = 22, .supports = gmaxpool_supports,
-     .run = gmaxpool_run, .launch = EPABI_LAUNCH_GLOBAL_MAXPOOL},
+     .run = gmaxpool_run, .launch = EPABI_LAUNCH_GLOBAL_MAXPOOL, .cuda = epabi_cuda_float32_math},
     {.op_type = NULL},
 };

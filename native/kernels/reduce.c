@@ -10,6 +10,7 @@
  * spec leaves it undefined). ReduceMax propagates NaN as numpy does. Duplicate axes are a run-time error.
  */
 #include "math_common.h"
+#include "cuda_coverage.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -285,16 +286,22 @@ static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const str
 
 const struct epabi_kernel epabi_kernels_reduce[] = {
     {.op_type = "ReduceSum", .since_min = 1, .since_max = 12, .supports = reduce_supports, .init = reduce_init,
-     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1},
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
+     .cuda = epabi_cuda_float32_math},
     {.op_type = "ReduceSum", .since_min = 13, .since_max = 13, .supports = reduce_supports, .init = reduce_init,
-     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1},
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
+     .cuda = epabi_cuda_float32_math},
     {.op_type = "ReduceMean", .since_min = 1, .since_max = 17, .supports = reduce_supports, .init = reduce_init,
-     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1},
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
+     .cuda = epabi_cuda_float32_math},
     {.op_type = "ReduceMean", .since_min = 18, .since_max = 18, .supports = reduce_supports,
-     .init = reduce_init, .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1},
+     .init = reduce_init, .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
+     .cuda = epabi_cuda_float32_math},
     {.op_type = "ReduceMax", .since_min = 1, .since_max = 17, .supports = reduce_supports, .init = reduce_init,
-     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1},
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
+     .cuda = epabi_cuda_float32_math},
     {.op_type = "ReduceMax", .since_min = 18, .since_max = 20, .supports = reduce_supports, .init = reduce_init,
-     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1},
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
+     .cuda = epabi_cuda_float32_math},
     {.op_type = NULL},
 };

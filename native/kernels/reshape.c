@@ -7,6 +7,7 @@
  * inputs (Reshape's shape, Squeeze/Unsqueeze axes from opset 13) are read in run(), as kernel.h allows, and
  * may be int32 or int64 even where ONNX only names int64.
  */
+#include "cuda_coverage.h"
 #include "kernel.h"
 
 #include <stdio.h>
@@ -326,16 +327,20 @@ static OrtStatus* identity_run(struct epabi_exec* ex, const void* state, const s
 const struct epabi_kernel epabi_kernels_reshape[] = {
     /* Reshape-1 took the shape as an attribute; no model we target uses it. */
     {.op_type = "Reshape", .since_min = 5, .since_max = 25, .supports = reshape_supports, .init = reshape_init,
-     .release = reshape_release, .run = reshape_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true},
+     .release = reshape_release, .run = reshape_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1,
+     .host_step = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Squeeze", .since_min = 1, .since_max = 12, .supports = squeeze_supports, .init = axes_init,
-     .release = reshape_release, .run = squeeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true},
+     .release = reshape_release, .run = squeeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1,
+     .host_step = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Squeeze", .since_min = 13, .since_max = 25, .supports = squeeze_supports, .run = squeeze_run,
-     .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true},
+     .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Unsqueeze", .since_min = 1, .since_max = 12, .supports = unsqueeze_supports, .init = axes_init,
-     .release = reshape_release, .run = unsqueeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true},
+     .release = reshape_release, .run = unsqueeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1,
+     .host_step = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Unsqueeze", .since_min = 13, .since_max = 25, .supports = unsqueeze_supports,
-     .run = unsqueeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true},
+     .run = unsqueeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1,
+     .host_step = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Identity", .since_min = 1, .since_max = 25, .supports = identity_supports, .run = identity_run,
-     .launch = EPABI_LAUNCH_COPY},
+     .launch = EPABI_LAUNCH_COPY, .cuda = epabi_cuda_byte_data},
     {.op_type = NULL},
 };

@@ -2,6 +2,7 @@
  * shape.c - Shape (opsets 1-25; start/end attributes from opset 15). The input's data is never touched, only
  * its shape; the int64 output is still written inside a launch so a captured run replays it.
  */
+#include "cuda_coverage.h"
 #include "kernel.h"
 
 #include <stdio.h>
@@ -76,6 +77,7 @@ static OrtStatus* shape_run(struct epabi_exec* ex, const void* state, const stru
 
 const struct epabi_kernel epabi_kernels_shape[] = {
     {.op_type = "Shape", .since_min = 1, .since_max = 25, .supports = shape_supports, .init = shape_init,
-     .release = shape_release, .run = shape_run, .launch = EPABI_LAUNCH_SHAPE, .host_step = true},
+     .release = shape_release, .run = shape_run, .launch = EPABI_LAUNCH_SHAPE, .host_step = true,
+     .cuda = epabi_cuda_byte_data},
     {.op_type = NULL},
 };

@@ -6,6 +6,7 @@
  * bytes, so every dtype with a whole-byte size (epabi_dtype_size() != 0) is exact. The starts/ends/axes/steps
  * inputs are read in run(), as kernel.h allows; each may be int32 or int64.
  */
+#include "cuda_coverage.h"
 #include "kernel.h"
 #include "strided_copy.h"
 
@@ -264,8 +265,9 @@ static OrtStatus* slice10_run(struct epabi_exec* ex, const void* state, const st
 
 const struct epabi_kernel epabi_kernels_slice[] = {
     {.op_type = "Slice", .since_min = 1, .since_max = 9, .supports = slice1_supports, .init = slice1_init,
-     .release = slice1_release, .run = slice1_run, .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 0x1eu, .host_step = true},
+     .release = slice1_release, .run = slice1_run, .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 0x1eu,
+     .host_step = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Slice", .since_min = 10, .since_max = 13, .supports = slice10_supports, .run = slice10_run,
-     .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 0x1eu, .host_step = true},
+     .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 0x1eu, .host_step = true, .cuda = epabi_cuda_byte_data},
     {.op_type = NULL},
 };

@@ -8,6 +8,7 @@
  * vectorizable) using two scratch vectors instead of striding through memory per element.
  */
 #include "math_common.h"
+#include "cuda_coverage.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -137,8 +138,8 @@ static OrtStatus* softmax_run(struct epabi_exec* ex, const void* state, const st
 
 const struct epabi_kernel epabi_kernels_softmax[] = {
     {.op_type = "Softmax", .since_min = 1, .since_max = 12, .supports = softmax_supports, .init = softmax_init,
-     .release = free, .run = softmax_run, .launch = EPABI_LAUNCH_SOFTMAX},
+     .release = free, .run = softmax_run, .launch = EPABI_LAUNCH_SOFTMAX, .cuda = epabi_cuda_float32_math},
     {.op_type = "Softmax", .since_min = 13, .since_max = 13, .supports = softmax_supports, .init = softmax_init,
-     .release = free, .run = softmax_run, .launch = EPABI_LAUNCH_SOFTMAX},
+     .release = free, .run = softmax_run, .launch = EPABI_LAUNCH_SOFTMAX, .cuda = epabi_cuda_float32_math},
     {.op_type = NULL},
 };

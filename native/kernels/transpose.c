@@ -4,6 +4,7 @@
  * The element type never matters here: elements are moved as opaque bytes, so every dtype with a whole-byte
  * size (epabi_dtype_size() != 0) is exact.
  */
+#include "cuda_coverage.h"
 #include "kernel.h"
 #include "strided_copy.h"
 
@@ -114,6 +115,7 @@ static OrtStatus* transpose_run(struct epabi_exec* ex, const void* state, const 
 
 const struct epabi_kernel epabi_kernels_transpose[] = {
     {.op_type = "Transpose", .since_min = 1, .since_max = 25, .supports = transpose_supports,
-     .init = transpose_init, .release = transpose_release, .run = transpose_run, .launch = EPABI_LAUNCH_STRIDED_COPY},
+     .init = transpose_init, .release = transpose_release, .run = transpose_run, .launch = EPABI_LAUNCH_STRIDED_COPY,
+     .cuda = epabi_cuda_byte_data},
     {.op_type = NULL},
 };

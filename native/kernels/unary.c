@@ -1,14 +1,14 @@
 /*
- * unary.c - Sqrt Reciprocal Exp Erf Tanh Relu Sigmoid, elementwise on float and double (Relu also on
- * int32 and int64). The output has the input's dtype and shape.
+ * unary.c - Sqrt Reciprocal Exp Erf Tanh Relu Sigmoid Abs, elementwise on float and double (Relu and Abs also
+ * on int32 and int64). The output has the input's dtype and shape. The integer Abs of the most negative value
+ * wraps to itself (two's complement), as numpy and ORT's CPU EP give.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "cuda_coverage.h"
 #include "kernel.h"
-
-
 
 static inline float sigmoid_f(float x) {
     if (x >= 0) return 1.0f / (1.0f + expf(-x));
@@ -31,6 +31,9 @@ static inline double sigmoid_d(double x) {
             Y[i] = (EXPR);                                     \
         }                                                      \
     } while (0)
+
+/* Negation through the unsigned type, so the most negative value wraps instead of overflowing. */
+#define ABS_INT(T, U, x) ((x) < 0 ? (T)(0u - (U)(x)) : (x))
 
 static void un_launch(const void* vargs) {
     const struct un_args* a = vargs;
@@ -68,12 +71,19 @@ static void un_launch(const void* vargs) {
         else if (a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) UN_LOOP(int32_t, x > 0 ? x : 0);
         else if (a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) UN_LOOP(int64_t, x > 0 ? x : 0);
         break;
+    case UN_ABS:
+        if (is_f) UN_LOOP(float, fabsf(x));
+        else if (is_d) UN_LOOP(double, fabs(x));
+        else if (a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32) UN_LOOP(int32_t, ABS_INT(int32_t, uint32_t, x));
+        else if (a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64) UN_LOOP(int64_t, ABS_INT(int64_t, uint64_t, x));
+        break;
     }
 }
 
 static bool type_ok(enum un_op op, ONNXTensorElementDataType t) {
     if (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE) return true;
-    return op == UN_RELU && (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64);
+    return (op == UN_RELU || op == UN_ABS) &&
+           (t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32 || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64);
 }
 
 static bool supports_op(enum un_op op, const struct epabi_node* node, char* why, size_t why_len) {
@@ -122,24 +132,33 @@ UNARY(erf, UN_ERF)
 UNARY(tanh, UN_TANH)
 UNARY(relu, UN_RELU)
 UNARY(sigmoid, UN_SIGMOID)
+UNARY(abs, UN_ABS)
 #undef UNARY
 
+/* CUDA: Relu and Abs have int32 and int64 kernels besides float and double (un_i32, un_i64). */
+static bool cuda_float_or_index(const struct epabi_node* node, char* why, size_t why_len) {
+    const ONNXTensorElementDataType t = epabi_cuda_in_dtype(node, 0);
+    return epabi_cuda_floating(t) || epabi_is_index_dtype(t) || epabi_cuda_refuse(node, why, why_len, "input", t);
+}
+
 /* Opset ranges: versions 6 and 13 differ only in types (13 adds bfloat16); Relu 14 adds integer types;
- * Erf starts at 9. */
+ * Erf starts at 9; Abs-1 had the legacy consumed_inputs attribute. */
 const struct epabi_kernel epabi_kernels_unary[] = {
     {.op_type = "Sqrt", .since_min = 6, .since_max = 13, .supports = supports_sqrt, .run = run_sqrt,
-     .launch = EPABI_LAUNCH_UNARY},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Reciprocal", .since_min = 6, .since_max = 13, .supports = supports_reciprocal,
-     .run = run_reciprocal, .launch = EPABI_LAUNCH_UNARY},
+     .run = run_reciprocal, .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Exp", .since_min = 6, .since_max = 13, .supports = supports_exp, .run = run_exp,
-     .launch = EPABI_LAUNCH_UNARY},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Erf", .since_min = 9, .since_max = 13, .supports = supports_erf, .run = run_erf,
-     .launch = EPABI_LAUNCH_UNARY},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Tanh", .since_min = 6, .since_max = 13, .supports = supports_tanh, .run = run_tanh,
-     .launch = EPABI_LAUNCH_UNARY},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Relu", .since_min = 6, .since_max = 14, .supports = supports_relu, .run = run_relu,
-     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_RELU},
+     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_RELU, .cuda = cuda_float_or_index},
     {.op_type = "Sigmoid", .since_min = 6, .since_max = 13, .supports = supports_sigmoid, .run = run_sigmoid,
-     .launch = EPABI_LAUNCH_UNARY},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+    {.op_type = "Abs", .since_min = 6, .since_max = 13, .supports = supports_abs, .run = run_abs,
+     .launch = EPABI_LAUNCH_UNARY, .cuda = cuda_float_or_index},
     {.op_type = NULL},
 };

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the float32 math kernels (matmul, conv, pool, softmax, layernorm, reduce) through kernel_harness.c.
+"""Checks the math kernels (float32 matmul, conv, pool, softmax, layernorm, reduce; Abs) through kernel_harness.c.
 
 Builds the harness (harness_build.py: -std=c11 -Wall -Wextra -Werror, every native/kernels/*.c), writes one
 case file, runs it, and compares every result with onnx.reference.ReferenceEvaluator on a one-node model (numpy
@@ -337,7 +337,25 @@ def reduce_cases():
     return c
 
 
-ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases]
+def unary_cases():
+    """Abs on float32 (the harness's outputs are float32; integer and double Abs: conformance.py's own cases)."""
+    c = []
+    rng = np.random.default_rng(15)   # its own stream: the other groups' inputs stay as they were
+
+    def x(*shape):
+        return np.asarray(rng.standard_normal(shape), dtype=np.float32)
+
+    special = np.array([np.nan, -0.0, 0.0, -np.inf, np.inf, -1e-40, 3.5, -2.25], dtype=np.float32)
+    for opset in (6, 13):
+        c.append(Case(f"abs{opset}_float", "Abs", opset, [x(3, 4, 5)]))
+        c.append(Case(f"abs{opset}_special", "Abs", opset, [special]))
+    c.append(Case("abs_scalar", "Abs", 13, [np.array(-2.5, dtype=np.float32)]))
+    c.append(Case("abs_empty", "Abs", 13, [x(2, 0, 3)]))
+    c.append(Case("abs_unknown_shape", "Abs", 13, [x(4, 3)], unknown=(0,)))
+    return c
+
+
+ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases]
 
 
 # ---- serialisation, reference, comparison -----------------------------------------------------------------
