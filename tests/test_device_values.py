@@ -417,7 +417,7 @@ def test_runs_take_turns_when_the_ep_refuses_concurrent_runs(host: epabi.Host) -
             try:
                 for _ in range(20):
                     np.testing.assert_allclose(session.run(None, feeds)[0], expected, rtol=1e-5, atol=1e-6)
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 errors.append(exc)
 
         threads = [threading.Thread(target=worker) for _ in range(4)]

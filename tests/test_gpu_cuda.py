@@ -218,7 +218,7 @@ def test_eight_threads_each_capture_their_own_graph(gpu_host: epabi.Host) -> Non
                     _poison(outs["y"])
                     session.run_with_iobinding(binding)
                     np.testing.assert_allclose(outs["y"].numpy(), ref.run(None, new)[0], **TOL)
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 errors.append(exc)
 
         threads = [threading.Thread(target=worker, args=(i + 1,)) for i in range(8)]

@@ -256,7 +256,7 @@ def test_eight_threads_each_capture_their_own_graph(host: epabi.Host) -> None:
                     ins["x"].update_inplace(new["x"])
                     session.run_with_iobinding(binding)
                     np.testing.assert_allclose(outs["y"].numpy(), ref.run(None, new)[0], rtol=1e-5, atol=1e-6)
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 errors.append(exc)
 
         threads = [threading.Thread(target=worker, args=(i + 1,)) for i in range(8)]
@@ -297,7 +297,7 @@ def test_closing_a_session_frees_an_idle_threads_graphs(host: epabi.Host, caplog
             long_lived.run_with_iobinding(binding_a)  # the long-lived session replays as before
             assert _calls(host, mark, "OrtEp::ReplayGraph") == 1
             np.testing.assert_array_equal(outs_a["z"].numpy(), x * 4)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
         finally:
             captured.set()
@@ -411,7 +411,7 @@ def test_close_waits_for_runs_in_flight(host: epabi.Host) -> None:
                 started.set()
         except epabi.OrtStatusError as exc:  # runs that start after close() raise cleanly
             assert "session is closed" in str(exc)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
         finally:
             started.set()

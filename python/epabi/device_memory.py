@@ -96,7 +96,7 @@ class DeviceValue(OrtValue):
     def __del__(self) -> None:
         try:
             self.release()
-        except Exception:  # noqa: BLE001 - best effort at interpreter teardown
+        except Exception:  # best effort at interpreter teardown
             pass
 
     @property

@@ -50,7 +50,7 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto) -> tuple[onn
     elif isinstance(path_or_bytes, bytes | bytearray):
         try:
             model = onnx.load_from_string(bytes(path_or_bytes))
-        except Exception as exc:  # noqa: BLE001 - protobuf raises several types
+        except Exception as exc:  # protobuf raises several types
             raise OrtStatusError(OrtErrorCode.INVALID_PROTOBUF, f"Failed to load model from bytes: {exc}") from exc
     else:
         model_path = str(path_or_bytes)
@@ -58,18 +58,18 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto) -> tuple[onn
             raise OrtStatusError(OrtErrorCode.NO_SUCHFILE, f"Load model from {model_path} failed: File doesn't exist")
         try:
             model = onnx.load(model_path)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise OrtStatusError(OrtErrorCode.INVALID_PROTOBUF,
                                  f"Load model from {model_path} failed: protobuf parsing failed ({exc})") from exc
     if not model.graph.node and not model.graph.output:
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, "the model has an empty graph (truncated or not a model?)")
     try:
         onnx.checker.check_model(model)
-    except Exception as exc:  # noqa: BLE001 - ORT accepts some models the checker rejects (untyped outputs)
+    except Exception as exc:  # ORT accepts some models the checker rejects (untyped outputs)
         _log.warning("onnx.checker: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     try:
         model = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, f"the model is not valid ONNX: {exc}") from exc
     return model, model_path
 
@@ -245,7 +245,7 @@ class InferenceSession:
             model = onnx.helper.make_model(graph, ir_version=self.model.ir_version,
                                            opset_imports=list(self.model.opset_import))
             return ReferenceEvaluator(model)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, f"no CPU implementation for node '{node.name}' "
                                  f"({node.op_type}): {exc}") from exc
 
@@ -352,7 +352,7 @@ class InferenceSession:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:  # noqa: BLE001 - best effort at interpreter teardown
+        except Exception:  # best effort at interpreter teardown
             pass
 
     # -- running --------------------------------------------------------------------------------------
@@ -553,7 +553,7 @@ class InferenceSession:
         feeds = {v.name: self._host_value(v.name, run) for v in (*node.inputs, *node.implicit_inputs) if v is not None}
         try:
             results = self._evaluators[id(unit)].run(None, feeds)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise OrtStatusError(OrtErrorCode.RUNTIME_EXCEPTION, f"CPU fallback failed on node '{node.name}' "
                                  f"({node.op_type}): {exc}") from exc
         for v, r in zip(node.outputs, results, strict=False):
