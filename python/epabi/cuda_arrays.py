@@ -29,7 +29,7 @@ import numpy as np
 from .values import NUMPY_TO_ONNX
 
 #: DLPack device types (dlpack.h ``DLDeviceType``).
-DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
+DL_CUDA, DL_CUDA_MANAGED = 2, 13
 _DL_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDA host (pinned)", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm",
              11: "ROCm host", 13: "CUDA managed", 14: "oneAPI"}
 _DL_DEVICE_MEMORY = (DL_CUDA, DL_CUDA_MANAGED)

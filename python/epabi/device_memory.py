@@ -60,7 +60,6 @@ class DeviceValue(OrtValue):
             raise ValueError(f"negative dimension in shape {self._shape}")
         self._elem_type = elem_type
         self._device_type = _DEVICE_NAMES.get(OrtMemoryInfoDeviceType(memory_info.device_type), "ep_device")
-        self._device_id = memory_info.device_id
         self.memory_info = memory_info
         self.transfer = transfer
         self._library = library

@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 import onnx
 
+from . import EP_NAME
 from .errors import PluginLoadError
 from .models import mlp, sample_inputs
-
-EP_NAME = "EpAbiExecutionProvider"
 
 
 class RunError(RuntimeError):

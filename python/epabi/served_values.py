@@ -193,12 +193,12 @@ class ValueApi:
 
 
 class GraphSupportInfo:
-    """``OrtEpGraphSupportInfo``: what GetCapability claimed - groups to fuse, and single nodes."""
+    """``OrtEpGraphSupportInfo``: what GetCapability claimed, as groups of nodes to fuse (the host serves no
+    ``AddSingleNode``: kernel-registry EPs are not supported)."""
 
     def __init__(self, graph: Any) -> None:
         self.graph = graph
         self.groups: list[tuple[list[Any], bool]] = []  # (nodes, drop_constant_initializers)
-        self.single_nodes: list[Any] = []
         self.claimed: set[int] = set()
         self.ptr: Any = ffi.NULL
 

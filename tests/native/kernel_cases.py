@@ -343,10 +343,6 @@ ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernor
 # ---- serialisation, reference, comparison -----------------------------------------------------------------
 
 
-def fmt_value(v, dtype):
-    return float(v).hex() if dtype == np.float32 else str(int(v))
-
-
 def write_case(f, case: Case):
     present_out = [o for o in case.outputs]
     f.write(f"case {case.name} {case.op} {case.opset} {len(case.inputs)} {len(present_out)}\n")
