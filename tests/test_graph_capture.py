@@ -168,9 +168,9 @@ def test_empty_id_means_zero(host: epabi.Host) -> None:
 def test_replaying_a_missing_id_is_invalid_argument(host: epabi.Host) -> None:
     with _session(host, _add_model()) as session:
         with pytest.raises(epabi.OrtStatusError, match="99") as info:
-            session._ep.call_status("ReplayGraph", 99)
+            session.ep.call_status("ReplayGraph", 99)
         assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
-        assert session._ep.call("IsGraphCaptured", 99) is False
+        assert session.ep.call("IsGraphCaptured", 99) is False
 
 
 @pytest.mark.parametrize("warmup", [0, 1, 2, 5])
@@ -219,7 +219,7 @@ def test_user_compute_stream_is_adopted(host: epabi.Host, caplog: pytest.LogCapt
     x = np.ones((3, 2), np.float32)
     with caplog.at_level(logging.DEBUG, logger="epabi"):
         with _session(host, _add_model(), user_compute_stream="0x1234") as session:
-            assert session._ep.concurrent_run_supported is False  # a unified stream serialises runs
+            assert session.ep.concurrent_run_supported is False  # a unified stream serialises runs
             binding, _, outs = _bind(session, {"x": x, "y": x}, {"z": [3, 2]})
             for _ in range(4):
                 session.run_with_iobinding(binding)
@@ -231,7 +231,7 @@ def test_user_compute_stream_is_adopted(host: epabi.Host, caplog: pytest.LogCapt
 
 def test_null_user_stream_counts_as_given(host: epabi.Host) -> None:
     with _session(host, _add_model(), user_compute_stream="0") as session:
-        assert session._ep.concurrent_run_supported is False
+        assert session.ep.concurrent_run_supported is False
 
 
 def test_bad_user_stream_value_is_refused(host: epabi.Host) -> None:
@@ -432,7 +432,7 @@ def test_release_captured_graph_then_capture_new_buffers(host: epabi.Host) -> No
         binding, _, outs = _bind(session, {"x": x, "y": x}, {"z": [3, 2]})
         session.run_with_iobinding(binding, _run_opts("4"))
         session.release_captured_graph(4)
-        assert session._ep.call("IsGraphCaptured", 4) is False
+        assert session.ep.call("IsGraphCaptured", 4) is False
         # new buffers: the old binding's graph is gone, so the next call warms up and captures on these
         new_binding, new_ins, new_outs = _bind(session, {"x": x * 3, "y": x}, {"z": [3, 2]})
         mark = len(host.trace)
@@ -454,6 +454,6 @@ def test_release_captured_graph_needs_api_27(library_path: str, software_adapter
         with _session(host, _add_model()) as session:
             binding, _, _ = _bind(session, {"x": x, "y": x}, {"z": [3, 2]})
             session.run_with_iobinding(binding)
-            assert "ReleaseCapturedGraph" not in session._ep.members
+            assert "ReleaseCapturedGraph" not in session.ep.members
             with pytest.raises(epabi.OrtStatusError, match="API 27"):
                 session.release_captured_graph(0)

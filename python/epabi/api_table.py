@@ -4,7 +4,8 @@ Every slot is filled: a served function where this host implements the member an
 has it; otherwise a trap that records what the plugin asked for (a member newer than the emulated host is
 plugin misconduct; an older member this host does not implement is a host limitation) and answers with an
 error ``OrtStatus`` or a zero value, so the plugin never jumps to garbage. Served functions catch every
-exception: nothing raises into C. Tables follow ONNX Runtime 1.22-1.30 semantics (see each function).
+exception: nothing raises into C. Tables follow the semantics of the emulated ONNX Runtime releases (see each
+function).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class ServedApi:
         self.host = host
         self.version = api_version
         self.release = RELEASES[api_version]
-        self._c_release = ffi.new("char[]", self.release.encode())
+        self.c_release = ffi.new("char[]", self.release.encode())
         self._keep: list[Any] = []
         self.api = ffi.new("OrtApi*")
         self.ep_api = ffi.new("OrtEpApi*")
@@ -182,7 +183,7 @@ class _OrtApiBaseImpl:
         return ffi.NULL
 
     def GetVersionString(self) -> Any:
-        return self.s._c_release
+        return self.s.c_release
 
 
 class _OrtApiImpl(GraphApi, ValueApi):

@@ -114,7 +114,7 @@ class GraphView:
         self.c_model_path = ffi.new("char[]", model_path.encode())
         self.ir_version = ir_version
         self.opsets = dict(opsets)
-        self._c_opset_domains = [ffi.new("char[]", d.encode()) for d in self.opsets]
+        self.c_opset_domains = [ffi.new("char[]", d.encode()) for d in self.opsets]
         self.parent_node: NodeView | None = None
         self.values: dict[str, ValueInfoView] = {}
         self.ptr: Any = ffi.NULL

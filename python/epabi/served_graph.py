@@ -77,7 +77,7 @@ class GraphApi:
         if n < len(graph.opsets):
             return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"Graph_GetOperatorSets: room for {n} of "
                                 f"{len(graph.opsets)} opsets")
-        for i, (c_domain, version) in enumerate(zip(graph._c_opset_domains, graph.opsets.values(), strict=True)):
+        for i, (c_domain, version) in enumerate(zip(graph.c_opset_domains, graph.opsets.values(), strict=True)):
             domains[i] = c_domain
             versions[i] = version
         return ffi.NULL
@@ -293,8 +293,8 @@ class GraphApi:
 
     def GetSymbolicDimensions(self, t: Any, names: Any, n: int) -> Any:
         info = self._tensor_info(t)
-        for i in range(min(n, len(info._c_symbolic))):
-            names[i] = info._c_symbolic[i]
+        for i in range(min(n, len(info.c_symbolic))):
+            names[i] = info.c_symbolic[i]
         return ffi.NULL
 
     def TensorTypeAndShape_HasShape(self, t: Any) -> bool:

@@ -64,7 +64,7 @@ class TensorTypeAndShapeInfo:
         self.elem_type = elem_type
         self.dims = dims  # None: shape unknown (rank unknown)
         self.symbolic = symbolic or ([""] * len(dims or []))
-        self._c_symbolic = [ffi.new("char[]", s.encode()) for s in self.symbolic]
+        self.c_symbolic = [ffi.new("char[]", s.encode()) for s in self.symbolic]
         self.ptr: Any = ffi.NULL
 
 
@@ -213,3 +213,9 @@ class OrtValue:
 
     def __repr__(self) -> str:
         return f"OrtValue({self._array.dtype}{list(self._array.shape)}, {self._device_type})"
+
+
+def as_ortvalue(x: Any) -> OrtValue:
+    """``x`` itself when it is an :class:`OrtValue`, else an OrtValue over ``np.asarray(x)`` (no copy when the
+    array is C-contiguous and writable)."""
+    return x if isinstance(x, OrtValue) else OrtValue(np.asarray(x))
