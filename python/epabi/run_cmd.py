@@ -23,6 +23,7 @@ import onnx
 from . import EP_NAME
 from .errors import PluginLoadError
 from .models import mlp, sample_inputs
+from .versions import read_min_onnxruntime_version
 
 
 class RunError(RuntimeError):
@@ -148,7 +149,7 @@ def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device
         import onnxruntime as ort
     except ImportError as exc:
         raise RunError("--host onnxruntime: onnxruntime is not installed here "
-                       "(pip install 'onnxruntime>=1.24.4')") from exc
+                       f"(pip install 'onnxruntime>={read_min_onnxruntime_version()}')") from exc
     ort.register_execution_provider_library("epabi", library)
     try:
         return _ort_session_run(ort, model, feeds, device, runs)
