@@ -263,7 +263,7 @@ def main() -> int:
     def measure(name: str, key: str, fn: Callable[[], float]) -> None:
         try:
             rows[name][key] = fn()
-        except Exception as exc:  # noqa: BLE001 - a failing piece is reported, the others still run
+        except Exception as exc:  # a failing piece is reported, the others still run
             skip(f"{name}, {key}", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
 
     # our EP through epabi's emulated host
@@ -330,7 +330,7 @@ def main() -> int:
             if layers is not None:
                 try:
                     rows[name]["torch_eager_us"], rows[name]["torch_replay_us"] = torch_mlp(torch, layers, args.runs)
-                except Exception as exc:  # noqa: BLE001
+                except Exception as exc:
                     skip(f"{name}, PyTorch", f"{type(exc).__name__}: {exc}")
 
     for row in rows.values():

@@ -34,7 +34,7 @@ import onnx
 import epabi
 from epabi.models import mlp, sample_inputs
 
-EP_NAME = "EpAbiExecutionProvider"
+EP_NAME = epabi.get_ep_name()
 REPO = Path(__file__).resolve().parent.parent
 MLP_SIZES = [(3, 64, 1), (8, 256, 32)]  # (layers, width, batch)
 MAGIKA_BATCHES = [1, 16]

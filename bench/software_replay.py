@@ -19,8 +19,8 @@ import numpy as np
 
 os.environ.setdefault("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
 
-import epabi  # noqa: E402
-from epabi.models import mlp  # noqa: E402
+import epabi
+from epabi.models import mlp
 
 
 def _median_us(call: Callable[[], None], runs: int) -> float:

@@ -45,7 +45,7 @@ import sys
 
 import onnxruntime as ort
 
-EP_NAME = "EpAbiExecutionProvider"
+EP_NAME = {epabi.get_ep_name()!r}
 
 
 def emit(**result):

@@ -13,8 +13,13 @@ import numpy as np
 import pytest
 
 import epabi
-from epabi import cli
+from epabi import cli, cmd_common
 from epabi.hardware import pci_gpus
+from epabi.versions import EMULATED, parse_api_version
+
+#: Emulated hosts older than the plugin's minimum release: it refuses them.
+MIN_API = parse_api_version(epabi.read_min_onnxruntime_version())
+REFUSED = [api for api in EMULATED if api < MIN_API]
 
 GRAPH_MEMBERS = ("IsGraphCaptureEnabled", "IsGraphCaptured", "ReplayGraph", "GetGraphCaptureNodeAssignmentPolicy")
 
@@ -97,7 +102,7 @@ def test_devices_virtual_name(no_software_adapter, capsys):
 
 def test_devices_injected_gpu_lists_memory_infos(no_software_adapter, capsys, monkeypatch):
     gpu = epabi.nvidia_gpu_device(0x2335, "0000:01:00.0")
-    monkeypatch.setattr(cli, "discover_hardware", lambda: [epabi.cpu_device(), gpu])
+    monkeypatch.setattr(cmd_common, "discover_hardware", lambda: [epabi.cpu_device(), gpu])
     doc = run_json(capsys, "devices", "--json")
     assert len(doc["devices"]) == 1
     dev = doc["devices"][0]
@@ -205,7 +210,7 @@ def test_inspect_covers_every_emulated_version(report):
 
 def test_inspect_api_23_refused(report):
     by_api = {v["api_version"]: v for v in report["versions"]}
-    for api in (22, 23):
+    for api in REFUSED:
         v = by_api[api]
         assert v["registered"] is False
         assert v["error"].startswith("OrtStatusError: ")
@@ -217,7 +222,7 @@ def test_inspect_api_23_refused(report):
 
 def test_inspect_factory_identity(report):
     for v in report["versions"]:
-        if v["api_version"] < 24:
+        if v["api_version"] < MIN_API:
             continue
         assert v["registered"] is True and v["error"] is None and v["close_error"] is None
         (factory,) = v["factories"]

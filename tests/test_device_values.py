@@ -221,7 +221,7 @@ def test_device_values_feed_a_host_memory_ep_through_their_own_transfer(dm_host:
     with epabi.Host(hardware=[epabi.cpu_device()]) as plain:
         plain.register_execution_provider_library("epabi", library_path)
         with _session(plain, model) as session:
-            assert session._allocator is None
+            assert session.ep_memory_info is None
             (y,) = session.run(None, {"x": x})
     np.testing.assert_allclose(y, ReferenceEvaluator(model).run(None, feeds)[0], rtol=1e-5, atol=1e-6)
 
@@ -410,14 +410,14 @@ def test_runs_take_turns_when_the_ep_refuses_concurrent_runs(host: epabi.Host) -
     so.add_provider_for_devices(host.get_ep_devices(), {"user_compute_stream": "0x10"})
     errors: list[BaseException] = []
     with epabi.InferenceSession(model, so) as session:
-        assert session._ep.concurrent_run_supported is False
+        assert session.ep.concurrent_run_supported is False
         mark = len(host.trace)
 
         def worker() -> None:
             try:
                 for _ in range(20):
                     np.testing.assert_allclose(session.run(None, feeds)[0], expected, rtol=1e-5, atol=1e-6)
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 errors.append(exc)
 
         threads = [threading.Thread(target=worker) for _ in range(4)]

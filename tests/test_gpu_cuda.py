@@ -218,7 +218,7 @@ def test_eight_threads_each_capture_their_own_graph(gpu_host: epabi.Host) -> Non
                     _poison(outs["y"])
                     session.run_with_iobinding(binding)
                     np.testing.assert_allclose(outs["y"].numpy(), ref.run(None, new)[0], **TOL)
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 errors.append(exc)
 
         threads = [threading.Thread(target=worker, args=(i + 1,)) for i in range(8)]
@@ -306,7 +306,7 @@ def test_user_compute_stream_is_adopted_and_survives_the_session(gpu_host: epabi
     x, y = np.ones((3, 2), np.float32), np.full((3, 2), 5, np.float32)
     with caplog.at_level(logging.DEBUG, logger="epabi"):
         with _session(gpu_host, _add_model(), user_compute_stream=str(stream.ptr)) as session:
-            assert session._ep.concurrent_run_supported is False  # one unified stream serialises runs
+            assert session.ep.concurrent_run_supported is False  # one unified stream serialises runs
             binding = session.io_binding()
             with stream:  # made on the user's stream, which CuPy names in __cuda_array_interface__ ("stream"):
                 xs, ys, zs = cp.asarray(x), cp.asarray(y), cp.zeros((3, 2), cp.float32)

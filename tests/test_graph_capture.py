@@ -168,9 +168,9 @@ def test_empty_id_means_zero(host: epabi.Host) -> None:
 def test_replaying_a_missing_id_is_invalid_argument(host: epabi.Host) -> None:
     with _session(host, _add_model()) as session:
         with pytest.raises(epabi.OrtStatusError, match="99") as info:
-            session._ep.call_status("ReplayGraph", 99)
+            session.ep.call_status("ReplayGraph", 99)
         assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
-        assert session._ep.call("IsGraphCaptured", 99) is False
+        assert session.ep.call("IsGraphCaptured", 99) is False
 
 
 @pytest.mark.parametrize("warmup", [0, 1, 2, 5])
@@ -219,7 +219,7 @@ def test_user_compute_stream_is_adopted(host: epabi.Host, caplog: pytest.LogCapt
     x = np.ones((3, 2), np.float32)
     with caplog.at_level(logging.DEBUG, logger="epabi"):
         with _session(host, _add_model(), user_compute_stream="0x1234") as session:
-            assert session._ep.concurrent_run_supported is False  # a unified stream serialises runs
+            assert session.ep.concurrent_run_supported is False  # a unified stream serialises runs
             binding, _, outs = _bind(session, {"x": x, "y": x}, {"z": [3, 2]})
             for _ in range(4):
                 session.run_with_iobinding(binding)
@@ -231,7 +231,7 @@ def test_user_compute_stream_is_adopted(host: epabi.Host, caplog: pytest.LogCapt
 
 def test_null_user_stream_counts_as_given(host: epabi.Host) -> None:
     with _session(host, _add_model(), user_compute_stream="0") as session:
-        assert session._ep.concurrent_run_supported is False
+        assert session.ep.concurrent_run_supported is False
 
 
 def test_bad_user_stream_value_is_refused(host: epabi.Host) -> None:
@@ -256,7 +256,7 @@ def test_eight_threads_each_capture_their_own_graph(host: epabi.Host) -> None:
                     ins["x"].update_inplace(new["x"])
                     session.run_with_iobinding(binding)
                     np.testing.assert_allclose(outs["y"].numpy(), ref.run(None, new)[0], rtol=1e-5, atol=1e-6)
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 errors.append(exc)
 
         threads = [threading.Thread(target=worker, args=(i + 1,)) for i in range(8)]
@@ -297,7 +297,7 @@ def test_closing_a_session_frees_an_idle_threads_graphs(host: epabi.Host, caplog
             long_lived.run_with_iobinding(binding_a)  # the long-lived session replays as before
             assert _calls(host, mark, "OrtEp::ReplayGraph") == 1
             np.testing.assert_array_equal(outs_a["z"].numpy(), x * 4)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
         finally:
             captured.set()
@@ -411,7 +411,7 @@ def test_close_waits_for_runs_in_flight(host: epabi.Host) -> None:
                 started.set()
         except epabi.OrtStatusError as exc:  # runs that start after close() raise cleanly
             assert "session is closed" in str(exc)
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
         finally:
             started.set()
@@ -432,7 +432,7 @@ def test_release_captured_graph_then_capture_new_buffers(host: epabi.Host) -> No
         binding, _, outs = _bind(session, {"x": x, "y": x}, {"z": [3, 2]})
         session.run_with_iobinding(binding, _run_opts("4"))
         session.release_captured_graph(4)
-        assert session._ep.call("IsGraphCaptured", 4) is False
+        assert session.ep.call("IsGraphCaptured", 4) is False
         # new buffers: the old binding's graph is gone, so the next call warms up and captures on these
         new_binding, new_ins, new_outs = _bind(session, {"x": x * 3, "y": x}, {"z": [3, 2]})
         mark = len(host.trace)
@@ -454,6 +454,6 @@ def test_release_captured_graph_needs_api_27(library_path: str, software_adapter
         with _session(host, _add_model()) as session:
             binding, _, _ = _bind(session, {"x": x, "y": x}, {"z": [3, 2]})
             session.run_with_iobinding(binding)
-            assert "ReleaseCapturedGraph" not in session._ep.members
+            assert "ReleaseCapturedGraph" not in session.ep.members
             with pytest.raises(epabi.OrtStatusError, match="API 27"):
                 session.release_captured_graph(0)

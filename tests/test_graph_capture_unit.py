@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "native"))
-import harness_build  # noqa: E402
+import harness_build
 
 UNIT = harness_build.HERE / "graph_capture_unit.c"
 #: The plugin files the unit links (its header's build command).

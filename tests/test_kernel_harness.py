@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "native"))
-import harness_build  # noqa: E402
-import kernel_cases  # noqa: E402
-import shape_cases  # noqa: E402
-import shape_check  # noqa: E402
+import harness_build
+import kernel_cases
+import shape_cases
+import shape_check
 
 NAMED, SHOWN = 100, 20  # failing cases an assertion message names, and describes in full
 

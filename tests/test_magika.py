@@ -8,7 +8,7 @@ import pytest
 import epabi
 from magika_model import batch, model_path
 
-EP = "EpAbiExecutionProvider"
+EP = epabi.get_ep_name()
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,17 @@
-"""Version negotiation with emulated hosts 22..newest: refusals, requested API versions, gated members."""
+"""Version negotiation with every emulated host version: refusals, requested API versions, gated members."""
 
 from __future__ import annotations
 
 import pytest
 
 import epabi
-from epabi._ffi import member_since
+from epabi._ffi import NEWEST_API, member_since
+from epabi.versions import BEHAVIOURS, EMULATED, parse_api_version
+
+#: The plugin refuses hosts older than its minimum release and negotiates with the others.
+MIN_API = parse_api_version(epabi.read_min_onnxruntime_version())
+REFUSED = [api for api in EMULATED if api < MIN_API]
+NEGOTIATED = [api for api in EMULATED if api >= MIN_API]
 
 GRAPH_MEMBERS = {"IsGraphCaptureEnabled", "IsGraphCaptured", "ReplayGraph", "GetGraphCaptureNodeAssignmentPolicy"}
 
@@ -20,7 +26,7 @@ def _ep_members(api: int, library_path: str) -> tuple[set[str], list[int], epabi
     return members, list(host.api_requests), host
 
 
-@pytest.mark.parametrize("api", [22, 23])
+@pytest.mark.parametrize("api", REFUSED)
 def test_old_hosts_are_refused_with_both_versions_named(api: int, library_path: str, software_adapter: None) -> None:
     minimum = epabi.read_min_onnxruntime_version()
     with epabi.Host(api_version=api) as host:
@@ -35,7 +41,7 @@ def test_old_hosts_are_refused_with_both_versions_named(api: int, library_path: 
         assert host.api_requests == [1]
 
 
-@pytest.mark.parametrize("api", [24, 25, 26, 27, 28, 29, 30])
+@pytest.mark.parametrize("api", NEGOTIATED)
 def test_members_follow_the_negotiated_version(api: int, library_path: str, software_adapter: None) -> None:
     members, requests, host = _ep_members(api, library_path)
     try:
@@ -79,7 +85,8 @@ def test_host_version_spellings(text: str | int) -> None:
     assert epabi.Host(api_version=text, hardware=[]).api_version == 24
 
 
-@pytest.mark.parametrize("text", ["1.21", "31", "2.0", "latest", ""])
+@pytest.mark.parametrize("text", [f"1.{epabi.OLDEST_EMULATED - 1}", str(epabi.NEWEST_EMULATED + 1), "2.0", "latest",
+                                  ""])
 def test_bad_host_versions_are_rejected(text: str) -> None:
     with pytest.raises(ValueError, match="host version"):
         epabi.Host(api_version=text, hardware=[])
@@ -92,3 +99,10 @@ def test_get_api_above_host_returns_null() -> None:
     assert base.GetApi(26) == epabi._ffi.ffi.NULL
     assert base.GetApi(0) == epabi._ffi.ffi.NULL
     assert epabi._ffi.ffi.string(base.GetVersionString()) == b"1.25.1"
+
+
+def test_behaviour_table_has_one_row_per_emulated_version() -> None:
+    # the table ends at the newest API ort_abi.h declares, with no gap
+    assert [b.api for b in BEHAVIOURS] == list(range(epabi.OLDEST_EMULATED, NEWEST_API + 1)) == list(EMULATED)
+    for b in BEHAVIOURS:
+        assert b.release.startswith(f"1.{b.api}.") and epabi.RELEASES[b.api] == b.release

@@ -35,7 +35,7 @@ from real_ort import MIN, NEWEST, TOO_OLD, run_json
 
 pytestmark = pytest.mark.real_ort
 
-EP_NAME = "EpAbiExecutionProvider"
+EP_NAME = epabi.get_ep_name()
 HOSTS = [MIN, NEWEST]
 SOFTWARE = {"EPABI_ALLOW_SOFTWARE_ADAPTER": "1"}
 NO_SOFTWARE = {"EPABI_ALLOW_SOFTWARE_ADAPTER": None}

@@ -4,7 +4,8 @@ Every slot is filled: a served function where this host implements the member an
 has it; otherwise a trap that records what the plugin asked for (a member newer than the emulated host is
 plugin misconduct; an older member this host does not implement is a host limitation) and answers with an
 error ``OrtStatus`` or a zero value, so the plugin never jumps to garbage. Served functions catch every
-exception: nothing raises into C. Tables follow ONNX Runtime 1.22-1.30 semantics (see each function).
+exception: nothing raises into C. Tables follow the semantics of the emulated ONNX Runtime releases (see each
+function).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class ServedApi:
         self.host = host
         self.version = api_version
         self.release = RELEASES[api_version]
-        self._c_release = ffi.new("char[]", self.release.encode())
+        self.c_release = ffi.new("char[]", self.release.encode())
         self._keep: list[Any] = []
         self.api = ffi.new("OrtApi*")
         self.ep_api = ffi.new("OrtEpApi*")
@@ -101,7 +102,7 @@ class ServedApi:
             except Misuse as exc:
                 conduct.violation(f"{struct}::{name}: {exc}")
                 return self.error(OrtErrorCode.INVALID_ARGUMENT, f"{name}: {exc}") if returns_status else 0
-            except Exception as exc:  # noqa: BLE001 - nothing may raise into C
+            except Exception as exc:  # nothing may raise into C
                 _log.exception("epabi host failed serving %s::%s", struct, name)
                 conduct.internal_error(f"{struct}::{name}: {type(exc).__name__}: {exc}")
                 return self.error(OrtErrorCode.RUNTIME_EXCEPTION, f"{name}: {exc}") if returns_status else 0
@@ -167,10 +168,12 @@ def _out(ptr: Any, what: str) -> Any:
 
 
 class _OrtApiBaseImpl:
+    """Served ``OrtApiBase`` members, named as in ONNX Runtime."""
+
     def __init__(self, served: ServedApi) -> None:
         self.s = served
 
-    def GetApi(self, version: int) -> Any:  # noqa: N802 - ORT's member names
+    def GetApi(self, version: int) -> Any:
         s = self.s
         s.host.api_requests.append(int(version))
         if 1 <= version <= s.version:
@@ -179,8 +182,8 @@ class _OrtApiBaseImpl:
                    "in this build. Current ORT Version is: %s", version, s.version, s.release)
         return ffi.NULL
 
-    def GetVersionString(self) -> Any:  # noqa: N802
-        return self.s._c_release
+    def GetVersionString(self) -> Any:
+        return self.s.c_release
 
 
 class _OrtApiImpl(GraphApi, ValueApi):
@@ -191,19 +194,19 @@ class _OrtApiImpl(GraphApi, ValueApi):
         self.h = served.host.handles
 
     # statuses
-    def CreateStatus(self, code: int, msg: Any) -> Any:  # noqa: N802
+    def CreateStatus(self, code: int, msg: Any) -> Any:
         host = self.s.host
         status = Status(int(code), pystr(msg) or "", origin=f"plugin:{host.calling_library()}")
         status.ptr = self.h.issue(status, "OrtStatus*")
         return status.ptr
 
-    def GetErrorCode(self, status: Any) -> int:  # noqa: N802
+    def GetErrorCode(self, status: Any) -> int:
         return self.s.get(status, Status, "status").code
 
-    def GetErrorMessage(self, status: Any) -> Any:  # noqa: N802
+    def GetErrorMessage(self, status: Any) -> Any:
         return self.s.get(status, Status, "status").c_message
 
-    def ReleaseStatus(self, status: Any) -> None:  # noqa: N802
+    def ReleaseStatus(self, status: Any) -> None:
         if address(status) == 0:
             return
         self.s.get(status, Status, "status")
@@ -215,7 +218,7 @@ class _OrtApiImpl(GraphApi, ValueApi):
         info.device_ptr = self.h.issue(info.device, "OrtMemoryDevice*")
         _out(out, "memory info")[0] = info.ptr
 
-    def CreateMemoryInfo(self, name: Any, allocator_type: int, device_id: int, mem_type: int, out: Any) -> Any:  # noqa: N802
+    def CreateMemoryInfo(self, name: Any, allocator_type: int, device_id: int, mem_type: int, out: Any) -> Any:
         text = pystr(name) or ""
         on_cpu = text in ("Cpu", "CudaPinned") or mem_type != 0
         info = MemoryInfo(text, OrtMemoryInfoDeviceType.CPU if on_cpu else OrtMemoryInfoDeviceType.GPU,
@@ -223,10 +226,10 @@ class _OrtApiImpl(GraphApi, ValueApi):
         self._new_memory_info(info, out)
         return ffi.NULL
 
-    def CreateCpuMemoryInfo(self, allocator_type: int, mem_type: int, out: Any) -> Any:  # noqa: N802
+    def CreateCpuMemoryInfo(self, allocator_type: int, mem_type: int, out: Any) -> Any:
         return self.CreateMemoryInfo(ffi.new("char[]", b"Cpu"), allocator_type, 0, mem_type, out)
 
-    def CreateMemoryInfo_V2(self, name: Any, device_type: int, vendor_id: int, device_id: int, mem_type: int,  # noqa: N802
+    def CreateMemoryInfo_V2(self, name: Any, device_type: int, vendor_id: int, device_id: int, mem_type: int,
                             alignment: int, allocator_type: int, out: Any) -> Any:
         text = pystr(name)
         if not text:
@@ -239,7 +242,7 @@ class _OrtApiImpl(GraphApi, ValueApi):
         self._new_memory_info(info, out)
         return ffi.NULL
 
-    def ReleaseMemoryInfo(self, info: Any) -> None:  # noqa: N802
+    def ReleaseMemoryInfo(self, info: Any) -> None:
         if address(info) == 0:
             return
         obj = self.s.get(info, MemoryInfo, "memory info")
@@ -248,34 +251,34 @@ class _OrtApiImpl(GraphApi, ValueApi):
         self.h.drop(info)
         self.h.drop(obj.device_ptr)
 
-    def CompareMemoryInfo(self, a: Any, b: Any, out: Any) -> Any:  # noqa: N802
+    def CompareMemoryInfo(self, a: Any, b: Any, out: Any) -> Any:
         x, y = self.s.get(a, MemoryInfo, "memory info"), self.s.get(b, MemoryInfo, "memory info")
         _out(out, "comparison")[0] = 0 if x.same_as(y) else -1
         return ffi.NULL
 
-    def MemoryInfoGetName(self, info: Any, out: Any) -> Any:  # noqa: N802
+    def MemoryInfoGetName(self, info: Any, out: Any) -> Any:
         _out(out, "name")[0] = self.s.get(info, MemoryInfo, "memory info").c_name
         return ffi.NULL
 
-    def MemoryInfoGetId(self, info: Any, out: Any) -> Any:  # noqa: N802
+    def MemoryInfoGetId(self, info: Any, out: Any) -> Any:
         _out(out, "id")[0] = self.s.get(info, MemoryInfo, "memory info").device_id
         return ffi.NULL
 
-    def MemoryInfoGetMemType(self, info: Any, out: Any) -> Any:  # noqa: N802
+    def MemoryInfoGetMemType(self, info: Any, out: Any) -> Any:
         _out(out, "mem type")[0] = self.s.get(info, MemoryInfo, "memory info").ort_mem_type
         return ffi.NULL
 
-    def MemoryInfoGetType(self, info: Any, out: Any) -> Any:  # noqa: N802
+    def MemoryInfoGetType(self, info: Any, out: Any) -> Any:
         _out(out, "allocator type")[0] = int(self.s.get(info, MemoryInfo, "memory info").allocator_type)
         return ffi.NULL
 
-    def MemoryInfoGetDeviceType(self, info: Any, out: Any) -> None:  # noqa: N802
+    def MemoryInfoGetDeviceType(self, info: Any, out: Any) -> None:
         _out(out, "device type")[0] = int(self.s.get(info, MemoryInfo, "memory info").device_type)
 
-    def MemoryInfoGetDeviceMemType(self, info: Any) -> int:  # noqa: N802
+    def MemoryInfoGetDeviceMemType(self, info: Any) -> int:
         return int(self.s.get(info, MemoryInfo, "memory info").mem_type)
 
-    def MemoryInfoGetVendorId(self, info: Any) -> int:  # noqa: N802
+    def MemoryInfoGetVendorId(self, info: Any) -> int:
         return self.s.get(info, MemoryInfo, "memory info").vendor_id
 
     # session options
@@ -284,11 +287,11 @@ class _OrtApiImpl(GraphApi, ValueApi):
 
         return self.s.get(ptr, SessionOptions, "session options")
 
-    def HasSessionConfigEntry(self, options: Any, key: Any, out: Any) -> Any:  # noqa: N802
+    def HasSessionConfigEntry(self, options: Any, key: Any, out: Any) -> Any:
         _out(out, "flag")[0] = int(pystr(key) in self._session_options(options).config)
         return ffi.NULL
 
-    def GetSessionConfigEntry(self, options: Any, key: Any, value: Any, size: Any) -> Any:  # noqa: N802
+    def GetSessionConfigEntry(self, options: Any, key: Any, value: Any, size: Any) -> Any:
         # ORT semantics: a missing key is an error; *size is in/out and includes the terminating NUL.
         name = pystr(key) or ""
         config = self._session_options(options).config
@@ -306,13 +309,13 @@ class _OrtApiImpl(GraphApi, ValueApi):
         ffi.memmove(value, data, len(data))
         return ffi.NULL
 
-    def GetSessionOptionsConfigEntries(self, options: Any, out: Any) -> Any:  # noqa: N802
+    def GetSessionOptionsConfigEntries(self, options: Any, out: Any) -> Any:
         kvp = KeyValuePairs(self._session_options(options).config)
         _out(out, "config entries")[0] = self.s.issue_kvp(kvp)
         return ffi.NULL
 
     # logging
-    def Logger_LogMessage(self, logger: Any, level: int, message: Any, file_path: Any, line: int,  # noqa: N802
+    def Logger_LogMessage(self, logger: Any, level: int, message: Any, file_path: Any, line: int,
                           func: Any) -> Any:
         obj = self.s.get(logger, Logger, "logger")
         pylevel = _ORT_TO_PY_LEVEL.get(int(level), logging.ERROR)
@@ -320,7 +323,7 @@ class _OrtApiImpl(GraphApi, ValueApi):
                        extra={"ort_file": pystr(file_path), "ort_line": line, "ort_func": pystr(func)})
         return ffi.NULL
 
-    def Logger_GetLoggingSeverityLevel(self, logger: Any, out: Any) -> Any:  # noqa: N802
+    def Logger_GetLoggingSeverityLevel(self, logger: Any, out: Any) -> Any:
         effective = self.s.get(logger, Logger, "logger").logger.getEffectiveLevel()
         level = 0 if effective <= logging.DEBUG else 1 if effective <= logging.INFO else \
             2 if effective <= logging.WARNING else 3 if effective <= logging.ERROR else 4
@@ -328,29 +331,29 @@ class _OrtApiImpl(GraphApi, ValueApi):
         return ffi.NULL
 
     # key-value pairs
-    def CreateKeyValuePairs(self, out: Any) -> None:  # noqa: N802
+    def CreateKeyValuePairs(self, out: Any) -> None:
         _out(out, "key-value pairs")[0] = self.s.issue_kvp(KeyValuePairs())
 
-    def AddKeyValuePair(self, kvp: Any, key: Any, value: Any) -> None:  # noqa: N802
+    def AddKeyValuePair(self, kvp: Any, key: Any, value: Any) -> None:
         obj = self.s.get(kvp, KeyValuePairs, "key-value pairs")
         k, v = pystr(key), pystr(value)
         if not k or v is None:
             raise Misuse(f"AddKeyValuePair with key {k!r} and value {v!r} (NULL or empty key, or NULL value)")
         obj.add(k, v)
 
-    def GetKeyValue(self, kvp: Any, key: Any) -> Any:  # noqa: N802
+    def GetKeyValue(self, kvp: Any, key: Any) -> Any:
         return self.s.get(kvp, KeyValuePairs, "key-value pairs").c_value(pystr(key) or "")
 
-    def GetKeyValuePairs(self, kvp: Any, keys: Any, values: Any, num: Any) -> None:  # noqa: N802
+    def GetKeyValuePairs(self, kvp: Any, keys: Any, values: Any, num: Any) -> None:
         k, v, n = self.s.get(kvp, KeyValuePairs, "key-value pairs").c_arrays()
         _out(keys, "keys")[0] = k
         _out(values, "values")[0] = v
         _out(num, "count")[0] = n
 
-    def RemoveKeyValuePair(self, kvp: Any, key: Any) -> None:  # noqa: N802
+    def RemoveKeyValuePair(self, kvp: Any, key: Any) -> None:
         self.s.get(kvp, KeyValuePairs, "key-value pairs").remove(pystr(key) or "")
 
-    def ReleaseKeyValuePairs(self, kvp: Any) -> None:  # noqa: N802
+    def ReleaseKeyValuePairs(self, kvp: Any) -> None:
         if address(kvp) == 0:
             return
         obj = self.s.get(kvp, KeyValuePairs, "key-value pairs")
@@ -362,61 +365,61 @@ class _OrtApiImpl(GraphApi, ValueApi):
     def _hw(self, ptr: Any) -> HardwareDevice:
         return self.s.get(ptr, HardwareDevice, "hardware device")
 
-    def HardwareDevice_Type(self, device: Any) -> int:  # noqa: N802
+    def HardwareDevice_Type(self, device: Any) -> int:
         return int(self._hw(device).type)
 
-    def HardwareDevice_VendorId(self, device: Any) -> int:  # noqa: N802
+    def HardwareDevice_VendorId(self, device: Any) -> int:
         return self._hw(device).vendor_id
 
-    def HardwareDevice_Vendor(self, device: Any) -> Any:  # noqa: N802
+    def HardwareDevice_Vendor(self, device: Any) -> Any:
         return self._hw(device).c_vendor
 
-    def HardwareDevice_DeviceId(self, device: Any) -> int:  # noqa: N802
+    def HardwareDevice_DeviceId(self, device: Any) -> int:
         return self._hw(device).device_id
 
-    def HardwareDevice_Metadata(self, device: Any) -> Any:  # noqa: N802
+    def HardwareDevice_Metadata(self, device: Any) -> Any:
         return self._hw(device).c_metadata.ptr
 
     # EP devices
     def _ep_device(self, ptr: Any) -> EpDevice:
         return self.s.get(ptr, EpDevice, "EP device")
 
-    def EpDevice_EpName(self, device: Any) -> Any:  # noqa: N802
+    def EpDevice_EpName(self, device: Any) -> Any:
         return self._ep_device(device).c_ep_name
 
-    def EpDevice_EpVendor(self, device: Any) -> Any:  # noqa: N802
+    def EpDevice_EpVendor(self, device: Any) -> Any:
         return self._ep_device(device).c_ep_vendor
 
-    def EpDevice_EpMetadata(self, device: Any) -> Any:  # noqa: N802
+    def EpDevice_EpMetadata(self, device: Any) -> Any:
         return self._ep_device(device).c_metadata.ptr
 
-    def EpDevice_EpOptions(self, device: Any) -> Any:  # noqa: N802
+    def EpDevice_EpOptions(self, device: Any) -> Any:
         return self._ep_device(device).c_options.ptr
 
-    def EpDevice_Device(self, device: Any) -> Any:  # noqa: N802
+    def EpDevice_Device(self, device: Any) -> Any:
         return self._ep_device(device).device.ptr
 
-    def EpDevice_MemoryInfo(self, device: Any, mem_type: int) -> Any:  # noqa: N802
+    def EpDevice_MemoryInfo(self, device: Any, mem_type: int) -> Any:
         info = self._ep_device(device).memory_info(OrtDeviceMemoryType(mem_type))
         return ffi.NULL if info is None else info.ptr
 
-    def GetEpApi(self) -> Any:  # noqa: N802
+    def GetEpApi(self) -> Any:
         return self.s.ep_api
 
-    def GetRunConfigEntry(self, options: Any, key: Any) -> Any:  # noqa: N802
+    def GetRunConfigEntry(self, options: Any, key: Any) -> Any:
         from .run_options import RunOptions
 
         return self.s.get(options, RunOptions, "run options").c_value(pystr(key) or "")
 
 
 class _OrtEpApiImpl(EpGraphApi):
-    """Served ``OrtEpApi`` members."""
+    """Served ``OrtEpApi`` members, named as in ONNX Runtime."""
 
     def __init__(self, served: ServedApi) -> None:
         self.s = served
         self.h = served.host.handles
 
-    def CreateEpDevice(self, factory: Any, hardware: Any, metadata: Any, options: Any, out: Any) -> Any:  # noqa: N802
+    def CreateEpDevice(self, factory: Any, hardware: Any, metadata: Any, options: Any, out: Any) -> Any:
         s = self.s
         owner = s.host.factory_for(factory)
         if owner is None:
@@ -430,13 +433,13 @@ class _OrtEpApiImpl(EpGraphApi):
         _out(out, "EP device")[0] = device.ptr
         return ffi.NULL
 
-    def ReleaseEpDevice(self, device: Any) -> None:  # noqa: N802
+    def ReleaseEpDevice(self, device: Any) -> None:
         if address(device) == 0:
             return
         obj = self.s.get(device, EpDevice, "EP device")
         self.s.host.forget_ep_device(obj)
 
-    def EpDevice_AddAllocatorInfo(self, device: Any, info: Any) -> Any:  # noqa: N802
+    def EpDevice_AddAllocatorInfo(self, device: Any, info: Any) -> Any:
         dev = self.s.get(device, EpDevice, "EP device")
         mem = self.s.get(info, MemoryInfo, "memory info")
         if mem.allocator_type not in (OrtAllocatorType.DEVICE, OrtAllocatorType.READ_ONLY):
@@ -451,7 +454,7 @@ class _OrtEpApiImpl(EpGraphApi):
         dev.memory_infos.append(mem)
         return ffi.NULL
 
-    def MemoryInfo_GetMemoryDevice(self, info: Any) -> Any:  # noqa: N802
+    def MemoryInfo_GetMemoryDevice(self, info: Any) -> Any:
         return self.s.get(info, MemoryInfo, "memory info").device_ptr
 
     def _memory_device(self, ptr: Any) -> Any:
@@ -459,22 +462,22 @@ class _OrtEpApiImpl(EpGraphApi):
 
         return self.s.get(ptr, MemoryDevice, "memory device")
 
-    def MemoryDevice_AreEqual(self, a: Any, b: Any) -> bool:  # noqa: N802
+    def MemoryDevice_AreEqual(self, a: Any, b: Any) -> bool:
         return self._memory_device(a) == self._memory_device(b)
 
-    def MemoryDevice_GetDeviceType(self, device: Any) -> int:  # noqa: N802
+    def MemoryDevice_GetDeviceType(self, device: Any) -> int:
         return int(self._memory_device(device).device_type)
 
-    def MemoryDevice_GetMemoryType(self, device: Any) -> int:  # noqa: N802
+    def MemoryDevice_GetMemoryType(self, device: Any) -> int:
         return int(self._memory_device(device).mem_type)
 
-    def MemoryDevice_GetVendorId(self, device: Any) -> int:  # noqa: N802
+    def MemoryDevice_GetVendorId(self, device: Any) -> int:
         return self._memory_device(device).vendor_id
 
-    def MemoryDevice_GetDeviceId(self, device: Any) -> int:  # noqa: N802
+    def MemoryDevice_GetDeviceId(self, device: Any) -> int:
         return self._memory_device(device).device_id
 
-    def CreateHardwareDevice(self, device_type: int, vendor_id: int, device_id: int, vendor_name: Any,  # noqa: N802
+    def CreateHardwareDevice(self, device_type: int, vendor_id: int, device_id: int, vendor_name: Any,
                              metadata: Any, out: Any) -> Any:
         s = self.s
         meta = s.get(metadata, KeyValuePairs, "hardware device metadata", allow_null=True)
@@ -488,7 +491,7 @@ class _OrtEpApiImpl(EpGraphApi):
         _out(out, "hardware device")[0] = hw.ptr
         return ffi.NULL
 
-    def ReleaseHardwareDevice(self, device: Any) -> None:  # noqa: N802
+    def ReleaseHardwareDevice(self, device: Any) -> None:
         if address(device) == 0:
             return
         hw = self.s.get(device, HardwareDevice, "hardware device")
@@ -497,6 +500,6 @@ class _OrtEpApiImpl(EpGraphApi):
                          "with CreateHardwareDevice may be released)")
         self.s.host.release_hardware(hw)
 
-    def GetEnvConfigEntries(self, out: Any) -> Any:  # noqa: N802
+    def GetEnvConfigEntries(self, out: Any) -> Any:
         _out(out, "config entries")[0] = self.s.issue_kvp(KeyValuePairs(self.s.host.env_config_view()))
         return ffi.NULL

@@ -4,8 +4,9 @@ At session creation, when the EP says ``IsGraphCaptureEnabled`` (and implements 
 ``ReplayGraph``): models with control-flow nodes are refused, and ``GetGraphCaptureNodeAssignmentPolicy``
 decides whether nodes left to the CPU are tolerated (ALLOW_CPU_FOR_SHAPES) or fail the session
 (ALL_NODES_ON_EP). A run: when ``IsGraphCaptured(id)`` the host only calls ``ReplayGraph(id)`` (then ``Sync``
-on hosts >= 1.27); otherwise it executes normally and, while the graph of ``id`` is not captured, executes
-again inside the same call, at most 8 times, then fails with ORT's message. ``id`` comes from the run option
+on hosts whose :class:`~epabi.versions.HostBehaviour` says ``syncs_after_replay``); otherwise it executes
+normally and, while the graph of ``id`` is not captured, executes again inside the same call, at most 8
+times, then fails with ORT's message. ``id`` comes from the run option
 ``gpu_graph_id`` (0 when absent or unparsable, -1 = never capture or replay). ORT itself counts no warm-up
 runs: the EP decides when it captures. When the EP computes in device memory, the session requires every
 feed and bound output of a capturing or replaying run to be in that memory (IOBinding on device values), since
@@ -22,8 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from ._ffi import enum_value
 from .errors import OrtErrorCode, OrtStatusError
+from .versions import RELEASE_CAPTURED_GRAPH_SINCE
 
 if TYPE_CHECKING:
+    from .ep import Ep
+    from .graph_view import GraphView
     from .run_options import RunOptions
 
 _log = logging.getLogger("epabi.session")
@@ -32,7 +36,6 @@ MAX_CAPTURE_RUNS = 8
 _POLICY = "OrtGraphCaptureNodeAssignmentPolicy"
 ALL_NODES_ON_EP = enum_value(_POLICY, f"{_POLICY}_ALL_NODES_ON_EP")
 _CONTROL_FLOW = {"If", "Loop", "Scan"}
-_SYNC_AFTER_REPLAY_SINCE = 27  # hosts >= 1.27 call OrtEp::Sync right after a replay
 
 
 _INT = re.compile(r"-?[0-9]+")
@@ -51,25 +54,34 @@ def annotation_id(run_options: RunOptions | None) -> int:
 
 
 class GraphCapture:
-    """Whether a session uses graph capture, and the run loop that does."""
+    """Whether a session uses graph capture, and the run loop that does.
 
-    def __init__(self, session: Any) -> None:
-        self.session = session
+    Args:
+        ep: the session's EP (None: every node runs on the CPU, no graph capture).
+        graph: the session's model graph (control-flow nodes refuse graph capture).
+        node_assignment: node name -> the EP name running it ("CPUExecutionProvider" for the CPU).
+
+    Raises:
+        OrtStatusError: the EP enables graph capture but the model cannot use it (control flow, or nodes on
+            the CPU under ALL_NODES_ON_EP).
+    """
+
+    def __init__(self, ep: Ep | None, graph: GraphView, node_assignment: dict[str, str]) -> None:
+        self.ep = ep
         self.enabled = False
-        ep = session._ep
         if ep is None or "IsGraphCaptureEnabled" not in ep.members or not ep.call("IsGraphCaptureEnabled"):
             return
         if not {"IsGraphCaptured", "ReplayGraph"} <= set(ep.members):
             _log.warning("%s did not implement IsGraphCaptured and ReplayGraph; ORT will not use this EP for "
                          "graph capture/replay", ep.name)
             return
-        if any(n.op_type in _CONTROL_FLOW for n in session.graph.nodes):
+        if any(n.op_type in _CONTROL_FLOW for n in graph.nodes):
             raise OrtStatusError(OrtErrorCode.FAIL, "This session cannot use the graph capture feature as requested "
                                  f"by the user as the model has control flow nodes which can't be supported by "
                                  f"{ep.name}")
         policy = ep.call("GetGraphCaptureNodeAssignmentPolicy") \
             if "GetGraphCaptureNodeAssignmentPolicy" in ep.members else ALL_NODES_ON_EP
-        on_cpu = [n for n, where in session.node_assignment.items() if where != ep.name]
+        on_cpu = [n for n, where in node_assignment.items() if where != ep.name]
         if on_cpu and policy == ALL_NODES_ON_EP:
             raise OrtStatusError(OrtErrorCode.FAIL, "This session cannot use the graph capture feature as requested "
                                  f"by the user as all the graph nodes have not been assigned to {ep.name}")
@@ -80,41 +92,45 @@ class GraphCapture:
         _log.info("This session will use the graph capture feature as requested by the user with %s", ep.name)
         self.enabled = True
         self.replays = 0
+        self._sync_after_replay = ep.host.behaviour.syncs_after_replay and "Sync" in ep.members
         self._pins = threading.local()  # per thread: id -> the capturing run's values (gone with the thread)
 
     def release(self, graph_id: int) -> None:
-        """``OrtApi::SessionReleaseCapturedGraph`` (API 27): the EP drops the calling thread's graph of the id,
-        which the next runs capture again. Raises OrtStatusError (NOT_IMPLEMENTED before API 27)."""
-        ep = self.session._ep
+        """``OrtApi::SessionReleaseCapturedGraph``: the EP drops the calling thread's graph of the id, which the
+        next runs capture again. Raises OrtStatusError (NOT_IMPLEMENTED without graph capture or without
+        ``OrtEp::ReleaseCapturedGraph``, which hosts older than its since-version do not read)."""
+        ep = self.ep
         if not self.enabled or "ReleaseCapturedGraph" not in ep.members:
             raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, "releasing a captured graph needs graph capture "
-                                 "on an EP that implements OrtEp::ReleaseCapturedGraph (API 27 and newer)")
+                                 "on an EP that implements OrtEp::ReleaseCapturedGraph "
+                                 f"(API {RELEASE_CAPTURED_GRAPH_SINCE} and newer)")
         ep.call_status("ReleaseCapturedGraph", graph_id)
         self._pins.__dict__.get("by_id", {}).pop(graph_id, None)
 
-    def run(self, execute: Callable[[], dict[str, Any]], run_options: RunOptions | None,
+    def run(self, execute: Callable[[], tuple[dict[str, Any], object]], run_options: RunOptions | None,
             replayed: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """``execute`` runs the graph once (returns its outputs); ``replayed`` gives the outputs after a replay."""
-        ep = self.session._ep
+        """``execute`` runs the graph once and returns its outputs and the run's state (kept alive while its graph
+        stays captured); ``replayed`` gives the outputs after a replay."""
+        ep = self.ep
         graph_id = annotation_id(run_options)
         executions = 0
         while True:
             if graph_id != -1 and ep.call("IsGraphCaptured", graph_id):
                 ep.call_status("ReplayGraph", graph_id)
-                if ep.factory.library.host.api_version >= _SYNC_AFTER_REPLAY_SINCE and "Sync" in ep.members:
+                if self._sync_after_replay:
                     ep.call_status("Sync")
                 ep.call("IsGraphCaptureEnabled")
                 ep.call("IsGraphCaptured", graph_id)
                 self.replays += 1
                 return replayed()
-            outputs = execute()
+            outputs, state = execute()
             executions += 1
             if graph_id == -1 or not ep.call("IsGraphCaptureEnabled"):
                 return outputs
             if ep.call("IsGraphCaptured", graph_id):
                 # values the captured launches read (CPU-node outputs among them) must outlive the call
                 pins = self._pins.__dict__.setdefault("by_id", {})
-                pins[graph_id] = self.session._tls.last_run
+                pins[graph_id] = state
                 return outputs
             if executions >= MAX_CAPTURE_RUNS:
                 raise OrtStatusError(OrtErrorCode.FAIL, f"Graph capture did not complete after {MAX_CAPTURE_RUNS} "

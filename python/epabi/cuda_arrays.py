@@ -29,7 +29,7 @@ import numpy as np
 from .values import NUMPY_TO_ONNX
 
 #: DLPack device types (dlpack.h ``DLDeviceType``).
-DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED = 1, 2, 3, 13
+DL_CUDA, DL_CUDA_MANAGED = 2, 13
 _DL_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDA host (pinned)", 4: "OpenCL", 7: "Vulkan", 8: "Metal", 10: "ROCm",
              11: "ROCm host", 13: "CUDA managed", 14: "oneAPI"}
 _DL_DEVICE_MEMORY = (DL_CUDA, DL_CUDA_MANAGED)
@@ -93,7 +93,7 @@ def describe_cuda_array(obj: Any, device_id: int | None = None) -> CudaArrayView
     if _has_attr(obj, "__cuda_array_interface__"):
         try:
             cai = obj.__cuda_array_interface__
-        except Exception as exc:  # noqa: BLE001 - e.g. torch refuses tensors that require grad
+        except Exception as exc:  # e.g. torch refuses tensors that require grad
             raise TypeError(f"{what}: __cuda_array_interface__ failed: {exc}") from exc
         if isinstance(cai, dict) and "stream" not in cai and _has_attr(obj, "__dlpack__"):
             return _from_dlpack(obj, device_id, what)  # a v2 interface names no stream; DLPack orders the access
@@ -176,7 +176,7 @@ def _dlpack_device(obj: Any, what: str) -> tuple[int, int]:
     try:
         dev = obj.__dlpack_device__()
         return int(dev[0]), int(dev[1])
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise TypeError(f"{what}: __dlpack_device__() failed or is malformed: {exc}") from exc
 
 
@@ -186,7 +186,7 @@ def _from_dlpack(obj: Any, device_id: int | None, what: str) -> CudaArrayView:
             capsule = obj.__dlpack__(stream=1)  # ready on the legacy default stream, synchronised below
         except TypeError:
             capsule = obj.__dlpack__()  # producers without the stream keyword
-    except Exception as exc:  # noqa: BLE001 - e.g. torch refuses tensors that require grad
+    except Exception as exc:  # e.g. torch refuses tensors that require grad
         raise TypeError(f"{what}: __dlpack__() failed: {exc}") from exc
     if not _capsule_is_valid(capsule, b"dltensor"):
         raise TypeError(f"{what}: __dlpack__() did not return an unused 'dltensor' capsule")

@@ -21,6 +21,7 @@ from .errors import ConductError
 from .gating import host_reads
 from .objects import EpDevice, KeyValuePairs, MemoryInfo, OrtDeviceMemoryType, OrtMemoryInfoDeviceType
 from .values import ONNX_TO_NUMPY, OrtValue, TensorTypeAndShapeInfo, onnx_type_of
+from .versions import ALLOCATOR_STATS_SINCE
 
 if TYPE_CHECKING:
     from .host import Host
@@ -60,7 +61,6 @@ class DeviceValue(OrtValue):
             raise ValueError(f"negative dimension in shape {self._shape}")
         self._elem_type = elem_type
         self._device_type = _DEVICE_NAMES.get(OrtMemoryInfoDeviceType(memory_info.device_type), "ep_device")
-        self._device_id = memory_info.device_id
         self.memory_info = memory_info
         self.transfer = transfer
         self._library = library
@@ -96,7 +96,7 @@ class DeviceValue(OrtValue):
     def __del__(self) -> None:
         try:
             self.release()
-        except Exception:  # noqa: BLE001 - best effort at interpreter teardown
+        except Exception:  # best effort at interpreter teardown
             pass
 
     @property
@@ -108,7 +108,7 @@ class DeviceValue(OrtValue):
         if self.transfer is None:
             raise TypeError(f"{what}: this DeviceValue ({self.memory_info.name}) has no data transfer; the session "
                             "copies it for you")
-        if self._library._lib is None:
+        if not self._library.loaded:
             raise RuntimeError(f"{what}: the plugin library '{self._library.name}' that serves "
                                f"'{self.memory_info.name}' was unregistered")
         return self.transfer
@@ -203,9 +203,10 @@ class DeviceAllocator:
         self.live -= 1
 
     def stats(self) -> dict[str, str]:
-        """``OrtAllocator::GetStats`` (API 23+): e.g. the arena's InUse/TotalAllocated/NumAllocs; {} if absent."""
-        v = int(self.ptr.version)
-        if not host_reads(23, v, self.host.api_version) or v < 23 or self.ptr.GetStats == ffi.NULL:
+        """``OrtAllocator::GetStats``: e.g. the arena's InUse/TotalAllocated/NumAllocs; {} when the host does not
+        know it, the allocator's ``version`` predates it, or it is NULL."""
+        v, since = int(self.ptr.version), ALLOCATOR_STATS_SINCE
+        if not host_reads(since, v, self.host.api_version) or v < since or self.ptr.GetStats == ffi.NULL:
             return {}
         out = ffi.new("OrtKeyValuePairs**")
         with self.host.calling(self.factory.library, "OrtAllocator::GetStats"):
@@ -310,7 +311,7 @@ def find_device_memory(device_type: str, device_id: int = 0, vendor_id: int = -1
     """
     from .library import registered_libraries
 
-    libraries = list(host._libraries.values()) if host is not None else registered_libraries()
+    libraries = host.libraries if host is not None else registered_libraries()
     candidates: list[tuple[EpDevice, MemoryInfo]] = []
     for library in reversed(libraries):
         for factory in library.factories:

@@ -1,7 +1,8 @@
 """An ``OrtEp`` created by a plugin factory for one session, as ONNX Runtime's core holds it.
 
-Creation (``Ep.create``): the factory's ``GetNumCustomOpDomains`` (API >= 24), then ``CreateEp`` with the
-session options and a session logger, then table checks, then ``IsConcurrentRunSupported`` (API >= 24).
+Creation (``Ep.create``): the factory's ``GetNumCustomOpDomains``, then ``CreateEp`` with the session options
+and a session logger, then table checks, then ``IsConcurrentRunSupported`` (each optional member called only
+when the host reads it: :mod:`epabi.gating`).
 ``close`` calls ``ReleaseEp``. Not thread-safe.
 """
 

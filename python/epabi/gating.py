@@ -1,8 +1,8 @@
 """Which plugin-table members a host reads, the way ONNX Runtime 1.24.4-1.32.0 decides it.
 
-A member is read when the host itself knows it (``since <= host API``) and, for members added in 1.24 or
-later, when the plugin declared a layout that has it (``since <= ort_version_supported``). Members that
-existed in 1.23 are read whatever the plugin declared (observed on real hosts; facts sheet section 9).
+A member is read when the host itself knows it (``since <= host API``) and, for members added after
+:data:`epabi.versions.ALWAYS_READ_UP_TO`, when the plugin declared a layout that has it
+(``since <= ort_version_supported``); older members are read whatever the plugin declared.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 from ._ffi import ffi, member_since
-
-ALWAYS_READ_UP_TO = 23
+from .versions import ALWAYS_READ_UP_TO
 
 
 def host_reads(since: int, plugin_version: int, host_version: int) -> bool:
+    """Whether a host of API ``host_version`` reads a member that appeared in API ``since`` from a plugin table
+    whose ``ort_version_supported`` is ``plugin_version``."""
     if since > host_version:
         return False
     return since <= ALWAYS_READ_UP_TO or since <= plugin_version

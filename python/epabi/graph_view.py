@@ -114,7 +114,7 @@ class GraphView:
         self.c_model_path = ffi.new("char[]", model_path.encode())
         self.ir_version = ir_version
         self.opsets = dict(opsets)
-        self._c_opset_domains = [ffi.new("char[]", d.encode()) for d in self.opsets]
+        self.c_opset_domains = [ffi.new("char[]", d.encode()) for d in self.opsets]
         self.parent_node: NodeView | None = None
         self.values: dict[str, ValueInfoView] = {}
         self.ptr: Any = ffi.NULL
@@ -200,7 +200,7 @@ def outer_scope_names(node: onnx.NodeProto) -> list[str]:
 def _schema_since(op_type: str, domain: str, opset: int) -> int:
     try:
         return onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain).since_version
-    except Exception:  # noqa: BLE001 - unknown op: ORT would fail graph resolution; report the opset
+    except Exception:  # unknown op: ORT would fail graph resolution; report the opset
         return opset
 
 

@@ -31,16 +31,16 @@ from .library import Factory, PluginLibrary
 from .objects import EpDevice, HardwareDevice, KeyValuePairs, Status
 from .session_options import SessionOptions
 from .values import cpu_memory_info
-from .versions import NEWEST_EMULATED, RELEASES, parse_api_version
+from .versions import NEWEST_EMULATED, behaviour, parse_api_version
 
 
 class Host:
     """An emulated ONNX Runtime host.
 
     Args:
-        api_version: the ORT API to emulate (22..newest; ``"1.24"``, ``"1.24.4"`` and ``24`` all work);
-            None means the newest epabi emulates. Versions below the plugin's minimum exist so that
-            refusals can be tested.
+        api_version: the ORT API to emulate (any of :data:`epabi.versions.EMULATED`; ``"1.24"``, ``"1.24.4"``
+            and ``24`` all work); None means the newest epabi emulates. Versions below the plugin's minimum
+            exist so that refusals can be tested.
         hardware: the hardware devices to offer plugins; None discovers them (CPU + NVIDIA GPUs from sysfs).
         env_config: environment config entries (``OrtEnvCreationOptions::config_entries``), read by plugins
             through ``OrtEpApi::GetEnvConfigEntries``.
@@ -52,7 +52,9 @@ class Host:
     def __init__(self, api_version: int | str | None = None, hardware: list[HardwareDevice] | None = None,
                  env_config: dict[str, str] | None = None) -> None:
         self.api_version = NEWEST_EMULATED if api_version is None else parse_api_version(api_version)
-        self.version_string = RELEASES[self.api_version]
+        #: How ONNX Runtime's core of this API version differs from other releases (the versions.py table).
+        self.behaviour = behaviour(self.api_version)
+        self.version_string = self.behaviour.release
         self.handles = HandleTable()
         self.conduct = Conduct()
         self.api_requests: list[int] = []
@@ -114,6 +116,11 @@ class Host:
     def get_ep_devices(self) -> list[EpDevice]:
         """EP devices of every registered library, in registration order."""
         return [d for lib in self._libraries.values() for f in lib.factories for d in f.ep_devices]
+
+    @property
+    def libraries(self) -> list[PluginLibrary]:
+        """The registered plugin libraries, in registration order."""
+        return list(self._libraries.values())
 
     def create_ep(self, session_options: SessionOptions) -> Ep:
         """Creates the plugin EP for ``session_options.provider_devices`` (what session creation does first).

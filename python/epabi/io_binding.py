@@ -15,10 +15,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import onnx
 
 from ._ffi import ffi
-from .device_memory import DeviceMemory, DeviceValue, find_device_memory
-from .values import ONNX_TO_NUMPY, OrtValue, onnx_type_of
+from .device_memory import DeviceMemory, DeviceValue, device_value_from_numpy, find_device_memory
+from .values import ONNX_TO_NUMPY, OrtValue, as_ortvalue, onnx_type_of
 
 if TYPE_CHECKING:
     from .session import InferenceSession
@@ -75,7 +76,7 @@ class IOBinding:
     # -- inputs --------------------------------------------------------------------------------------------
 
     def bind_ortvalue_input(self, name: str, ortvalue: OrtValue) -> None:
-        self._session._check_input_name(name)
+        self._session.input_arg(name)
         self.inputs[name] = ortvalue
 
     def bind_cpu_input(self, name: str, array: np.ndarray) -> None:
@@ -113,8 +114,8 @@ class IOBinding:
         """Binds an output to ``ortvalue`` (its dtype must be the output's; the shape is checked per run).
 
         Raises TypeError for another dtype."""
-        self._session._check_output_name(name)
-        expected = self._session._output_dtype(name)
+        arg = self._session.output_arg(name)
+        expected = None if arg.elem_type == 0 else np.dtype(onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type))
         actual = ONNX_TO_NUMPY.get(ortvalue.element_type())
         if expected is not None and actual != expected:
             raise TypeError(f"bind_ortvalue_output: '{name}' is {expected}, the value is {actual}")
@@ -130,7 +131,7 @@ class IOBinding:
             ValueError: ``element_type``/``shape`` missing with ``buffer_ptr``; NULL pointer; no such device memory.
             TypeError: the element type is not the output's.
         """
-        self._session._check_output_name(name)
+        self._session.output_arg(name)
         on_device = device_type.lower() != "cpu"
         if buffer_ptr is not None:
             if element_type is None or shape is None:
@@ -150,10 +151,23 @@ class IOBinding:
 
         Raises TypeError for another dtype than the output's, ValueError for a read-only array and as
         :meth:`bind_cuda_array_input`."""
-        self._session._check_output_name(name)
+        self._session.output_arg(name)
         self.bind_ortvalue_output(name, self._wrap_array(array, "output"))
 
     # -- results --------------------------------------------------------------------------------------------
+
+    def store_outputs(self, results: dict[str, Any]) -> None:
+        """Keeps a run's outputs (by name) for :meth:`get_outputs`, in binding order: a bound value as it is,
+        an unbound one as an OrtValue, copied into device memory when it was bound with a device type.
+        Called by ``InferenceSession.run_with_iobinding``."""
+        values = []
+        for name, bound in self.outputs.items():
+            value = bound or as_ortvalue(results[name])
+            memory = bound is None and self.output_devices.get(name)
+            if memory and not (isinstance(value, DeviceValue) and value.memory_info is memory.memory_info):
+                value = device_value_from_numpy(memory, value.numpy())  # bind_output(name, "cuda", ...)
+            values.append(value)
+        self._results = values
 
     def get_outputs(self) -> list[OrtValue]:
         """The output values of the last run, in binding order."""
@@ -175,10 +189,11 @@ class IOBinding:
         """``OrtEp::Sync`` when an input is bound in device memory (as ORT syncs the bound devices' EPs);
         foreign CUDA arrays were already synchronised with their producer's stream when bound."""
         if any(isinstance(v, DeviceValue) for v in self.inputs.values()):
-            self._session._sync_ep()
+            self._session.sync_ep()
 
     def synchronize_outputs(self) -> None:
         """``OrtEp::Sync`` when an output is in device memory. Runs end with ``OnRunEnd(sync_stream=True)``
-        and hosts >= 1.27 call ``Sync`` after a replay, so this matters for replays on older hosts."""
+        and some hosts call ``Sync`` after a replay (``HostBehaviour.syncs_after_replay``), so this matters for
+        replays on the others."""
         if self.output_devices or any(isinstance(v, DeviceValue) for v in self.outputs.values()):
-            self._session._sync_ep()
+            self._session.sync_ep()

@@ -14,7 +14,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._ffi import ffi
+from ._ffi import ffi, member_since
 from .errors import ConductError, PluginLoadError
 from .gating import readable_members
 from .objects import EpDevice, Status, pystr
@@ -24,9 +24,11 @@ if TYPE_CHECKING:
 
 MAX_FACTORIES = 4
 MAX_EP_DEVICES = 8
-_REQUIRED_FACTORY_MEMBERS = ("GetName", "GetVendor", "GetSupportedDevices", "CreateEp", "ReleaseEp")
-# NULL in these crashes real hosts 1.24.4-1.32.0 (facts sheet, section 2), so the host treats them as required.
-_REQUIRED_SINCE_1_23 = ("GetVersion", "CreateDataTransfer")
+# Required on every host that knows them (their since marks in ort_abi.h). GetVersion and CreateDataTransfer
+# are optional in ORT's header, but ORT's core calls them without a NULL check: NULL crashed every host
+# 1.24.4-1.32.0 (facts sheet, section 2).
+_REQUIRED_FACTORY_MEMBERS = ("GetName", "GetVendor", "GetSupportedDevices", "CreateEp", "ReleaseEp", "GetVersion",
+                             "CreateDataTransfer")
 
 
 class Factory:
@@ -39,10 +41,10 @@ class Factory:
         where = f"factory of library '{library.name}'"
         if self.version == 0:
             raise ConductError(f"{where}: ort_version_supported is 0; a plugin must declare the API it was built for")
-        self.members = readable_members("OrtEpFactory", ptr, library.host.api_version)
-        missing = [m for m in _REQUIRED_FACTORY_MEMBERS if m not in self.members]
-        if library.host.api_version >= 23:
-            missing += [m for m in _REQUIRED_SINCE_1_23 if m not in self.members]
+        host_api = library.host.api_version
+        self.members = readable_members("OrtEpFactory", ptr, host_api)
+        since = member_since("OrtEpFactory")
+        missing = [m for m in _REQUIRED_FACTORY_MEMBERS if since[m] <= host_api and m not in self.members]
         if missing:
             raise ConductError(f"{where}: required OrtEpFactory members are NULL: {', '.join(missing)}")
         self.name = self._text("GetName")
@@ -93,7 +95,7 @@ def registered_libraries() -> list[PluginLibrary]:
     ``OrtValue.ortvalue_from_numpy(array, "cuda", 0)`` looks for device memory here when no host is named.
     """
     with _registered_lock:
-        return [lib for ref in _registered if (lib := ref()) is not None and lib._lib is not None]
+        return [lib for ref in _registered if (lib := ref()) is not None and lib.loaded]
 
 
 class PluginLibrary:
@@ -107,6 +109,11 @@ class PluginLibrary:
         self.sessions: weakref.WeakSet[Any] = weakref.WeakSet()  # live sessions on this library's EPs
         self._lib: Any = None
         self._c_name = ffi.new("char[]", name.encode())
+
+    @property
+    def loaded(self) -> bool:
+        """True from a successful dlopen in :meth:`load` until :meth:`close` unloads the library."""
+        return self._lib is not None
 
     def load(self) -> None:
         """Runs ONNX Runtime's registration sequence. Raises PluginLoadError, OrtStatusError, ConductError."""

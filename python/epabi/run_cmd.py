@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import onnx
 
+from . import EP_NAME
 from .errors import PluginLoadError
 from .models import mlp, sample_inputs
-
-EP_NAME = "EpAbiExecutionProvider"
+from .versions import read_min_onnxruntime_version
 
 
 class RunError(RuntimeError):
@@ -149,7 +149,7 @@ def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device
         import onnxruntime as ort
     except ImportError as exc:
         raise RunError("--host onnxruntime: onnxruntime is not installed here "
-                       "(pip install 'onnxruntime>=1.24.4')") from exc
+                       f"(pip install 'onnxruntime>={read_min_onnxruntime_version()}')") from exc
     ort.register_execution_provider_library("epabi", library)
     try:
         return _ort_session_run(ort, model, feeds, device, runs)

@@ -60,96 +60,96 @@ class GraphApi:
         return ffi.NULL
 
     # -- graph ----------------------------------------------------------------------------------------
-    def Graph_GetName(self, g: Any, out: Any) -> Any:  # noqa: N802
+    def Graph_GetName(self, g: Any, out: Any) -> Any:
         return self._set(out, self._graph(g).c_name)
 
-    def Graph_GetModelPath(self, g: Any, out: Any) -> Any:  # noqa: N802
+    def Graph_GetModelPath(self, g: Any, out: Any) -> Any:
         return self._set(out, self._graph(g).c_model_path)
 
-    def Graph_GetOnnxIRVersion(self, g: Any, out: Any) -> Any:  # noqa: N802
+    def Graph_GetOnnxIRVersion(self, g: Any, out: Any) -> Any:
         return self._set(out, self._graph(g).ir_version)
 
-    def Graph_GetNumOperatorSets(self, g: Any, out: Any) -> Any:  # noqa: N802
+    def Graph_GetNumOperatorSets(self, g: Any, out: Any) -> Any:
         return self._set(out, len(self._graph(g).opsets))
 
-    def Graph_GetOperatorSets(self, g: Any, domains: Any, versions: Any, n: int) -> Any:  # noqa: N802
+    def Graph_GetOperatorSets(self, g: Any, domains: Any, versions: Any, n: int) -> Any:
         graph = self._graph(g)
         if n < len(graph.opsets):
             return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"Graph_GetOperatorSets: room for {n} of "
                                 f"{len(graph.opsets)} opsets")
-        for i, (c_domain, version) in enumerate(zip(graph._c_opset_domains, graph.opsets.values(), strict=True)):
+        for i, (c_domain, version) in enumerate(zip(graph.c_opset_domains, graph.opsets.values(), strict=True)):
             domains[i] = c_domain
             versions[i] = version
         return ffi.NULL
 
-    def Graph_GetNumInputs(self, g: Any, out: Any) -> Any:  # noqa: N802
+    def Graph_GetNumInputs(self, g: Any, out: Any) -> Any:
         return self._set(out, len(self._graph(g).inputs))
 
-    def Graph_GetInputs(self, g: Any, dst: Any, n: int) -> Any:  # noqa: N802
+    def Graph_GetInputs(self, g: Any, dst: Any, n: int) -> Any:
         return self._fill("Graph_GetInputs", self._graph(g).inputs, dst, n)
 
-    def Graph_GetNumOutputs(self, g: Any, out: Any) -> Any:  # noqa: N802
+    def Graph_GetNumOutputs(self, g: Any, out: Any) -> Any:
         return self._set(out, len(self._graph(g).outputs))
 
-    def Graph_GetOutputs(self, g: Any, dst: Any, n: int) -> Any:  # noqa: N802
+    def Graph_GetOutputs(self, g: Any, dst: Any, n: int) -> Any:
         return self._fill("Graph_GetOutputs", self._graph(g).outputs, dst, n)
 
-    def Graph_GetNumInitializers(self, g: Any, out: Any) -> Any:  # noqa: N802
+    def Graph_GetNumInitializers(self, g: Any, out: Any) -> Any:
         return self._set(out, len(self._graph(g).initializers))
 
-    def Graph_GetInitializers(self, g: Any, dst: Any, n: int) -> Any:  # noqa: N802
+    def Graph_GetInitializers(self, g: Any, dst: Any, n: int) -> Any:
         return self._fill("Graph_GetInitializers", self._graph(g).initializers, dst, n)
 
-    def Graph_GetNumNodes(self, g: Any, out: Any) -> Any:  # noqa: N802
+    def Graph_GetNumNodes(self, g: Any, out: Any) -> Any:
         return self._set(out, len(self._graph(g).nodes))
 
-    def Graph_GetNodes(self, g: Any, dst: Any, n: int) -> Any:  # noqa: N802
+    def Graph_GetNodes(self, g: Any, dst: Any, n: int) -> Any:
         return self._fill("Graph_GetNodes", self._graph(g).nodes, dst, n)
 
-    def Graph_GetParentNode(self, g: Any, out: Any) -> Any:  # noqa: N802
+    def Graph_GetParentNode(self, g: Any, out: Any) -> Any:
         return self._set(out, _null_or(self._graph(g).parent_node))
 
     # -- nodes ----------------------------------------------------------------------------------------
-    def Node_GetId(self, n: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetId(self, n: Any, out: Any) -> Any:
         return self._set(out, self._node(n).id)
 
-    def Node_GetName(self, n: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetName(self, n: Any, out: Any) -> Any:
         return self._set(out, self._node(n).c_name)
 
-    def Node_GetOperatorType(self, n: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetOperatorType(self, n: Any, out: Any) -> Any:
         return self._set(out, self._node(n).c_op_type)
 
-    def Node_GetDomain(self, n: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetDomain(self, n: Any, out: Any) -> Any:
         return self._set(out, self._node(n).c_domain)
 
-    def Node_GetSinceVersion(self, n: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetSinceVersion(self, n: Any, out: Any) -> Any:
         return self._set(out, self._node(n).since_version)
 
-    def Node_GetNumInputs(self, n: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetNumInputs(self, n: Any, out: Any) -> Any:
         return self._set(out, len(self._node(n).inputs))
 
-    def Node_GetInputs(self, n: Any, dst: Any, cap: int) -> Any:  # noqa: N802
+    def Node_GetInputs(self, n: Any, dst: Any, cap: int) -> Any:
         return self._fill("Node_GetInputs", self._node(n).inputs, dst, cap)
 
-    def Node_GetNumOutputs(self, n: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetNumOutputs(self, n: Any, out: Any) -> Any:
         return self._set(out, len(self._node(n).outputs))
 
-    def Node_GetOutputs(self, n: Any, dst: Any, cap: int) -> Any:  # noqa: N802
+    def Node_GetOutputs(self, n: Any, dst: Any, cap: int) -> Any:
         return self._fill("Node_GetOutputs", self._node(n).outputs, dst, cap)
 
-    def Node_GetNumImplicitInputs(self, n: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetNumImplicitInputs(self, n: Any, out: Any) -> Any:
         return self._set(out, len(self._node(n).implicit_inputs))
 
-    def Node_GetImplicitInputs(self, n: Any, dst: Any, cap: int) -> Any:  # noqa: N802
+    def Node_GetImplicitInputs(self, n: Any, dst: Any, cap: int) -> Any:
         return self._fill("Node_GetImplicitInputs", self._node(n).implicit_inputs, dst, cap)
 
-    def Node_GetNumAttributes(self, n: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetNumAttributes(self, n: Any, out: Any) -> Any:
         return self._set(out, len(self._node(n).attributes))
 
-    def Node_GetAttributes(self, n: Any, dst: Any, cap: int) -> Any:  # noqa: N802
+    def Node_GetAttributes(self, n: Any, dst: Any, cap: int) -> Any:
         return self._fill("Node_GetAttributes", self._node(n).attributes, dst, cap)
 
-    def Node_GetAttributeByName(self, n: Any, name: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetAttributeByName(self, n: Any, name: Any, out: Any) -> Any:
         from .objects import pystr
 
         key = pystr(name)
@@ -159,24 +159,24 @@ class GraphApi:
         out[0] = ffi.NULL
         return self.s.error(OrtErrorCode.NOT_FOUND, f"Attribute '{key}' not found in node '{self._node(n).name}'")
 
-    def Node_GetNumSubgraphs(self, n: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetNumSubgraphs(self, n: Any, out: Any) -> Any:
         return self._set(out, len(self._node(n).subgraphs))
 
-    def Node_GetGraph(self, n: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetGraph(self, n: Any, out: Any) -> Any:
         node = self._node(n)
         return self._set(out, node.graph.ptr if node.graph.ptr is not None else ffi.NULL)
 
-    def Node_GetEpName(self, n: Any, out: Any) -> Any:  # noqa: N802
+    def Node_GetEpName(self, n: Any, out: Any) -> Any:
         return self._set(out, self._node(n).c_ep_name)
 
     # -- attributes -----------------------------------------------------------------------------------
-    def OpAttr_GetType(self, a: Any, out: Any) -> Any:  # noqa: N802
+    def OpAttr_GetType(self, a: Any, out: Any) -> Any:
         return self._set(out, self._attr(a).type)
 
-    def OpAttr_GetName(self, a: Any, out: Any) -> Any:  # noqa: N802
+    def OpAttr_GetName(self, a: Any, out: Any) -> Any:
         return self._set(out, self._attr(a).c_name)
 
-    def OpAttr_GetTensorAttributeAsOrtValue(self, a: Any, out: Any) -> Any:  # noqa: N802
+    def OpAttr_GetTensorAttributeAsOrtValue(self, a: Any, out: Any) -> Any:
         attr = self._attr(a)
         if attr.type != 8:
             return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"attribute '{attr.name}' is not a tensor")
@@ -184,7 +184,7 @@ class GraphApi:
         value.ptr = self.h.issue(value, "OrtValue*")
         return self._set(out, value.ptr)  # caller releases with ReleaseValue
 
-    def ReadOpAttr(self, a: Any, kind: int, data: Any, length: int, out: Any) -> Any:  # noqa: N802
+    def ReadOpAttr(self, a: Any, kind: int, data: Any, length: int, out: Any) -> Any:
         attr = self._attr(a)
         p = attr.proto
         payload: bytes
@@ -218,23 +218,23 @@ class GraphApi:
         return ffi.NULL
 
     # -- value infos ----------------------------------------------------------------------------------
-    def GetValueInfoName(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def GetValueInfoName(self, v: Any, out: Any) -> Any:
         return self._set(out, self._vi(v).c_name)
 
-    def GetValueInfoTypeInfo(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def GetValueInfoTypeInfo(self, v: Any, out: Any) -> Any:
         return self._set(out, _null_or(self._vi(v).type_info))
 
-    def ValueInfo_GetValueProducer(self, v: Any, node: Any, index: Any) -> Any:  # noqa: N802
+    def ValueInfo_GetValueProducer(self, v: Any, node: Any, index: Any) -> Any:
         producer = self._vi(v).producer
         node[0] = ffi.NULL if producer is None else producer[0].ptr
         if address(index) != 0:
             index[0] = 0 if producer is None else producer[1]
         return ffi.NULL
 
-    def ValueInfo_GetValueNumConsumers(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def ValueInfo_GetValueNumConsumers(self, v: Any, out: Any) -> Any:
         return self._set(out, len(self._vi(v).consumers))
 
-    def ValueInfo_GetValueConsumers(self, v: Any, nodes: Any, indices: Any, n: int) -> Any:  # noqa: N802
+    def ValueInfo_GetValueConsumers(self, v: Any, nodes: Any, indices: Any, n: int) -> Any:
         consumers = self._vi(v).consumers
         if n < len(consumers):
             return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"room for {n} of {len(consumers)} consumers")
@@ -243,26 +243,26 @@ class GraphApi:
             indices[i] = idx
         return ffi.NULL
 
-    def ValueInfo_GetInitializerValue(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def ValueInfo_GetInitializerValue(self, v: Any, out: Any) -> Any:
         vi = self._vi(v)
         if vi.initializer is None:
             out[0] = ffi.NULL
             return ffi.NULL  # ORT returns OK with NULL for values that are not initializers
         return self._set(out, vi.initializer.ptr)
 
-    def ValueInfo_IsRequiredGraphInput(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def ValueInfo_IsRequiredGraphInput(self, v: Any, out: Any) -> Any:
         return self._set(out, self._vi(v).required_graph_input)
 
-    def ValueInfo_IsOptionalGraphInput(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def ValueInfo_IsOptionalGraphInput(self, v: Any, out: Any) -> Any:
         return self._set(out, self._vi(v).optional_graph_input)
 
-    def ValueInfo_IsGraphOutput(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def ValueInfo_IsGraphOutput(self, v: Any, out: Any) -> Any:
         return self._set(out, self._vi(v).graph_output)
 
-    def ValueInfo_IsConstantInitializer(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def ValueInfo_IsConstantInitializer(self, v: Any, out: Any) -> Any:
         return self._set(out, self._vi(v).constant_initializer)
 
-    def ValueInfo_IsFromOuterScope(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def ValueInfo_IsFromOuterScope(self, v: Any, out: Any) -> Any:
         return self._set(out, self._vi(v).outer_scope)
 
     # -- type infos -----------------------------------------------------------------------------------
@@ -272,35 +272,35 @@ class GraphApi:
     def _tensor_info(self, ptr: Any) -> TensorTypeAndShapeInfo:
         return self.s.get(ptr, TensorTypeAndShapeInfo, "tensor type-and-shape info")
 
-    def CastTypeInfoToTensorInfo(self, t: Any, out: Any) -> Any:  # noqa: N802
+    def CastTypeInfoToTensorInfo(self, t: Any, out: Any) -> Any:
         info = self._type_info(t)
         return self._set(out, ffi.NULL if info.tensor is None else info.tensor.ptr)
 
-    def GetOnnxTypeFromTypeInfo(self, t: Any, out: Any) -> Any:  # noqa: N802
+    def GetOnnxTypeFromTypeInfo(self, t: Any, out: Any) -> Any:
         return self._set(out, self._type_info(t).onnx_type)
 
-    def GetTensorElementType(self, t: Any, out: Any) -> Any:  # noqa: N802
+    def GetTensorElementType(self, t: Any, out: Any) -> Any:
         return self._set(out, self._tensor_info(t).elem_type)
 
-    def GetDimensionsCount(self, t: Any, out: Any) -> Any:  # noqa: N802
+    def GetDimensionsCount(self, t: Any, out: Any) -> Any:
         return self._set(out, len(self._tensor_info(t).dims or []))
 
-    def GetDimensions(self, t: Any, dims: Any, n: int) -> Any:  # noqa: N802
+    def GetDimensions(self, t: Any, dims: Any, n: int) -> Any:
         values = self._tensor_info(t).dims or []
         for i in range(min(n, len(values))):
             dims[i] = values[i]
         return ffi.NULL
 
-    def GetSymbolicDimensions(self, t: Any, names: Any, n: int) -> Any:  # noqa: N802
+    def GetSymbolicDimensions(self, t: Any, names: Any, n: int) -> Any:
         info = self._tensor_info(t)
-        for i in range(min(n, len(info._c_symbolic))):
-            names[i] = info._c_symbolic[i]
+        for i in range(min(n, len(info.c_symbolic))):
+            names[i] = info.c_symbolic[i]
         return ffi.NULL
 
-    def TensorTypeAndShape_HasShape(self, t: Any) -> bool:  # noqa: N802
+    def TensorTypeAndShape_HasShape(self, t: Any) -> bool:
         return self._tensor_info(t).dims is not None
 
-    def GetTensorShapeElementCount(self, t: Any, out: Any) -> Any:  # noqa: N802
+    def GetTensorShapeElementCount(self, t: Any, out: Any) -> Any:
         dims = self._tensor_info(t).dims
         if dims is None or any(d < 0 for d in dims):
             return self.s.error(OrtErrorCode.INVALID_ARGUMENT, "the shape has unknown dimensions")
@@ -319,8 +319,8 @@ class GraphApi:
             raise Misuse(f"Release of a {what} owned by the host (it belongs to a graph or value)")
         self.h.drop(t)
 
-    def ReleaseTensorTypeAndShapeInfo(self, t: Any) -> None:  # noqa: N802
+    def ReleaseTensorTypeAndShapeInfo(self, t: Any) -> None:
         self._release_owned(t, TensorTypeAndShapeInfo, "tensor type-and-shape info")
 
-    def ReleaseTypeInfo(self, t: Any) -> None:  # noqa: N802
+    def ReleaseTypeInfo(self, t: Any) -> None:
         self._release_owned(t, TypeInfo, "type info")

@@ -59,7 +59,7 @@ class ValueApi:
         out[0] = value.ptr
         return ffi.NULL
 
-    def CreateTensorAsOrtValue(self, allocator: Any, shape: Any, n: int, elem: int, out: Any) -> Any:  # noqa: N802
+    def CreateTensorAsOrtValue(self, allocator: Any, shape: Any, n: int, elem: int, out: Any) -> Any:
         dtype = ONNX_TO_NUMPY.get(int(elem))
         if dtype is None:
             return self.s.error(OrtErrorCode.NOT_IMPLEMENTED, f"CreateTensorAsOrtValue: element type {elem} "
@@ -69,7 +69,7 @@ class ValueApi:
             return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"CreateTensorAsOrtValue: negative dimension in {dims}")
         return self._new_value(OrtValue(np.zeros(dims, dtype=dtype)), out)
 
-    def CreateTensorWithDataAsOrtValue(self, info: Any, data: Any, length: int, shape: Any, n: int,  # noqa: N802
+    def CreateTensorWithDataAsOrtValue(self, info: Any, data: Any, length: int, shape: Any, n: int,
                                        elem: int, out: Any) -> Any:
         self.s.get(info, MemoryInfo, "memory info")
         dtype = ONNX_TO_NUMPY.get(int(elem))
@@ -85,7 +85,7 @@ class ValueApi:
         OrtValue.__init__(value, array)  # wraps the caller's buffer without copying
         return self._new_value(value, out)
 
-    def ReleaseValue(self, v: Any) -> None:  # noqa: N802
+    def ReleaseValue(self, v: Any) -> None:
         if address(v) == 0:
             return
         self._value(v)
@@ -95,35 +95,35 @@ class ValueApi:
             raise Misuse("ReleaseValue on a value owned by the host (kernel-context input/output or initializer)")
         self.h.drop(v)
 
-    def IsTensor(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def IsTensor(self, v: Any, out: Any) -> Any:
         self._value(v)
         out[0] = 1
         return ffi.NULL
 
-    def GetValueType(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def GetValueType(self, v: Any, out: Any) -> Any:
         self._value(v)
         out[0] = 1
         return ffi.NULL
 
-    def GetTensorMutableData(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def GetTensorMutableData(self, v: Any, out: Any) -> Any:
         out[0] = self._value(v).c_data()
         return ffi.NULL
 
-    def GetTensorData(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def GetTensorData(self, v: Any, out: Any) -> Any:
         out[0] = self._value(v).c_data()
         return ffi.NULL
 
-    def GetTensorSizeInBytes(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def GetTensorSizeInBytes(self, v: Any, out: Any) -> Any:
         out[0] = self._value(v).nbytes
         return ffi.NULL
 
-    def GetTensorTypeAndShape(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def GetTensorTypeAndShape(self, v: Any, out: Any) -> Any:
         info: TensorTypeAndShapeInfo = self._value(v).type_and_shape()
         info.ptr = self.h.issue(info, "OrtTensorTypeAndShapeInfo*")
         out[0] = info.ptr
         return ffi.NULL
 
-    def GetTensorMemoryInfo(self, v: Any, out: Any) -> Any:  # noqa: N802
+    def GetTensorMemoryInfo(self, v: Any, out: Any) -> Any:
         out[0] = getattr(self._value(v), "memory_info", self.s.host.cpu_memory).ptr
         return ffi.NULL
 
@@ -131,15 +131,15 @@ class ValueApi:
     def _ctx(self, ptr: Any) -> KernelContext:
         return self.s.get(ptr, KernelContext, "kernel context")
 
-    def KernelContext_GetInputCount(self, c: Any, out: Any) -> Any:  # noqa: N802
+    def KernelContext_GetInputCount(self, c: Any, out: Any) -> Any:
         out[0] = len(self._ctx(c).inputs)
         return ffi.NULL
 
-    def KernelContext_GetOutputCount(self, c: Any, out: Any) -> Any:  # noqa: N802
+    def KernelContext_GetOutputCount(self, c: Any, out: Any) -> Any:
         out[0] = len(self._ctx(c).outputs)
         return ffi.NULL
 
-    def KernelContext_GetInput(self, c: Any, index: int, out: Any) -> Any:  # noqa: N802
+    def KernelContext_GetInput(self, c: Any, index: int, out: Any) -> Any:
         ctx = self._ctx(c)
         if not 0 <= index < len(ctx.inputs):
             return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"KernelContext_GetInput: index {index} out of "
@@ -147,7 +147,7 @@ class ValueApi:
         out[0] = ctx.input_ptrs[index]
         return ffi.NULL
 
-    def KernelContext_GetOutput(self, c: Any, index: int, dims: Any, n: int, out: Any) -> Any:  # noqa: N802
+    def KernelContext_GetOutput(self, c: Any, index: int, dims: Any, n: int, out: Any) -> Any:
         ctx = self._ctx(c)
         if not 0 <= index < len(ctx.outputs):
             return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"KernelContext_GetOutput: index {index} out of "
@@ -182,23 +182,23 @@ class ValueApi:
         out[0] = ctx.output_ptrs[index]
         return ffi.NULL
 
-    def KernelContext_GetLogger(self, c: Any, out: Any) -> Any:  # noqa: N802
+    def KernelContext_GetLogger(self, c: Any, out: Any) -> Any:
         out[0] = self._ctx(c).logger.ptr
         return ffi.NULL
 
-    def KernelContext_GetGPUComputeStream(self, c: Any, out: Any) -> Any:  # noqa: N802
+    def KernelContext_GetGPUComputeStream(self, c: Any, out: Any) -> Any:
         self._ctx(c)
         out[0] = ffi.NULL  # the host runs no device streams
         return ffi.NULL
 
 
 class GraphSupportInfo:
-    """``OrtEpGraphSupportInfo``: what GetCapability claimed - groups to fuse, and single nodes."""
+    """``OrtEpGraphSupportInfo``: what GetCapability claimed, as groups of nodes to fuse (the host serves no
+    ``AddSingleNode``: kernel-registry EPs are not supported)."""
 
     def __init__(self, graph: Any) -> None:
         self.graph = graph
         self.groups: list[tuple[list[Any], bool]] = []  # (nodes, drop_constant_initializers)
-        self.single_nodes: list[Any] = []
         self.claimed: set[int] = set()
         self.ptr: Any = ffi.NULL
 
@@ -209,7 +209,7 @@ class EpGraphApi:
     s: Any
     h: Any
 
-    def EpGraphSupportInfo_AddNodesToFuse(self, info: Any, nodes: Any, n: int, options: Any) -> Any:  # noqa: N802
+    def EpGraphSupportInfo_AddNodesToFuse(self, info: Any, nodes: Any, n: int, options: Any) -> Any:
         from .graph_view import NodeView
 
         support = self.s.get(info, GraphSupportInfo, "graph support info")
@@ -232,15 +232,15 @@ class EpGraphApi:
         support.groups.append((group, drop))
         return ffi.NULL
 
-    def EpGraphSupportInfo_AddSingleNode(self, info: Any, node: Any) -> Any:  # noqa: N802
+    def EpGraphSupportInfo_AddSingleNode(self, info: Any, node: Any) -> Any:
         self.s.get(info, GraphSupportInfo, "graph support info")
         self.s.host.conduct.limitation("EpGraphSupportInfo_AddSingleNode (kernel-registry EPs) is not implemented "
                                        "by the epabi host")
         return self.s.error(OrtErrorCode.NOT_IMPLEMENTED, "kernel-registry EPs are not supported by the epabi host")
 
-    def NodeComputeContext_NodeName(self, c: Any) -> Any:  # noqa: N802
+    def NodeComputeContext_NodeName(self, c: Any) -> Any:
         return self.s.get(c, NodeComputeContext, "node compute context").c_name
 
-    def Value_GetMemoryDevice(self, v: Any) -> Any:  # noqa: N802
+    def Value_GetMemoryDevice(self, v: Any) -> Any:
         value = self.s.get(v, OrtValue, "OrtValue")
         return getattr(value, "memory_info", self.s.host.cpu_memory).device_ptr

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -27,12 +27,15 @@ from .device_memory import DataTransfer, DeviceAllocator, DeviceValue
 from .errors import ConductError, OrtErrorCode, OrtStatusError
 from .graph_view import GraphView, NodeView, model_graph
 from .io_binding import IOBinding
-from .objects import OrtDeviceMemoryType
+from .objects import MemoryInfo, OrtDeviceMemoryType
 from .partition import FusedGroup, Unit, build_groups, order_units
 from .run_options import RunOptions
 from .served_values import GraphSupportInfo, KernelContext, NodeComputeContext
 from .session_options import SessionOptions
-from .values import ONNX_TO_NUMPY, OrtValue
+from .values import ONNX_TO_NUMPY, OrtValue, as_ortvalue
+
+if TYPE_CHECKING:
+    from .ep import Ep
 
 _log = logging.getLogger("epabi.session")
 _ONNX_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
@@ -50,7 +53,7 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto) -> tuple[onn
     elif isinstance(path_or_bytes, bytes | bytearray):
         try:
             model = onnx.load_from_string(bytes(path_or_bytes))
-        except Exception as exc:  # noqa: BLE001 - protobuf raises several types
+        except Exception as exc:  # protobuf raises several types
             raise OrtStatusError(OrtErrorCode.INVALID_PROTOBUF, f"Failed to load model from bytes: {exc}") from exc
     else:
         model_path = str(path_or_bytes)
@@ -58,18 +61,18 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto) -> tuple[onn
             raise OrtStatusError(OrtErrorCode.NO_SUCHFILE, f"Load model from {model_path} failed: File doesn't exist")
         try:
             model = onnx.load(model_path)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise OrtStatusError(OrtErrorCode.INVALID_PROTOBUF,
                                  f"Load model from {model_path} failed: protobuf parsing failed ({exc})") from exc
     if not model.graph.node and not model.graph.output:
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, "the model has an empty graph (truncated or not a model?)")
     try:
         onnx.checker.check_model(model)
-    except Exception as exc:  # noqa: BLE001 - ORT accepts some models the checker rejects (untyped outputs)
+    except Exception as exc:  # ORT accepts some models the checker rejects (untyped outputs)
         _log.warning("onnx.checker: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     try:
         model = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, f"the model is not valid ONNX: {exc}") from exc
     return model, model_path
 
@@ -141,13 +144,12 @@ class InferenceSession:
                 self._create_ep()
             self._units = order_units(self.graph, self._groups)
             self._host_handed = _host_handed_values(self.graph, self._units)
-            self._tls = threading.local()  # the calling thread's last run (graph capture pins its values)
             self._evaluators = {id(u): self._evaluator(u.cpu_node) for u in self._units if u.cpu_node is not None}
             for unit in self._units:
                 if unit.cpu_node is not None:
                     node = unit.cpu_node
                     self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = "CPUExecutionProvider"
-            self.graph_capture = GraphCapture(self)
+            self.graph_capture = GraphCapture(self._ep, self.graph, self.node_assignment)
         except BaseException:
             self.close()
             raise
@@ -245,11 +247,22 @@ class InferenceSession:
             model = onnx.helper.make_model(graph, ir_version=self.model.ir_version,
                                            opset_imports=list(self.model.opset_import))
             return ReferenceEvaluator(model)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, f"no CPU implementation for node '{node.name}' "
                                  f"({node.op_type}): {exc}") from exc
 
     # -- onnxruntime-style API ------------------------------------------------------------------------
+
+    @property
+    def ep(self) -> Ep | None:
+        """The plugin EP this session created (None when every node runs on the CPU)."""
+        return self._ep
+
+    @property
+    def ep_memory_info(self) -> MemoryInfo | None:
+        """The EP device memory the fused nodes compute in; None when the EP computes in host memory (or no
+        node runs on an EP)."""
+        return None if self._allocator is None else self._allocator.memory_info
 
     def get_providers(self) -> list[str]:
         return ([self._ep.name] if self._ep is not None else []) + ["CPUExecutionProvider"]
@@ -259,6 +272,20 @@ class InferenceSession:
 
     def get_outputs(self) -> list[NodeArg]:
         return list(self._outputs)
+
+    def input_arg(self, name: str) -> NodeArg:
+        """The model input ``name``. Raises OrtStatusError (INVALID_ARGUMENT) naming the inputs there are."""
+        for arg in self._inputs:
+            if arg.name == name:
+                return arg
+        raise _invalid(f"Invalid input name: {name}; the model's inputs are {[i.name for i in self._inputs]}")
+
+    def output_arg(self, name: str) -> NodeArg:
+        """The model output ``name``. Raises OrtStatusError (INVALID_ARGUMENT) naming the outputs there are."""
+        for arg in self._outputs:
+            if arg.name == name:
+                return arg
+        raise _invalid(f"Invalid output name: {name}; the model's outputs are {[o.name for o in self._outputs]}")
 
     def io_binding(self) -> IOBinding:
         return IOBinding(self)
@@ -275,7 +302,7 @@ class InferenceSession:
         feeds = {name: self._feed_value(name, value) for name, value in input_feed.items()}
         names = [o.name for o in self._outputs] if not output_names else list(output_names)
         for name in names:
-            self._check_output_name(name)
+            self.output_arg(name)
         results = self._run(feeds, {}, run_options)
         if results is None:  # a replay hands no fresh outputs to a plain run, as in ORT
             _log.warning("graph replay: run() returns no outputs; bind pre-allocated outputs with io_binding()")
@@ -295,16 +322,7 @@ class InferenceSession:
                 raise OrtStatusError(OrtErrorCode.INVALID_ARGUMENT, f"output(s) {unbound} are not bound to "
                                      "pre-allocated buffers; a replayed graph writes only into the buffers it captured")
             results = dict(prealloc)
-        values = []
-        for name in binding.outputs:
-            value = binding.outputs[name] or _as_value(results[name])
-            memory = binding.outputs[name] is None and binding.output_devices.get(name)
-            if memory and not (isinstance(value, DeviceValue) and value.memory_info is memory.memory_info):
-                from .device_memory import device_value_from_numpy
-
-                value = device_value_from_numpy(memory, value.numpy())  # bind_output(name, "cuda", ...)
-            values.append(value)
-        binding._results = values
+        binding.store_outputs(results)
 
     def release_captured_graph(self, graph_annotation_id: int) -> None:
         """Drops the calling thread's captured graph of this annotation id (ORT's SessionReleaseCapturedGraph,
@@ -352,27 +370,14 @@ class InferenceSession:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:  # noqa: BLE001 - best effort at interpreter teardown
+        except Exception:  # best effort at interpreter teardown
             pass
 
     # -- running --------------------------------------------------------------------------------------
 
-    def _check_input_name(self, name: str) -> None:
-        if name not in {i.name for i in self._inputs}:
-            raise _invalid(f"Invalid input name: {name}; the model's inputs are {[i.name for i in self._inputs]}")
-
-    def _output_dtype(self, name: str) -> np.dtype | None:
-        arg = next(o for o in self._outputs if o.name == name)
-        return None if arg.elem_type == 0 else np.dtype(onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type))
-
-    def _check_output_name(self, name: str) -> None:
-        if name not in {o.name for o in self._outputs}:
-            raise _invalid(f"Invalid output name: {name}; the model's outputs are {[o.name for o in self._outputs]}")
-
     def _feed_value(self, name: str, value: Any) -> Any:
         """Checks one feed against the model input (dtype, rank, fixed dims); returns it unchanged."""
-        self._check_input_name(name)
-        arg = next(i for i in self._inputs if i.name == name)
+        arg = self.input_arg(name)
         if arg.elem_type == 0:  # sequences, maps, optionals: handed to the CPU fallback as they are
             return value
         if isinstance(value, DeviceValue):
@@ -414,7 +419,7 @@ class InferenceSession:
         try:
             with serial:
                 if not getattr(self, "graph_capture", None) or not self.graph_capture.enabled:
-                    return self._execute(feeds, prealloc, run_options)
+                    return self._execute(feeds, prealloc, run_options)[0]
                 if self._allocator is not None and annotation_id(run_options) != -1:
                     self._check_capture_bindings(feeds, prealloc)
                 return self.graph_capture.run(lambda: self._execute(feeds, prealloc, run_options), run_options,
@@ -440,14 +445,15 @@ class InferenceSession:
                            "gpu_graph_id -1)")
 
     def _execute(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
-                 run_options: RunOptions | None) -> dict[str, Any]:
+                 run_options: RunOptions | None) -> tuple[dict[str, Any], _Run]:
+        """Runs the graph once: the outputs by name, and the run's state (graph capture keeps a capturing
+        run's values alive, since the captured launches read them)."""
         if self._closed:
             raise _invalid("the session is closed (closed by close(), or its EP library was unregistered)")
         missing = [i.name for i in self._inputs if i.name not in feeds]
         if missing:
             raise _invalid(f"Required inputs ({missing}) are missing from input feed ({list(feeds)}).")
         run = _Run(dict(feeds))
-        self._tls.last_run = run
         for vi in self.graph.initializers:
             run.values.setdefault(vi.name, vi.initializer)
         run_options = run_options or RunOptions()
@@ -474,7 +480,7 @@ class InferenceSession:
                 elif isinstance(result, DeviceValue) and target is None:
                     result = OrtValue(self._to_host(result))  # unbound: the caller gets host memory
                 out[arg.name] = result
-            return out
+            return out, run
         finally:
             for value in run.temps:
                 value.release()
@@ -502,8 +508,8 @@ class InferenceSession:
         else:  # from host memory, into host or device memory (update_inplace copies through the plugin)
             target.update_inplace(result.array if isinstance(result, OrtValue) else result)
 
-    def _sync_ep(self) -> None:
-        """``OrtEp::Sync`` when the EP has it (IOBinding.synchronize_*)."""
+    def sync_ep(self) -> None:
+        """``OrtEp::Sync`` when the EP has it (what ``IOBinding.synchronize_inputs/outputs`` call)."""
         if self._ep is not None and self._ep.ptr != ffi.NULL and "Sync" in self._ep.members:
             self._ep.call_status("Sync")
 
@@ -528,7 +534,7 @@ class InferenceSession:
         x = run.values[name]
         if self._allocator is not None and name in self._host_handed:
             # as onnxruntime 1.24-1.32 hand it over: its CPU-EP MemcpyFromHost kernel copies into CPU memory
-            return _as_value(self._host_value(name, run))
+            return as_ortvalue(self._host_value(name, run))
         if self._in_ep_memory(x):
             return x  # bound in the EP's own memory: handed over as it is, never copied
         if isinstance(x, DeviceValue):  # another device's memory: through the host
@@ -536,11 +542,11 @@ class InferenceSession:
                 run.on_host[name] = self._to_host(x)
             x = run.on_host[name]
         if self._allocator is None:
-            return _as_value(x)
+            return as_ortvalue(x)
         if name in self._device_initializers:
             return self._device_initializers[name]
         if name not in run.on_device:
-            dev = self._transfer.to_device(_as_value(x), self._allocator)
+            dev = self._transfer.to_device(as_ortvalue(x), self._allocator)
             if name in self.graph.values and self.graph.values[name].constant_initializer:
                 self._device_initializers[name] = dev  # copied once, as ORT places initializers at init
             else:
@@ -553,7 +559,7 @@ class InferenceSession:
         feeds = {v.name: self._host_value(v.name, run) for v in (*node.inputs, *node.implicit_inputs) if v is not None}
         try:
             results = self._evaluators[id(unit)].run(None, feeds)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise OrtStatusError(OrtErrorCode.RUNTIME_EXCEPTION, f"CPU fallback failed on node '{node.name}' "
                                  f"({node.op_type}): {exc}") from exc
         for v, r in zip(node.outputs, results, strict=False):
@@ -635,7 +641,3 @@ def _fresh(x: Any) -> Any:
 def _check_run_options(run_options: Any) -> None:
     if run_options is not None and not isinstance(run_options, RunOptions):
         raise TypeError(f"run_options must be an epabi.RunOptions, not {type(run_options).__name__}")
-
-
-def _as_value(x: Any) -> OrtValue:
-    return x if isinstance(x, OrtValue) else OrtValue(np.asarray(x))

@@ -64,7 +64,7 @@ class TensorTypeAndShapeInfo:
         self.elem_type = elem_type
         self.dims = dims  # None: shape unknown (rank unknown)
         self.symbolic = symbolic or ([""] * len(dims or []))
-        self._c_symbolic = [ffi.new("char[]", s.encode()) for s in self.symbolic]
+        self.c_symbolic = [ffi.new("char[]", s.encode()) for s in self.symbolic]
         self.ptr: Any = ffi.NULL
 
 
@@ -83,15 +83,14 @@ class OrtValue:
     Thread-safety: none; a value bound to a session must not be resized while a run uses it.
     """
 
-    def __init__(self, array: np.ndarray, device_type: str = "cpu", device_id: int = 0) -> None:
+    def __init__(self, array: np.ndarray) -> None:
         if not isinstance(array, np.ndarray):
             raise TypeError(f"OrtValue needs a numpy array, got {type(array).__name__}")
         self._elem_type = onnx_type_of(array.dtype)
         self._array = np.require(array, requirements="C")  # keeps 0-d arrays 0-d
         if self._array is array and not array.flags.writeable:
             self._array = array.copy()
-        self._device_type = device_type
-        self._device_id = device_id
+        self._device_type = "cpu"
         self.ptr: Any = ffi.NULL
 
     # -- onnxruntime-style API ---------------------------------------------------------------------
@@ -119,7 +118,7 @@ class OrtValue:
             MemoryError: the plugin's allocator failed.
         """
         if device_type.lower() == "cpu":
-            return OrtValue(np.array(array, copy=True, order="C"), "cpu", device_id)
+            return OrtValue(np.array(array, copy=True, order="C"))
         from .device_memory import device_value_from_numpy, find_device_memory
 
         memory = find_device_memory(device_type, device_id, vendor_id, _host_of(host))
@@ -214,3 +213,9 @@ class OrtValue:
 
     def __repr__(self) -> str:
         return f"OrtValue({self._array.dtype}{list(self._array.shape)}, {self._device_type})"
+
+
+def as_ortvalue(x: Any) -> OrtValue:
+    """``x`` itself when it is an :class:`OrtValue`, else an OrtValue over ``np.asarray(x)`` (no copy when the
+    array is C-contiguous and writable)."""
+    return x if isinstance(x, OrtValue) else OrtValue(np.asarray(x))

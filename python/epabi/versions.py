@@ -1,29 +1,90 @@
-"""ONNX Runtime releases and the API versions they speak.
+"""ONNX Runtime releases, the API versions they speak, and how an emulated host of each behaves.
 
-ORT 1.N serves ``OrtApi`` version N (true for N >= 11). The host emulates one API version; it reports the
-release string below as ``GetVersionString()`` and returns NULL from ``GetApi(v)`` for ``v`` above it.
+ORT 1.N serves ``OrtApi`` version N (true for N >= 11). The host emulates one API version; it reports that
+version's release string as ``GetVersionString()`` and returns NULL from ``GetApi(v)`` for ``v`` above it.
+
+Two kinds of version facts, kept apart:
+
+* which table members exist at a version: the ``since`` marks of ``ort_abi.h``, read by
+  :func:`epabi._ffi.member_since` and never restated here (the ``*_SINCE`` constants below are read from it);
+* how ONNX Runtime's core behaves at a version: :data:`BEHAVIOURS`, one row per emulated API version.
+
+Adding an emulated API version: declare its members in ``ort_abi.h`` (``EPABI_ORT_API_VERSION`` is the
+newest) and add its row to :data:`BEHAVIOURS`; the import below fails until both agree.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from ._ffi import NEWEST_API
+from ._ffi import NEWEST_API, member_since
 
-#: Release string the emulated host reports per API version (the releases checked in the facts sheet).
-RELEASES: dict[int, str] = {
-    22: "1.22.0",
-    23: "1.23.2",
-    24: "1.24.4",
-    25: "1.25.1",
-    26: "1.26.0",
-    27: "1.27.0",
-    28: "1.28.0",
-    29: "1.29.0",
-    30: "1.30.0",
-}
-OLDEST_EMULATED = min(RELEASES)
+
+@dataclass(frozen=True)
+class HostBehaviour:
+    """How ONNX Runtime's core of one API version treats a plugin EP, where releases differ.
+
+    Attributes:
+        api: the API version (ORT 1.<api>).
+        release: what ``GetVersionString()`` returns: the patch release of 1.<api> checked in the facts sheet.
+        syncs_after_replay: the host calls ``OrtEp::Sync`` right after a successful ``ReplayGraph`` (when the
+            plugin's table has ``Sync``). Observed on 1.27 and newer; 1.26.0 does not (facts sheet, section 3).
+    """
+
+    api: int
+    release: str
+    syncs_after_replay: bool
+
+
+#: One row per emulated API version, oldest first.
+BEHAVIOURS: tuple[HostBehaviour, ...] = (
+    HostBehaviour(22, "1.22.0", syncs_after_replay=False),
+    HostBehaviour(23, "1.23.2", syncs_after_replay=False),
+    HostBehaviour(24, "1.24.4", syncs_after_replay=False),
+    HostBehaviour(25, "1.25.1", syncs_after_replay=False),
+    HostBehaviour(26, "1.26.0", syncs_after_replay=False),
+    HostBehaviour(27, "1.27.0", syncs_after_replay=True),
+    HostBehaviour(28, "1.28.0", syncs_after_replay=True),
+    HostBehaviour(29, "1.29.0", syncs_after_replay=True),
+    HostBehaviour(30, "1.30.0", syncs_after_replay=True),
+)
+_BY_API = {b.api: b for b in BEHAVIOURS}
+
+OLDEST_EMULATED = BEHAVIOURS[0].api
+#: The newest API whose layouts ort_abi.h declares; the table must end there.
 NEWEST_EMULATED = NEWEST_API
+#: Every emulated API version, oldest first (tests parametrize over this).
+EMULATED: tuple[int, ...] = tuple(range(OLDEST_EMULATED, NEWEST_EMULATED + 1))
+if tuple(_BY_API) != EMULATED:
+    raise ImportError(f"epabi.versions.BEHAVIOURS covers API {sorted(_BY_API)}, but ort_abi.h declares up to API "
+                      f"{NEWEST_API}: give every API version from {OLDEST_EMULATED} on one row, in order")
+
+#: Release string the emulated host reports per API version.
+RELEASES: dict[int, str] = {b.api: b.release for b in BEHAVIOURS}
+
+#: Plugin-table members that appeared up to this API version are read whatever ``ort_version_supported`` the
+#: plugin declared; newer ones only when the declared version has them. ORT 1.24 introduced that check and
+#: applies it only to members added from 1.24 on (observed on 1.24.4-1.32.0; facts sheet, section 9).
+ALWAYS_READ_UP_TO = 23
+
+#: ``OrtAllocator::GetStats``: the host calls it only on allocators whose ``version`` has it.
+ALLOCATOR_STATS_SINCE = member_since("OrtAllocator")["GetStats"]
+#: ``OrtEp::ReleaseCapturedGraph``: ``SessionReleaseCapturedGraph`` needs it.
+RELEASE_CAPTURED_GRAPH_SINCE = member_since("OrtEp")["ReleaseCapturedGraph"]
+
+#: The oldest API whose number is also its ONNX Runtime release's minor version (ORT 1.11 serves API 11).
+_FIRST_RELEASE_NUMBERED_API = 11
+
+
+def behaviour(api: int) -> HostBehaviour:
+    """The :class:`HostBehaviour` row of an emulated API version. Raises KeyError outside :data:`EMULATED`."""
+    return _BY_API[api]
+
+
+def since_label(api: int) -> str:
+    """How ort_abi.h's ``since`` marks name an API version: ``"1.24"`` for API 24, ``"v8"`` for API 8."""
+    return f"1.{api}" if api >= _FIRST_RELEASE_NUMBERED_API else f"v{api}"
 
 
 def parse_api_version(text: str | int) -> int:

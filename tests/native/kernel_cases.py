@@ -29,7 +29,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness_build  # noqa: E402
+import harness_build
 
 CBLAS_DIRS = ["/usr/include/x86_64-linux-gnu/openblas-pthread", "/usr/include/openblas", "/usr/include"]
 RTOL, ATOL = 1e-4, 1e-5
@@ -359,10 +359,6 @@ ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernor
 
 
 # ---- serialisation, reference, comparison -----------------------------------------------------------------
-
-
-def fmt_value(v, dtype):
-    return float(v).hex() if dtype == np.float32 else str(int(v))
 
 
 def write_case(f, case: Case):

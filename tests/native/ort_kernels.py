@@ -26,7 +26,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import kernel_cases  # noqa: E402
+import kernel_cases
 
 EP_NAME = "EpAbiExecutionProvider"
 ELEM = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,

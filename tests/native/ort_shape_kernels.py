@@ -19,7 +19,7 @@ import onnxruntime as ort
 from onnx import TensorProto, helper
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import ort_smoke as S  # noqa: E402
+import ort_smoke as S
 
 F, I32, I64, B = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL
 NPT = {F: np.float32, I32: np.int32, I64: np.int64, B: np.bool_}
@@ -190,7 +190,7 @@ def errors():
             sess.run(None, feeds)
             print(f"FAIL error_{name}: no error")
             fails += 1
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             msg = str(e)
             ok = word in msg and S.EP_NAME in msg
             print(f"{'ok  ' if ok else 'FAIL'} error_{name}: {msg.splitlines()[-1][-200:]}")
@@ -207,7 +207,7 @@ def main():
     for name, m, feeds, kw in cases:
         try:
             ok, detail = S.run_case(m, feeds, **kw)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             ok, detail = False, f"{type(e).__name__}: {e}"
         if not ok:
             fails += 1

@@ -29,8 +29,8 @@ import numpy as np
 import onnx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness_build  # noqa: E402
-from shape_check import DT, I32MAX, I64MAX, I64MIN, Case, run_cases  # noqa: E402
+import harness_build
+from shape_check import DT, I32MAX, I64MAX, I64MIN, Case, run_cases
 
 ALL_DT = [np.float32, np.int32, np.int64, np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.float16, np.float64,
           np.uint32, np.uint64]

@@ -153,7 +153,7 @@ def compare(c: Case, lines: list[str] | None) -> str | None:
     if c.expect == "ref":
         try:
             exp = reference(c)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             return f"reference raised {type(e).__name__}: {e}"
     else:
         exp = c.expect
