@@ -233,3 +233,18 @@ def run_json(version: str, script: str, env: Mapping[str, str | None] | None = N
                     f"({'no result' if result is None else 'result: ' + json.dumps(result)})\n"
                     f"--- stdout\n{out[-4000:]}\n--- stderr\n{err[-4000:]}", pytrace=False)
     return result, out, err
+
+
+def run_json_on_gpu(script: str, args: Sequence[str], timeout: float = 600) -> tuple[dict, str]:
+    """``PRELUDE + script`` under this interpreter's own onnxruntime, on the GPUs (no software adapter, CUDA
+    discovery on); returns (result, stderr). Fails the test when the script crashed or emitted nothing, skips it
+    when the script emitted ``skip`` (no GPU EP device), with the devices it saw."""
+    proc = subprocess.run([sys.executable, "-c", PRELUDE + script, *args], capture_output=True, text=True,
+                          timeout=timeout,
+                          env=host_env({"EPABI_ALLOW_SOFTWARE_ADAPTER": "0", "EPABI_CUDA_DISCOVERY": "1"}))
+    result = result_of(proc.stdout)
+    if proc.returncode != 0 or result is None:
+        pytest.fail(f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}", pytrace=False)
+    if "skip" in result:
+        pytest.skip(f"{result['skip']}: {json.dumps(result.get('devices'))}")
+    return result, proc.stderr

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +25,7 @@ from onnx.reference import ReferenceEvaluator
 
 import epabi
 from boundary_models import Case, cases
-from real_ort import MIN, NEWEST, PRELUDE, host_env, result_of, run_json
+from real_ort import MIN, NEWEST, run_json, run_json_on_gpu
 
 EP = "EpAbiExecutionProvider"
 TOL = {"rtol": 1e-4, "atol": 1e-4}
@@ -227,14 +225,7 @@ def test_boundaries_under_real_onnxruntime_on_the_gpu(library_path: str, tmp_pat
     if importlib.util.find_spec("onnxruntime") is None:
         pytest.skip("onnxruntime is not installed in this interpreter")
     folder = _write_cases(tmp_path / "cases")
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + BOUNDARY_SCRIPT, library_path, str(folder), "gpu"],
-                          capture_output=True, text=True, timeout=600,
-                          env=host_env({"EPABI_ALLOW_SOFTWARE_ADAPTER": "0", "EPABI_CUDA_DISCOVERY": "1"}))
-    result = result_of(proc.stdout)
-    assert proc.returncode == 0 and result is not None, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n" \
-                                                        f"{proc.stderr[-6000:]}"
-    if "skip" in result:
-        pytest.skip(f"{result['skip']}: {json.dumps(result['devices'])}")
+    result, _ = run_json_on_gpu(BOUNDARY_SCRIPT, [library_path, str(folder), "gpu"])
     _check_report(result, f"onnxruntime {result['ort_version']}, GPU", True)
 
 

@@ -16,11 +16,8 @@ from __future__ import annotations
 
 import gc
 import importlib.util
-import json
 import logging
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -439,26 +436,18 @@ def test_real_onnxruntime_replays_magika_on_the_gpu(library_path: str, magika_cp
 
     if tuple(int(p) for p in re.findall(r"\d+", ort.__version__)[:2]) < (1, 26):
         pytest.skip(f"onnxruntime {ort.__version__} has no graph capture for plugin EPs (1.26+)")
-    from real_ort import PRELUDE, host_env, result_of
+    from real_ort import run_json_on_gpu
     from test_real_ort_capture import count, replays
 
     cpu, _ = magika_cpu
     first, second = _magika_batches()
     np.save(tmp_path / "first.npy", first)
     np.save(tmp_path / "second.npy", second)
-    proc = subprocess.run([sys.executable, "-c", PRELUDE + REAL_ORT_SCRIPT, library_path, str(magika_path()),
-                           str(tmp_path / "first.npy"), str(tmp_path / "second.npy"), str(tmp_path)],
-                          capture_output=True, text=True, timeout=600,
-                          env=host_env({"EPABI_ALLOW_SOFTWARE_ADAPTER": "0", "EPABI_CUDA_DISCOVERY": "1"}))
-    result = result_of(proc.stdout)
-    assert proc.returncode == 0 and result is not None, f"exit {proc.returncode}\n{proc.stdout[-3000:]}\n" \
-                                                        f"{proc.stderr[-6000:]}"
-    if "skip" in result:
-        pytest.skip(f"{result['skip']}: {json.dumps(result['devices'])}")
+    result, err = run_json_on_gpu(REAL_ORT_SCRIPT, [library_path, str(magika_path()), str(tmp_path / "first.npy"),
+                                                    str(tmp_path / "second.npy"), str(tmp_path)])
     assert result["providers"][0] == EP, f"silent CPU fallback: {result['providers']}"
     assert result["devices"] == ["cuda", "cuda"]
     assert len({tuple(p) for p in result["pointers"]}) == 1  # the same device buffers on every call
-    err = proc.stderr
     logs = []
     for k in range(3):
         match = re.search(rf"^EPABI-CALL {k}$(.*?)^EPABI-CALL-END {k}$", err, re.S | re.M)
