@@ -94,7 +94,7 @@ def _is_ready(venv: Path, version: str) -> bool:
 
 
 @contextmanager
-def _exclusive_lock(path: Path) -> Iterator[None]:
+def exclusive_lock(path: Path) -> Iterator[None]:
     """Holds an exclusive OS lock on ``path`` (created if missing) for the duration of the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a+b") as handle:
@@ -161,7 +161,7 @@ def ort_python(version: str) -> Path:
     """
     venv = venv_root() / f"ort-{version}"
     if not _is_ready(venv, version):
-        with _exclusive_lock(venv_root() / f"ort-{version}.lock"):
+        with exclusive_lock(venv_root() / f"ort-{version}.lock"):
             if not _is_ready(venv, version):  # another process may have built it while we waited
                 _create(venv, version)
     return _venv_python(venv)
