@@ -48,7 +48,10 @@ static OrtStatus* read_const_data(const struct epabi_api* api, const OrtValueInf
     if (st != NULL) return st;
     const void* data = NULL;
     EPABI_RETURN_IF_ERROR(ort->GetTensorData(init, &data));
-    out->const_data = data;
+    /* an empty initializer has no data pointer, but it is a constant all the same (Reshape to a scalar, Gather
+     * with [], ReduceSum axes=[]) */
+    static const int64_t kEmpty = 0;
+    out->const_data = data != NULL ? data : (const void*)&kEmpty;
     out->const_count = count;
     return NULL;
 }
@@ -175,8 +178,10 @@ static bool read_scalar(const struct epabi_node* node, const char* name, OrtOpAt
     size_t got = 0;
     OrtStatus* st = node->api->ort->ReadOpAttr(attr, type, out, size, &got);
     if (st != NULL) {
+        /* an attribute of this type without a value ("Attribute has no int64 value"): ORT's CPU kernels read the
+         * protobuf default, 0, so do we */
         node->api->ort->ReleaseStatus(st);
-        return false;
+        memset(out, 0, size);
     }
     return true;
 }

@@ -41,8 +41,8 @@ struct epabi_tensor {
 
 /* What GetCapability and Compile know about a node, read once through the OrtApi graph accessors.
  * Absent optional inputs have dtype UNDEFINED. rank = -1 when the shape is unknown; a dim of -1 is
- * symbolic. const_data is non-NULL for constant initializers (valid until the node's Compile returns;
- * init() must copy what it keeps). */
+ * symbolic. const_data is non-NULL for constant initializers, empty ones included (valid until the node's
+ * Compile returns; init() must copy what it keeps). */
 struct epabi_value_desc {
     const char* name;
     ONNXTensorElementDataType dtype;
@@ -64,7 +64,8 @@ struct epabi_node {
     struct epabi_value_desc out[EPABI_MAX_NODE_IO];
 };
 
-/* Attribute readers: return true when the attribute is present and of that type. */
+/* Attribute readers: return true when the attribute is present and of that type; one without a value reads as
+ * 0 (the protobuf default), as in ORT's CPU kernels. */
 bool epabi_attr_int(const struct epabi_node* node, const char* name, int64_t* out);
 bool epabi_attr_float(const struct epabi_node* node, const char* name, float* out);
 /* Copies up to cap values; *count receives the attribute's length (may exceed cap). */

@@ -106,11 +106,7 @@ static bool reduce_check_axes(const char* op_type, const int64_t* axes, size_t n
             snprintf(why, why_len, "%s: axis %lld is out of range for rank %d", op_type, (long long)axes[i], rank);
             return false;
         }
-        if (seen[a]) {
-            snprintf(why, why_len, "%s: axis %lld appears twice in axes", op_type, (long long)axes[i]);
-            return false;
-        }
-        seen[a] = true;
+        seen[a] = true;   /* an axis named twice ([-3, 0] on rank 3) reduces once, as ORT's CPU EP does */
     }
     if (mask != NULL) memcpy(mask, seen, sizeof seen);
     return true;
