@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,7 +34,10 @@ import harness_build
 CBLAS_DIRS = ["/usr/include/x86_64-linux-gnu/openblas-pthread", "/usr/include/openblas", "/usr/include"]
 RTOL, ATOL = 1e-4, 1e-5
 
-DTYPES = {np.dtype(np.float32): 1, np.dtype(np.int64): 7, np.dtype(np.float64): 11, np.dtype(np.int32): 6}
+DTYPES = {np.dtype(np.float32): 1, np.dtype(np.int64): 7, np.dtype(np.float64): 11, np.dtype(np.int32): 6,
+          np.dtype(np.uint8): 2, np.dtype(np.int8): 3, np.dtype(np.uint16): 4, np.dtype(np.int16): 5,
+          np.dtype(np.bool_): 9, np.dtype(np.uint32): 12, np.dtype(np.uint64): 13}
+NP_DTYPE = {code: dt for dt, code in DTYPES.items()}
 
 
 @dataclass
@@ -51,6 +54,7 @@ class Case:
     unknown: tuple = ()               # input indices whose shape the graph does not know
     oracle: Callable | None = None    # replaces ReferenceEvaluator: f(*inputs) -> list of arrays
     ort_differs: str = ""             # why ORT's CPU EP is no oracle for this case (ort_kernels.py skips it)
+    out_dtype: type | None = None     # of every output; None: float32 here, input 0's dtype in ort_kernels.py
 
 
 RNG = np.random.default_rng(1234)
@@ -384,15 +388,15 @@ def write_case(f, case: Case):
         const = 1 if i in case.const else 0
         dims = " ".join(str(d) for d in x.shape)
         f.write(f"in {dt} {known} {const} {x.ndim} {dims}")
-        if x.dtype in (np.float32, np.int64):
-            flat = x.ravel()
-            if x.dtype == np.float32:
-                f.write(" " + " ".join(float(v).hex() for v in flat.tolist()) if flat.size else "")
-            else:
-                f.write(" " + " ".join(str(v) for v in flat.tolist()) if flat.size else "")
+        flat = x.ravel().tolist()
+        if x.dtype.kind == "f":
+            f.write("".join(f" {float(v).hex()}" for v in flat))
+        else:
+            f.write("".join(f" {int(v)}" for v in flat))
         f.write("\n")
+    out_code = DTYPES[np.dtype(case.out_dtype or np.float32)]
     for o in present_out:
-        f.write(f"out {1 if o else 0} {o if o else '-'}\n")
+        f.write(f"out {out_code if o else 0} {o if o else '-'}\n")
     f.write("end\n")
 
 
@@ -403,9 +407,10 @@ def reference(case: Case):
     while names and names[-1] == "":
         names.pop()
     node = helper.make_node(case.op, names, list(case.outputs), **case.attrs)
-    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT if x.dtype == np.float32 else TensorProto.INT64,
-                                         list(x.shape)) for n, x in zip(names, case.inputs) if n]
-    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in case.outputs if o]
+    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), list(x.shape))
+           for n, x in zip(names, case.inputs) if n]
+    out_elem = helper.np_dtype_to_tensor_dtype(np.dtype(case.out_dtype or np.float32))
+    outs = [helper.make_tensor_value_info(o, out_elem, None) for o in case.outputs if o]
     graph = helper.make_graph([node], case.name, ins, outs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
     feeds = {n: x for n, x in zip(names, case.inputs) if n}
@@ -422,11 +427,14 @@ def parse_results(text):
             cur = {"status": parts[2], "text": " ".join(parts[3:]), "tensors": {}}
             results[parts[1]] = cur
         elif parts[0] == "tensor":
-            idx, rank = int(parts[1]), int(parts[2])
-            dims = tuple(int(d) for d in parts[3:3 + rank])
-            vals = np.array([float.fromhex(v) if "0x" in v else float(v) for v in parts[3 + rank:]],
-                            dtype=np.float64)
-            cur["tensors"][idx] = vals.astype(np.float32).reshape(dims)
+            idx, dtype, rank = int(parts[1]), NP_DTYPE[int(parts[2])], int(parts[3])
+            dims = tuple(int(d) for d in parts[4:4 + rank])
+            tokens = parts[4 + rank:]
+            if dtype.kind == "f":
+                vals = np.array([float.fromhex(v) if "0x" in v else float(v) for v in tokens], dtype=np.float64)
+            else:
+                vals = np.array([int(v) for v in tokens], dtype=object)
+            cur["tensors"][idx] = vals.astype(dtype).reshape(dims)
     return results
 
 
@@ -447,9 +455,16 @@ def compare(case: Case, res) -> str | None:
         return f"produced outputs {sorted(res['tensors'])}, expected {present}"
     for want, i in zip(ref, present):
         got = res["tensors"][i]
-        want = np.asarray(want, dtype=np.float32)
+        if got.dtype != np.dtype(case.out_dtype or np.float32):
+            return f"output {i}: dtype {got.dtype}, expected {np.dtype(case.out_dtype or np.float32)}"
+        want = np.asarray(want).astype(got.dtype)
         if got.shape != want.shape:
             return f"output {i}: shape {got.shape}, expected {want.shape}"
+        if got.dtype.kind != "f":
+            if not np.array_equal(got, want):
+                j = int(np.flatnonzero(got.ravel() != want.ravel())[0])
+                return f"output {i}: differs at flat {j}: got {got.ravel()[j]!r}, want {want.ravel()[j]!r}"
+            continue
         # Long dot products cancel: the absolute error follows the size of the terms, not of the result, so
         # atol scales with the output's magnitude.
         finite = np.abs(want[np.isfinite(want)])
