@@ -292,8 +292,32 @@ template <int NOPS> EP_DEV void ew_offsets(const ew_args& a, int64_t i, int64_t*
     ew_offsets_nd<NOPS>(a, i, off);
 }
 
+/* Mod: FLOOR (OP_MOD) takes the divisor's sign, else (OP_FMOD) the dividend's; as the host's mod_row. Integers: a
+ * zero divisor gives 0, and so does -1 (no trap on the most negative value); a zero float result of the floor
+ * form takes the divisor's sign. */
+template <typename T, bool FLOOR> EP_DEV T mod_op(T a, T b) {
+    if constexpr (ep_traits<T>::is_float) {
+        T r;
+        if constexpr (sizeof(T) == 4) r = fmodf(a, b);
+        else r = fmod(a, b);
+        if constexpr (FLOOR) {
+            if (r == T(0)) return copysign(T(0), b);
+            if ((r < T(0)) != (b < T(0))) r += b;
+        }
+        return r;
+    } else if constexpr (ep_traits<T>::is_signed) {
+        if (b == 0 || b == (T)-1) return (T)0;
+        T r = (T)(a % b);
+        if (FLOOR && r != 0 && ((r < 0) != (b < 0))) r = (T)(r + b);
+        return r;
+    } else {
+        return b == 0 ? (T)0 : (T)(a % b);
+    }
+}
+
 template <typename T, int OP> EP_DEV T arith(T a, T b) {
     typedef typename ep_traits<T>::unsigned_t U;
+    if constexpr (OP == OP_MOD || OP == OP_FMOD) return mod_op<T, OP == OP_MOD>(a, b);
     if constexpr (ep_traits<T>::is_float) {
         if constexpr (OP == OP_ADD) return a + b;
         if constexpr (OP == OP_SUB) return a - b;
@@ -341,6 +365,8 @@ template <typename T> EP_DEV void ew_arith(const ew_args& a, int64_t n) {
     case OP_DIV: ew_arith_loop<T, OP_DIV>(a, n); break;
     case OP_MAX: ew_arith_loop<T, OP_MAX>(a, n); break;
     case OP_MIN: ew_arith_loop<T, OP_MIN>(a, n); break;
+    case OP_MOD: ew_arith_loop<T, OP_MOD>(a, n); break;
+    case OP_FMOD: ew_arith_loop<T, OP_FMOD>(a, n); break;
     default: break;
     }
 }
@@ -447,6 +473,55 @@ EP_KERNEL ew_equal(const EP_GC ew_args a, int64_t n) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: ew_equal_loop<int64_t, false>(a, n); break;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: ew_equal_loop<uint64_t, false>(a, n); break;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: ew_equal_loop<uint8_t, true>(a, n); break;
+    default: break;
+    }
+}
+
+/* Less/Greater/LessOrEqual/GreaterOrEqual over the numeric dtypes (NaN compares false), And/Or over bool: bool
+ * output, as the host's compare_row. */
+template <typename T, int OP> EP_DEV void ew_compare_loop(const ew_args& a, int64_t n) {
+    const T* A = (const T*)a.in[0];
+    const T* B = (const T*)a.in[1];
+    uint8_t* O = (uint8_t*)a.out;
+    GRID_LOOP(i, n) {
+        int64_t off[2];
+        ew_offsets<2>(a, i, off);
+        const T x = A[off[0]], y = B[off[1]];
+        bool r = false;
+        if constexpr (OP == OP_LESS) r = x < y;
+        if constexpr (OP == OP_GREATER) r = x > y;
+        if constexpr (OP == OP_LESS_EQUAL) r = x <= y;
+        if constexpr (OP == OP_GREATER_EQUAL) r = x >= y;
+        if constexpr (OP == OP_AND) r = x != 0 && y != 0;
+        if constexpr (OP == OP_OR) r = x != 0 || y != 0;
+        O[i] = (uint8_t)r;
+    }
+}
+
+template <int OP> EP_DEV void ew_compare_op(const ew_args& a, int64_t n) {
+    switch (a.dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: ew_compare_loop<float, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: ew_compare_loop<double, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: ew_compare_loop<int8_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: ew_compare_loop<uint8_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: ew_compare_loop<int16_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: ew_compare_loop<uint16_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: ew_compare_loop<int32_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: ew_compare_loop<uint32_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: ew_compare_loop<int64_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: ew_compare_loop<uint64_t, OP>(a, n); break;
+    default: break;
+    }
+}
+
+EP_KERNEL ew_compare(const EP_GC ew_args a, int64_t n) {
+    switch (a.op) {
+    case OP_LESS: ew_compare_op<OP_LESS>(a, n); break;
+    case OP_GREATER: ew_compare_op<OP_GREATER>(a, n); break;
+    case OP_LESS_EQUAL: ew_compare_op<OP_LESS_EQUAL>(a, n); break;
+    case OP_GREATER_EQUAL: ew_compare_op<OP_GREATER_EQUAL>(a, n); break;
+    case OP_AND: ew_compare_loop<uint8_t, OP_AND>(a, n); break;
+    case OP_OR: ew_compare_loop<uint8_t, OP_OR>(a, n); break;
     default: break;
     }
 }

@@ -159,8 +159,22 @@ OrtStatus* epabi_cuda_launch_elementwise(const struct epabi_cuda_launch_env* env
     case OP_DIV:
     case OP_MAX:
     case OP_MIN:
+    case OP_MOD:
+    case OP_FMOD:
         if (!epabi_cuda_numeric(a.dtype)) return not_implemented(env, what, "dtype", (int)a.dtype);
         id = EPABI_CK_ew_arith_f32 + epabi_cuda_numeric_index(a.dtype);
+        break;
+    case OP_LESS:
+    case OP_GREATER:
+    case OP_LESS_EQUAL:
+    case OP_GREATER_EQUAL:
+        if (!epabi_cuda_numeric(a.dtype)) return not_implemented(env, "a comparison", "dtype", (int)a.dtype);
+        id = EPABI_CK_ew_compare;
+        break;
+    case OP_AND:
+    case OP_OR:
+        if (a.dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL) return not_implemented(env, "And/Or", "dtype", (int)a.dtype);
+        id = EPABI_CK_ew_compare;
         break;
     case OP_POW:
         if (!epabi_cuda_numeric(a.dtype1)) return not_implemented(env, "Pow", "exponent dtype", (int)a.dtype1);

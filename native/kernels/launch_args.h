@@ -74,7 +74,11 @@ enum epabi_launch_kind {
     EPABI_LAUNCH_KIND_COUNT
 };
 
-enum ew_op { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_EQUAL, OP_WHERE, OP_COPY };
+/* OP_MOD: the remainder with the divisor's sign (Mod fmod=0: Python's % on integers, A - floor(A/B)*B on floats);
+ * OP_FMOD: the remainder with the dividend's sign (Mod fmod=1, C's fmod and %). The comparisons and And/Or have a
+ * bool output. */
+enum ew_op { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_EQUAL, OP_WHERE, OP_COPY,
+             OP_MOD, OP_FMOD, OP_LESS, OP_GREATER, OP_LESS_EQUAL, OP_GREATER_EQUAL, OP_AND, OP_OR };
 
 /* What a launch applies to each result before storing it (a node the plan fused into its producer). */
 enum epabi_epilogue { EPABI_EPILOGUE_NONE = 0, EPABI_EPILOGUE_RELU = 1 };

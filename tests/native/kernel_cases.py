@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks the math kernels (float32 matmul, conv, pool, softmax, layernorm, reduce; Abs) through kernel_harness.c.
+"""Checks the math kernels (float32 matmul, conv, pool, softmax, layernorm, reduce; Abs; the comparison and Mod
+kernels on their dtypes) through kernel_harness.c.
 
 Builds the harness (harness_build.py: -std=c11 -Wall -Wextra -Werror, every native/kernels/*.c), writes one
 case file, runs it, and compares every result with onnx.reference.ReferenceEvaluator on a one-node model (numpy
@@ -62,6 +63,11 @@ RNG = np.random.default_rng(1234)
 # We follow numpy and the ONNX reference: a NaN anywhere in a max makes the max NaN. ORT's CPU EP does not
 # (GlobalMaxPool ignores NaN; ReduceMax returns NaN only when the NaN comes first).
 NAN_MAX = "NaN in a max: ORT's CPU EP does not propagate it"
+# The remainder of the most negative int32/int64 by -1 is 0 (numpy, ORT 1.32); ORT 1.24's CPU EP dies of SIGFPE.
+MIN_MOD_MINUS1 = "ORT 1.24's CPU EP dies of SIGFPE on the most negative value % -1"
+# Integer Mod with fmod=1 is exact here (numpy, ORT 1.32); ORT 1.26's CPU EP goes through double, so 64-bit values
+# beyond 2**53 lose digits.
+FMOD_DOUBLE = "ORT 1.26's CPU EP computes integer fmod=1 through double"
 
 
 def r(*shape, scale=1.0):
@@ -359,7 +365,104 @@ def unary_cases():
     return c
 
 
-ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases]
+SPECIAL = [np.nan, -0.0, 0.0, -np.inf, np.inf, -1e-40, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.0, -7.25, 1e30, -1e30]
+
+
+def compare_cases():
+    """Less Greater LessOrEqual GreaterOrEqual on float32 (NaN compares false), float64 and every integer width;
+    And and Or on bool; with broadcasting, scalars and empty tensors. Outputs are bool."""
+    c = []
+    rng = np.random.default_rng(18)
+    fa = np.asarray(rng.integers(-3, 4, size=(3, 4, 5)), dtype=np.float32)
+    fb = np.asarray(rng.integers(-3, 4, size=(3, 4, 5)), dtype=np.float32)
+    fa[0, 0, :3] = [np.nan, 1.0, np.inf]
+    fb[0, 0, :3] = [1.0, np.nan, np.inf]
+    B = np.bool_
+    for op, opsets in (("Less", (7, 13)), ("Greater", (7, 13)), ("LessOrEqual", (12, 16)),
+                       ("GreaterOrEqual", (12, 16))):
+        tag = {"Less": "lt", "Greater": "gt", "LessOrEqual": "le", "GreaterOrEqual": "ge"}[op]
+        for opset in opsets:
+            c.append(Case(f"{tag}{opset}_float", op, opset, [fa, fb], out_dtype=B))
+        c.append(Case(f"{tag}_bcast", op, opsets[-1], [fa, fb[0, :, :1]], out_dtype=B))
+        c.append(Case(f"{tag}_scalar", op, opsets[-1], [fa, np.array(0.0, np.float32)], out_dtype=B))
+        c.append(Case(f"{tag}_empty", op, opsets[-1], [fa[:, :0], fb[:1, :0]], out_dtype=B))
+        c.append(Case(f"{tag}_double", op, opsets[-1], [fa.astype(np.float64), fb.astype(np.float64)],
+                      out_dtype=B))
+        for dtype in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64):
+            info = np.iinfo(dtype)
+            a = rng.integers(info.min, info.max, size=(4, 6), dtype=dtype, endpoint=True)
+            b = a.copy()
+            b[:, ::2] = rng.integers(info.min, info.max, size=(4, 3), dtype=dtype, endpoint=True)
+            a[0, :2] = [info.min, info.max]
+            b[0, :2] = [info.max, info.min]
+            c.append(Case(f"{tag}_{np.dtype(dtype).name}", op, opsets[-1], [a, b], out_dtype=B))
+        c.append(Case(f"{tag}_bool", op, opsets[-1], [fa > 0, fb > 0], out_dtype=B, expect="refused",
+                      match="bool"))
+    ba, bb = rng.random((3, 4, 5)) < 0.5, rng.random((3, 4, 5)) < 0.5
+    for op in ("And", "Or"):
+        tag = op.lower()
+        c.append(Case(f"{tag}_bool", op, 7, [ba, bb], out_dtype=B))
+        c.append(Case(f"{tag}_bcast", op, 7, [ba, bb[0, :1, :]], out_dtype=B))
+        c.append(Case(f"{tag}_scalar", op, 7, [np.array(True), bb], out_dtype=B))
+        c.append(Case(f"{tag}_unknown_shape", op, 7, [ba, bb[:, :, :1]], unknown=(0, 1), out_dtype=B))
+        c.append(Case(f"{tag}_float", op, 7, [fa, fb], out_dtype=B, expect="refused", match="float"))
+    return c
+
+
+def np_mod(x, y):
+    with np.errstate(all="ignore"):
+        return [np.mod(x, y)]
+
+
+def mod_cases():
+    """Mod: fmod=0 (the divisor's sign) and fmod=1 (the dividend's) on every integer width, with mixed signs
+    and the most negative value over -1; fmod=1 on float32/float64 with specials; fmod=0 on floats from
+    opset 28; broadcasting. An integer divisor of 0 is an error."""
+    c = []
+    rng = np.random.default_rng(19)
+    for dtype in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64):
+        info = np.iinfo(dtype)
+        name = np.dtype(dtype).name
+        a = rng.integers(info.min, info.max, size=12, dtype=dtype, endpoint=True)
+        b = rng.integers(1, min(info.max, 1000), size=12, dtype=dtype, endpoint=True)
+        if info.min < 0:
+            b[::2] = -b[::2]
+            a[:4] = [7, -7, info.min, info.min]
+            b[:4] = [-3, 3, -2, 7]
+        if info.bits == 64:   # values a double holds exactly; the whole range below
+            wide, a = a.copy(), (a >> 24).astype(dtype)
+            c.append(Case(f"mod_{name}_fmod1_wide", "Mod", 13, [wide, b], attrs={"fmod": 1}, out_dtype=dtype,
+                          ort_differs=FMOD_DOUBLE))
+        for fmod in (0, 1):
+            c.append(Case(f"mod_{name}_fmod{fmod}", "Mod", 13, [a, b], attrs={"fmod": fmod}, out_dtype=dtype))
+            if info.min < 0:
+                c.append(Case(f"mod_{name}_fmod{fmod}_min_by_minus1", "Mod", 13,
+                              [np.array([info.min, 5], dtype), np.array([-1, -1], dtype)], attrs={"fmod": fmod},
+                              out_dtype=dtype, ort_differs=MIN_MOD_MINUS1))
+    a = rng.integers(-50, 50, size=(3, 2, 5), dtype=np.int64)
+    c.append(Case("mod10_int64_bcast", "Mod", 10, [a, np.array([7, -4, 3, 9, -11], np.int64)], out_dtype=np.int64))
+    c.append(Case("mod28_int32", "Mod", 28, [a.astype(np.int32), np.array(-6, np.int32)], out_dtype=np.int32))
+    fa = np.array(SPECIAL + [7.5, -7.5, 1e-30, 5.0], dtype=np.float32)
+    fb = np.array([2.0, 3.0, -3.0, 2.0, 2.0, 5.0, -0.75, 0.75, 0.0, -2.0, np.inf, -np.inf, np.nan, 0.3, 2.0, 3.0,
+                   -2.0, 2.0, -1.0, 2.5], dtype=np.float32)
+    for dtype in (np.float32, np.float64):
+        name = np.dtype(dtype).name
+        c.append(Case(f"mod_{name}_fmod1", "Mod", 13, [fa.astype(dtype), fb.astype(dtype)], attrs={"fmod": 1},
+                      out_dtype=dtype))
+        c.append(Case(f"mod28_{name}_fmod0", "Mod", 28, [fa.astype(dtype), fb.astype(dtype)], out_dtype=dtype,
+                      oracle=np_mod))
+    c.append(Case("mod_float_fmod1_bcast", "Mod", 13, [np.asarray(rng.standard_normal((4, 5)) * 10, np.float32),
+                                                        np.array([3.0], np.float32)], attrs={"fmod": 1}))
+    c.append(Case("mod13_float_fmod0", "Mod", 13, [fa, fb], expect="refused", match="fmod=0"))
+    c.append(Case("mod_fmod2", "Mod", 13, [a, a], attrs={"fmod": 2}, out_dtype=np.int64, expect="refused",
+                  match="fmod=2"))
+    c.append(Case("mod_int32_by_zero", "Mod", 13, [np.arange(4, dtype=np.int32), np.array([1, 2, 0, 3], np.int32)],
+                  out_dtype=np.int32, expect="error", match="division by zero"))
+    return c
+
+
+ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases,
+       compare_cases, mod_cases]
 
 
 # ---- serialisation, reference, comparison -----------------------------------------------------------------
