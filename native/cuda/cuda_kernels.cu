@@ -45,7 +45,7 @@
 #endif
 // BEGIN GENERATED LAYOUT CHECK
 static_assert(sizeof(ew_args) == 352, "ew_args layout");
-static_assert(sizeof(un_args) == 32, "un_args layout");
+static_assert(sizeof(un_args) == 64, "un_args layout");
 static_assert(sizeof(cast_args) == 32, "cast_args layout");
 static_assert(sizeof(copy_args) == 24, "copy_args layout");
 static_assert(sizeof(epabi_strided_copy) == 160, "epabi_strided_copy layout");
@@ -79,6 +79,10 @@ static_assert(EP_OFF(un_args, dtype) == 4, "un_args.dtype");
 static_assert(EP_OFF(un_args, in) == 8, "un_args.in");
 static_assert(EP_OFF(un_args, out) == 16, "un_args.out");
 static_assert(EP_OFF(un_args, n) == 24, "un_args.n");
+static_assert(EP_OFF(un_args, lo) == 32, "un_args.lo");
+static_assert(EP_OFF(un_args, hi) == 40, "un_args.hi");
+static_assert(EP_OFF(un_args, alpha) == 48, "un_args.alpha");
+static_assert(EP_OFF(un_args, beta) == 56, "un_args.beta");
 static_assert(EP_OFF(cast_args, from) == 0, "cast_args.from");
 static_assert(EP_OFF(cast_args, to) == 4, "cast_args.to");
 static_assert(EP_OFF(cast_args, in) == 8, "cast_args.in");
@@ -567,7 +571,25 @@ EP_DEV double sigmoid_d(double x) {
     return e / (1.0 + e);
 }
 
-EP_DEV float un_apply(int op, float x) {
+/* Activations, as the host's (unary.c): NaN passes through the clamps; Gelu is x Phi(x) or its tanh form. */
+template <typename T> EP_DEV T hard_sigmoid(T x, T alpha, T beta) {
+    T v = alpha * x + beta;
+    v = v < T(0) ? T(0) : v;
+    return v > T(1) ? T(1) : v;
+}
+EP_DEV float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
+EP_DEV double gelu_d(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
+EP_DEV float gelu_tanh_f(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+}
+EP_DEV double gelu_tanh_d(double x) {
+    return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
+/* NaN stays NaN, both zeros give +0 */
+template <typename T> EP_DEV T sign_of(T x) { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x == T(0) ? T(0) : x; }
+
+/* p, q: the launch's alpha and beta in the input's type */
+EP_DEV float un_apply(int op, float x, float p, float q) {
     switch (op) {
     case UN_SQRT: return sqrtf(x);
     case UN_RECIPROCAL: return 1.0f / x;
@@ -577,10 +599,23 @@ EP_DEV float un_apply(int op, float x) {
     case UN_RELU: return x < 0 ? 0.0f : x;   /* NaN stays NaN */
     case UN_SIGMOID: return sigmoid_f(x);
     case UN_ABS: return fabsf(x);
+    case UN_NEG: return -x;
+    case UN_FLOOR: return floorf(x);
+    case UN_CEIL: return ceilf(x);
+    case UN_ROUND: return rintf(x);   /* half to even */
+    case UN_LOG: return logf(x);
+    case UN_SIN: return sinf(x);
+    case UN_COS: return cosf(x);
+    case UN_SIGN: return sign_of(x);
+    case UN_HARD_SIGMOID: return hard_sigmoid(x, p, q);
+    case UN_HARD_SWISH: return x * hard_sigmoid(x, 1.0f / 6.0f, 0.5f);
+    case UN_LEAKY_RELU: return x >= 0 ? x : p * x;
+    case UN_GELU: return gelu_f(x);
+    case UN_GELU_TANH: return gelu_tanh_f(x);
     default: return x;
     }
 }
-EP_DEV double un_apply(int op, double x) {
+EP_DEV double un_apply(int op, double x, double p, double q) {
     switch (op) {
     case UN_SQRT: return sqrt(x);
     case UN_RECIPROCAL: return 1.0 / x;
@@ -590,6 +625,19 @@ EP_DEV double un_apply(int op, double x) {
     case UN_RELU: return x < 0 ? 0.0 : x;
     case UN_SIGMOID: return sigmoid_d(x);
     case UN_ABS: return fabs(x);
+    case UN_NEG: return -x;
+    case UN_FLOOR: return floor(x);
+    case UN_CEIL: return ceil(x);
+    case UN_ROUND: return rint(x);
+    case UN_LOG: return log(x);
+    case UN_SIN: return sin(x);
+    case UN_COS: return cos(x);
+    case UN_SIGN: return sign_of(x);
+    case UN_HARD_SIGMOID: return hard_sigmoid(x, p, q);
+    case UN_HARD_SWISH: return x * hard_sigmoid(x, 1.0 / 6.0, 0.5);
+    case UN_LEAKY_RELU: return x >= 0 ? x : p * x;
+    case UN_GELU: return gelu_d(x);
+    case UN_GELU_TANH: return gelu_tanh_d(x);
     default: return x;
     }
 }
@@ -598,18 +646,26 @@ template <typename T> EP_DEV void un_loop(const un_args& a) {
     const T* X = (const T*)a.in;
     T* Y = (T*)a.out;
     const int op = a.op;
-    GRID_LOOP(i, a.n) Y[i] = un_apply(op, X[i]);
+    const T p = (T)a.alpha, q = (T)a.beta;
+    GRID_LOOP(i, a.n) Y[i] = un_apply(op, X[i], p, q);
 }
 
-/* integers: Relu and Abs only (the launcher refuses the other ops). Abs negates through the unsigned type U, so
- * the most negative value wraps to itself as on the host (unary.c). */
+/* integers: Relu, Abs, Neg and Sign only (the launcher refuses the other ops). Abs and Neg negate through the
+ * unsigned type U, so the most negative value wraps to itself as on the host (unary.c). */
 template <typename T, typename U> EP_DEV void un_int(const un_args& a) {
     const T* X = (const T*)a.in;
     T* Y = (T*)a.out;
-    const bool is_abs = a.op == UN_ABS;
+    const int op = a.op;
     GRID_LOOP(i, a.n) {
         const T x = X[i];
-        Y[i] = is_abs ? (x < 0 ? (T)((U)0 - (U)x) : x) : (x > 0 ? x : (T)0);
+        T y;
+        switch (op) {
+        case UN_ABS: y = x < 0 ? (T)((U)0 - (U)x) : x; break;
+        case UN_NEG: y = (T)((U)0 - (U)x); break;
+        case UN_SIGN: y = x > 0 ? (T)1 : x < 0 ? (T)-1 : (T)0; break;
+        default: y = x > 0 ? x : (T)0; break;   /* UN_RELU */
+        }
+        Y[i] = y;
     }
 }
 
@@ -617,6 +673,53 @@ EP_KERNEL un_f32(const EP_GC un_args a) { un_loop<float>(a); }
 EP_KERNEL un_f64(const EP_GC un_args a) { un_loop<double>(a); }
 EP_KERNEL un_i32(const EP_GC un_args a) { un_int<int32_t, uint32_t>(a); }
 EP_KERNEL un_i64(const EP_GC un_args a) { un_int<int64_t, uint64_t>(a); }
+
+/* Not: bool in, bool out */
+EP_KERNEL un_not(const EP_GC un_args a) {
+    const uint8_t* X = (const uint8_t*)a.in;
+    uint8_t* Y = (uint8_t*)a.out;
+    GRID_LOOP(i, a.n) Y[i] = (uint8_t)(X[i] == 0);
+}
+
+/* Clip over the numeric dtypes, as the host's clip_launch: a bound without a tensor is alpha/beta on floats and the
+ * type's limit on integers; lo then hi, so a min above the max gives the max; NaN passes. */
+template <typename T> EP_DEV void clip_loop(const un_args& a, T lo_default, T hi_default) {
+    const T* X = (const T*)a.in;
+    T* Y = (T*)a.out;
+    const T lo = a.lo != nullptr ? *(const T*)a.lo : lo_default;
+    const T hi = a.hi != nullptr ? *(const T*)a.hi : hi_default;
+    GRID_LOOP(i, a.n) {
+        const T v = X[i] < lo ? lo : X[i];
+        Y[i] = v > hi ? hi : v;
+    }
+}
+
+template <typename T> EP_DEV void clip_int(const un_args& a) {
+    typedef typename ep_traits<T>::unsigned_t U;
+    const U umax = (U)~(U)0;
+    if constexpr (ep_traits<T>::is_signed) {
+        const T hi = (T)(umax >> 1);
+        clip_loop<T>(a, (T)(-hi - 1), hi);
+    } else {
+        clip_loop<T>(a, (T)0, (T)umax);
+    }
+}
+
+EP_KERNEL un_clip(const EP_GC un_args a) {
+    switch (a.dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: clip_loop<float>(a, (float)a.alpha, (float)a.beta); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: clip_loop<double>(a, a.alpha, a.beta); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: clip_int<int8_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: clip_int<uint8_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: clip_int<int16_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: clip_int<uint16_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: clip_int<int32_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: clip_int<uint32_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: clip_int<int64_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: clip_int<uint64_t>(a); break;
+    default: break;
+    }
+}
 
 /* ---- cast (struct cast_args) ----------------------------------------------------------------------- */
 

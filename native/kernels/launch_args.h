@@ -100,7 +100,9 @@ struct ew_args {
     int32_t pad_;
 };
 
-enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID, UN_ABS };
+enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID, UN_ABS,
+             UN_NEG, UN_FLOOR, UN_CEIL, UN_ROUND, UN_LOG, UN_SIN, UN_COS, UN_SIGN, UN_NOT, UN_CLIP,
+             UN_HARD_SIGMOID, UN_HARD_SWISH, UN_LEAKY_RELU, UN_GELU, UN_GELU_TANH };
 
 struct un_args {
     enum un_op op;
@@ -108,6 +110,11 @@ struct un_args {
     const void* in;
     void* out;
     int64_t n;
+    /* Clip: its min and max tensors (one element of dtype); NULL: the bound is alpha (min) or beta (max) on
+     * float and double, the dtype's limit on integers */
+    const void* lo;
+    const void* hi;
+    double alpha, beta;   /* LeakyRelu alpha; HardSigmoid alpha, beta; Clip's bounds without a tensor */
 };
 
 struct cast_args {

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Checks the math kernels (float32 matmul, conv, pool, softmax, layernorm, reduce; Abs; the comparison and Mod
-kernels on their dtypes) through kernel_harness.c.
+"""Checks the math kernels (float32 matmul, conv, pool, softmax, layernorm, reduce; the unary, activation,
+comparison and Mod kernels on their dtypes) through kernel_harness.c.
 
 Builds the harness (harness_build.py: -std=c11 -Wall -Wextra -Werror, every native/kernels/*.c), writes one
 case file, runs it, and compares every result with onnx.reference.ReferenceEvaluator on a one-node model (numpy
@@ -368,6 +368,132 @@ def unary_cases():
 SPECIAL = [np.nan, -0.0, 0.0, -np.inf, np.inf, -1e-40, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.0, -7.25, 1e30, -1e30]
 
 
+def math_cases():
+    """Neg Floor Ceil Round Log Sin Cos Sign Not: float32 and float64 (random, specials: NaN, +-0, +-inf, halves),
+    int32/int64 for Neg and Sign (the most negative value wraps), bool for Not; both ends of each opset range."""
+    c = []
+    rng = np.random.default_rng(16)   # its own stream: the other groups' inputs stay as they were
+
+    def x(*shape, dtype=np.float32):
+        return np.asarray(rng.standard_normal(shape) * 3, dtype=dtype)
+
+    for op, opsets in (("Neg", (6, 13)), ("Floor", (6, 13)), ("Ceil", (6, 13)), ("Round", (11, 22)),
+                       ("Log", (6, 13)), ("Sin", (7, 22)), ("Cos", (7, 22)), ("Sign", (9, 13))):
+        tag = op.lower()
+        for opset in opsets:
+            xin = np.abs(x(3, 4, 5)) if op == "Log" else x(3, 4, 5)
+            c.append(Case(f"{tag}{opset}_float", op, opset, [xin]))
+        c.append(Case(f"{tag}_special", op, opsets[-1], [np.array(SPECIAL, dtype=np.float32)]))
+        c.append(Case(f"{tag}_double", op, opsets[-1], [np.array(SPECIAL + [0.1, -1e300], dtype=np.float64)],
+                      out_dtype=np.float64))
+        c.append(Case(f"{tag}_scalar", op, opsets[-1], [np.array(2.5, dtype=np.float32)]))
+        c.append(Case(f"{tag}_empty", op, opsets[-1], [x(2, 0, 3)]))
+    c.append(Case("round_halves", "Round", 11, [np.arange(-4.5, 5.0, 0.5, dtype=np.float32)]))
+    c.append(Case("floor_unknown_shape", "Floor", 13, [x(4, 3)], unknown=(0,)))
+    for dtype in (np.int32, np.int64):
+        info = np.iinfo(dtype)
+        v = np.array([info.min, info.min + 1, -7, -1, 0, 1, 9, info.max], dtype=dtype)
+        name = np.dtype(dtype).name
+        c.append(Case(f"neg_{name}", "Neg", 13, [v], out_dtype=dtype,
+                      oracle=lambda a: [(np.zeros_like(a) - a)]))   # numpy's wrap, without its overflow warning
+        c.append(Case(f"sign_{name}", "Sign", 13, [v], out_dtype=dtype))
+    b = rng.random((3, 4, 5)) < 0.5
+    c.append(Case("not_bool", "Not", 1, [b], out_dtype=np.bool_))
+    c.append(Case("not_scalar", "Not", 1, [np.array(True)], out_dtype=np.bool_))
+    c.append(Case("floor_int32", "Floor", 13, [np.array([1, 2], dtype=np.int32)], out_dtype=np.int32,
+                  expect="refused", match="int32"))
+    c.append(Case("neg_uint8", "Neg", 13, [np.array([1, 2], dtype=np.uint8)], out_dtype=np.uint8,
+                  expect="refused", match="uint8"))
+    c.append(Case("not_float", "Not", 1, [x(3)], expect="refused", match="float"))
+    return c
+
+
+def activation_cases():
+    """HardSigmoid HardSwish LeakyRelu Gelu (both forms) Clip: float32 and float64, default and explicit
+    attributes, specials; Clip with attribute bounds (opset 6), input bounds (11-13: constant, graph input,
+    absent, min above max) and on integer dtypes (12+)."""
+    c = []
+    rng = np.random.default_rng(17)
+
+    def x(*shape, dtype=np.float32, scale=3.0):
+        return np.asarray(rng.standard_normal(shape) * scale, dtype=dtype)
+
+    sp = np.array(SPECIAL, dtype=np.float32)
+    for opset in (6, 22):
+        c.append(Case(f"hardsigmoid{opset}_default", "HardSigmoid", opset, [x(3, 4, 5)]))
+        c.append(Case(f"hardsigmoid{opset}_attrs", "HardSigmoid", opset, [x(3, 4, 5)],
+                      attrs={"alpha": 0.5, "beta": 0.25}))
+    c.append(Case("hardsigmoid_special", "HardSigmoid", 22, [sp]))
+    c.append(Case("hardsigmoid_double", "HardSigmoid", 22, [x(4, 5, dtype=np.float64)], attrs={"alpha": 0.3},
+                  out_dtype=np.float64))
+    for opset in (14, 22):
+        c.append(Case(f"hardswish{opset}", "HardSwish", opset, [x(3, 4, 5)]))
+    c.append(Case("hardswish_special", "HardSwish", 22, [sp]))
+    c.append(Case("hardswish_double", "HardSwish", 22, [x(4, 5, dtype=np.float64)], out_dtype=np.float64))
+    for opset in (6, 16):
+        c.append(Case(f"leakyrelu{opset}_default", "LeakyRelu", opset, [x(3, 4, 5)]))
+        c.append(Case(f"leakyrelu{opset}_alpha", "LeakyRelu", opset, [x(3, 4, 5)], attrs={"alpha": 0.1}))
+    c.append(Case("leakyrelu_special", "LeakyRelu", 16, [sp], attrs={"alpha": 0.2}))
+    c.append(Case("leakyrelu_double", "LeakyRelu", 16, [x(4, 5, dtype=np.float64)], out_dtype=np.float64))
+    for mode in ("none", "tanh"):
+        attrs = {} if mode == "none" else {"approximate": mode}
+        c.append(Case(f"gelu_{mode}", "Gelu", 20, [x(3, 4, 5)], attrs=attrs))
+        c.append(Case(f"gelu_{mode}_wide", "Gelu", 20, [np.linspace(-12, 12, 97, dtype=np.float32)], attrs=attrs))
+        c.append(Case(f"gelu_{mode}_special", "Gelu", 20, [sp], attrs=attrs))
+        c.append(Case(f"gelu_{mode}_double", "Gelu", 20, [x(4, 5, dtype=np.float64)], attrs=attrs,
+                      out_dtype=np.float64))
+    c.append(Case("gelu_empty", "Gelu", 20, [x(0, 3)]))
+    c.append(Case("gelu_bad_mode", "Gelu", 20, [x(3)], attrs={"approximate": "fast"}, expect="refused",
+                  match="approximate"))
+
+    # Clip. An absent bound is the dtype's lowest/highest value (ORT's CPU EP): -inf/inf are clipped to them,
+    # where the ONNX reference (np.clip with None) leaves them.
+    def clip_ort(lo, hi, dtype):
+        info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
+        return lambda v, *b: [np.minimum(np.maximum(v, info.min if lo is None else lo), info.max if hi is None else hi)]
+
+    def f(v, dtype=np.float32):
+        return np.array(v, dtype=dtype)
+
+    xs = x(3, 4, 5)
+    c.append(Case("clip6_both", "Clip", 6, [xs], attrs={"min": -1.0, "max": 2.0}))
+    c.append(Case("clip6_min", "Clip", 6, [xs], attrs={"min": 0.5}))
+    c.append(Case("clip6_none", "Clip", 6, [sp], oracle=clip_ort(None, None, np.float32)))
+    c.append(Case("clip6_min_above_max", "Clip", 6, [xs], attrs={"min": 2.0, "max": -1.0}, expect="refused",
+                  match="above max"))
+    c.append(Case("clip11_inputs", "Clip", 11, [xs, f(-0.5), f(0.75)]))
+    c.append(Case("clip11_const", "Clip", 11, [xs, f(-0.5), f(0.75)], const=(1, 2)))
+    c.append(Case("clip13_no_min", "Clip", 13, [sp, None, f(1.0)], oracle=clip_ort(None, 1.0, np.float32)))
+    c.append(Case("clip13_no_max", "Clip", 13, [sp, f(-1.0)], oracle=clip_ort(-1.0, None, np.float32)))
+    c.append(Case("clip13_special", "Clip", 13, [sp, f(-2.0), f(2.0)], const=(1, 2)))
+    c.append(Case("clip13_min_above_max", "Clip", 13, [xs, f(1.0), f(-1.0)]))
+    c.append(Case("clip13_shape1_bound", "Clip", 13, [xs, f([0.0])], unknown=(1,)))
+    c.append(Case("clip13_double", "Clip", 13, [x(4, 5, dtype=np.float64), f(-0.5, np.float64)],
+                  out_dtype=np.float64, oracle=clip_ort(-0.5, None, np.float64)))
+    c.append(Case("clip13_scalar", "Clip", 13, [f(5.0), f(-1.0), f(1.0)]))
+    c.append(Case("clip13_empty", "Clip", 13, [x(2, 0), f(-1.0), f(1.0)]))
+    for dtype in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64):
+        info = np.iinfo(dtype)
+        name = np.dtype(dtype).name
+        v = np.concatenate([np.array([info.min, info.max, 0], dtype=dtype),
+                            rng.integers(info.min, info.max, size=9, dtype=dtype, endpoint=True)])
+        lo = np.array(info.min // 2 if info.min < 0 else 3, dtype=dtype)
+        hi = np.array(info.max // 3, dtype=dtype)
+        c.append(Case(f"clip13_{name}", "Clip", 13, [v, lo, hi], out_dtype=dtype))
+        c.append(Case(f"clip13_{name}_no_min", "Clip", 13, [v, None, hi], out_dtype=dtype,
+                      oracle=clip_ort(None, hi, dtype)))
+    c.append(Case("clip12_int64_const", "Clip", 12, [np.arange(-5, 5, dtype=np.int64), np.array(-2, np.int64)],
+                  const=(1,), out_dtype=np.int64, oracle=clip_ort(-2, None, np.int64)))
+    c.append(Case("clip11_int32", "Clip", 11, [np.arange(4, dtype=np.int32)], out_dtype=np.int32,
+                  expect="refused", match="int32"))
+    c.append(Case("clip13_two_mins", "Clip", 13, [xs, f([0.0, 1.0])], expect="refused", match="min has shape [2]"))
+    c.append(Case("clip13_max_1x1", "Clip", 13, [xs, f(0.0), f([[1.0]])], expect="refused",
+                  match="max has shape [1,1]"))
+    c.append(Case("clip13_two_mins_unknown", "Clip", 13, [xs, f([0.0, 1.0])], unknown=(1,), expect="error",
+                  match="min must be a scalar"))
+    return c
+
+
 def compare_cases():
     """Less Greater LessOrEqual GreaterOrEqual on float32 (NaN compares false), float64 and every integer width;
     And and Or on bool; with broadcasting, scalars and empty tensors. Outputs are bool."""
@@ -462,7 +588,7 @@ def mod_cases():
 
 
 ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases,
-       compare_cases, mod_cases]
+       math_cases, activation_cases, compare_cases, mod_cases]
 
 
 # ---- serialisation, reference, comparison -----------------------------------------------------------------
