@@ -10,6 +10,7 @@ failure is ours, not the reference evaluator's).
 from __future__ import annotations
 
 import functools
+import math
 import os
 import warnings
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ KERNEL_OPS = frozenset(
     "MatMul Gemm Add Sub Mul Div Pow Max Min Sqrt Reciprocal Exp Erf Tanh Relu Sigmoid Abs Softmax LayerNormalization "
     "ReduceSum ReduceMean ReduceMax Transpose Reshape Squeeze Unsqueeze Identity Cast Concat Slice Expand Equal "
     "Where Gather Conv GlobalMaxPool Shape".split()
+    + "Less Greater LessOrEqual GreaterOrEqual Mod And Or".split()
+    + "Neg Floor Ceil Round Log Sin Cos Sign Not Clip HardSigmoid HardSwish LeakyRelu Gelu".split()
 )
 
 
@@ -98,9 +101,79 @@ def _own_cases() -> list[Case]:
     return out
 
 
+def _node_case(name: str, op: str, opset: int, inputs: list[np.ndarray | None], y: np.ndarray, **attrs: object) -> Case:
+    """A one-node case; None in inputs is an absent optional input."""
+    names = [f"x{i}" if x is not None else "" for i, x in enumerate(inputs)]
+    graph = helper.make_graph(
+        [helper.make_node(op, names, ["y"], **attrs)], name,
+        [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), list(x.shape))
+         for n, x in zip(names, inputs) if x is not None],
+        [helper.make_tensor_value_info("y", helper.np_dtype_to_tensor_dtype(y.dtype), list(y.shape))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return Case(name, "epabi", model, [x for x in inputs if x is not None], [y])
+
+
+def _math_cases() -> list[Case]:
+    """The dtypes beside float of the elementwise math, activation, comparison and Mod kernels that the node cases
+    leave out (so the GPU run checks them too): float64 with NaN/+-0/+-inf/halves, int32/int64 Neg and Sign
+    (the most negative value wraps), Clip on float64 and integers, comparisons with NaN, integer Mod by -1."""
+    rng = np.random.default_rng(16)
+    sp = np.array([np.nan, -0.0, 0.0, -np.inf, np.inf, 0.5, -0.5, 1.5, -2.5, 3.0, -7.25, 1e300])
+    x = np.concatenate([sp, rng.standard_normal(12) * 3])
+    pos = np.abs(x)
+    out = []
+    with np.errstate(all="ignore"):
+        for op, opset, fn, v in (("Neg", 13, np.negative, x), ("Floor", 13, np.floor, x), ("Ceil", 13, np.ceil, x),
+                                 ("Round", 22, np.round, x), ("Log", 13, np.log, pos), ("Sin", 22, np.sin, x),
+                                 ("Cos", 22, np.cos, x), ("Sign", 13, np.sign, x)):
+            out.append(_node_case(f"epabi_{op.lower()}_float64", op, opset, [v], fn(v)))
+        erf = np.vectorize(math.erf)
+        hs = np.clip(0.3 * x + 0.6, 0, 1)
+        out.append(_node_case("epabi_hardsigmoid_float64", "HardSigmoid", 22, [x], hs, alpha=0.3, beta=0.6))
+        out.append(_node_case("epabi_hardswish_float64", "HardSwish", 22, [x], x * np.clip(x / 6 + 0.5, 0, 1)))
+        out.append(_node_case("epabi_leakyrelu_float64", "LeakyRelu", 16, [x], np.where(x < 0, 0.1 * x, x),
+                              alpha=0.1))
+        g = x[np.isfinite(x)]
+        out.append(_node_case("epabi_gelu_float64", "Gelu", 20, [g], 0.5 * g * (1 + erf(g / math.sqrt(2)))))
+        t = 0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g**3)))
+        out.append(_node_case("epabi_gelu_tanh_float64", "Gelu", 20, [g], t, approximate="tanh"))
+    for dtype in (np.int32, np.int64):
+        info = np.iinfo(dtype)
+        name = np.dtype(dtype).name
+        v = np.concatenate([np.array([info.min, info.max, 0, -1], dtype=dtype),
+                            rng.integers(-1000, 1000, size=8, dtype=dtype)])
+        out.append(_node_case(f"epabi_neg_{name}", "Neg", 13, [v], np.zeros_like(v) - v))
+        out.append(_node_case(f"epabi_sign_{name}", "Sign", 13, [v], np.sign(v)))
+        lo, hi = np.array(-500, dtype), np.array(700, dtype)
+        out.append(_node_case(f"epabi_clip_{name}", "Clip", 13, [v, lo, hi], np.clip(v, lo, hi)))
+        out.append(_node_case(f"epabi_clip_{name}_no_min", "Clip", 12, [v, None, hi], np.minimum(v, hi)))
+        a = np.array([7, -7, 7, -7, info.min, info.min, 9, 0], dtype=dtype)
+        b = np.array([3, 3, -3, -3, -1, 5, info.max, -4], dtype=dtype)
+        out.append(_node_case(f"epabi_mod_{name}", "Mod", 13, [a, b], np.mod(a, b)))
+        out.append(_node_case(f"epabi_fmod_{name}", "Mod", 13, [a, b], np.fmod(a, b), fmod=1))
+        w = rng.integers(-3, 4, size=(3, 4), dtype=dtype)
+        out.append(_node_case(f"epabi_less_{name}", "Less", 13, [w, w[0, :1]], w < w[0, :1]))
+        out.append(_node_case(f"epabi_greater_equal_{name}", "GreaterOrEqual", 16, [w, w[:, :1]], w >= w[:, :1]))
+    u = rng.integers(0, 255, size=10, dtype=np.uint8)
+    out.append(_node_case("epabi_clip_uint8", "Clip", 13, [u, np.array(20, np.uint8), np.array(200, np.uint8)],
+                          np.clip(u, 20, 200)))
+    xs = x[np.isfinite(x)]
+    out.append(_node_case("epabi_clip_float64", "Clip", 13, [xs, np.array(-1.0), np.array(2.0)], np.clip(xs, -1, 2)))
+    f = np.array([np.nan, 1.0, np.inf, -np.inf, 2.0, -0.0])
+    g2 = np.array([1.0, np.nan, np.inf, 0.0, 2.0, 0.0])
+    for op, fn in (("Less", np.less), ("Greater", np.greater), ("LessOrEqual", np.less_equal),
+                   ("GreaterOrEqual", np.greater_equal)):
+        opset = 13 if op in ("Less", "Greater") else 16
+        out.append(_node_case(f"epabi_{op.lower()}_float64_nan", op, opset, [f, g2], fn(f, g2)))
+        out.append(_node_case(f"epabi_{op.lower()}_float32_nan", op, opset,
+                              [f.astype(np.float32), g2.astype(np.float32)], fn(f, g2)))
+    return out
+
+
 @functools.cache
 def all_cases() -> list[Case]:
-    cases = _node_cases() + _data_cases("pytorch-converted") + _data_cases("pytorch-operator") + _own_cases()
+    cases = (_node_cases() + _data_cases("pytorch-converted") + _data_cases("pytorch-operator") + _own_cases()
+             + _math_cases())
     limit = os.environ.get("EPABI_CONFORMANCE_LIMIT")
     return cases[: int(limit)] if limit else cases
 

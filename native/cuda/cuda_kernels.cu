@@ -45,7 +45,7 @@
 #endif
 // BEGIN GENERATED LAYOUT CHECK
 static_assert(sizeof(ew_args) == 352, "ew_args layout");
-static_assert(sizeof(un_args) == 32, "un_args layout");
+static_assert(sizeof(un_args) == 64, "un_args layout");
 static_assert(sizeof(cast_args) == 32, "cast_args layout");
 static_assert(sizeof(copy_args) == 24, "copy_args layout");
 static_assert(sizeof(epabi_strided_copy) == 160, "epabi_strided_copy layout");
@@ -79,6 +79,10 @@ static_assert(EP_OFF(un_args, dtype) == 4, "un_args.dtype");
 static_assert(EP_OFF(un_args, in) == 8, "un_args.in");
 static_assert(EP_OFF(un_args, out) == 16, "un_args.out");
 static_assert(EP_OFF(un_args, n) == 24, "un_args.n");
+static_assert(EP_OFF(un_args, lo) == 32, "un_args.lo");
+static_assert(EP_OFF(un_args, hi) == 40, "un_args.hi");
+static_assert(EP_OFF(un_args, alpha) == 48, "un_args.alpha");
+static_assert(EP_OFF(un_args, beta) == 56, "un_args.beta");
 static_assert(EP_OFF(cast_args, from) == 0, "cast_args.from");
 static_assert(EP_OFF(cast_args, to) == 4, "cast_args.to");
 static_assert(EP_OFF(cast_args, in) == 8, "cast_args.in");
@@ -292,8 +296,32 @@ template <int NOPS> EP_DEV void ew_offsets(const ew_args& a, int64_t i, int64_t*
     ew_offsets_nd<NOPS>(a, i, off);
 }
 
+/* Mod: FLOOR (OP_MOD) takes the divisor's sign, else (OP_FMOD) the dividend's; as the host's mod_row. Integers: a
+ * zero divisor gives 0, and so does -1 (no trap on the most negative value); a zero float result of the floor
+ * form takes the divisor's sign. */
+template <typename T, bool FLOOR> EP_DEV T mod_op(T a, T b) {
+    if constexpr (ep_traits<T>::is_float) {
+        T r;
+        if constexpr (sizeof(T) == 4) r = fmodf(a, b);
+        else r = fmod(a, b);
+        if constexpr (FLOOR) {
+            if (r == T(0)) return copysign(T(0), b);
+            if ((r < T(0)) != (b < T(0))) r += b;
+        }
+        return r;
+    } else if constexpr (ep_traits<T>::is_signed) {
+        if (b == 0 || b == (T)-1) return (T)0;
+        T r = (T)(a % b);
+        if (FLOOR && r != 0 && ((r < 0) != (b < 0))) r = (T)(r + b);
+        return r;
+    } else {
+        return b == 0 ? (T)0 : (T)(a % b);
+    }
+}
+
 template <typename T, int OP> EP_DEV T arith(T a, T b) {
     typedef typename ep_traits<T>::unsigned_t U;
+    if constexpr (OP == OP_MOD || OP == OP_FMOD) return mod_op<T, OP == OP_MOD>(a, b);
     if constexpr (ep_traits<T>::is_float) {
         if constexpr (OP == OP_ADD) return a + b;
         if constexpr (OP == OP_SUB) return a - b;
@@ -341,6 +369,8 @@ template <typename T> EP_DEV void ew_arith(const ew_args& a, int64_t n) {
     case OP_DIV: ew_arith_loop<T, OP_DIV>(a, n); break;
     case OP_MAX: ew_arith_loop<T, OP_MAX>(a, n); break;
     case OP_MIN: ew_arith_loop<T, OP_MIN>(a, n); break;
+    case OP_MOD: ew_arith_loop<T, OP_MOD>(a, n); break;
+    case OP_FMOD: ew_arith_loop<T, OP_FMOD>(a, n); break;
     default: break;
     }
 }
@@ -451,6 +481,55 @@ EP_KERNEL ew_equal(const EP_GC ew_args a, int64_t n) {
     }
 }
 
+/* Less/Greater/LessOrEqual/GreaterOrEqual over the numeric dtypes (NaN compares false), And/Or over bool: bool
+ * output, as the host's compare_row. */
+template <typename T, int OP> EP_DEV void ew_compare_loop(const ew_args& a, int64_t n) {
+    const T* A = (const T*)a.in[0];
+    const T* B = (const T*)a.in[1];
+    uint8_t* O = (uint8_t*)a.out;
+    GRID_LOOP(i, n) {
+        int64_t off[2];
+        ew_offsets<2>(a, i, off);
+        const T x = A[off[0]], y = B[off[1]];
+        bool r = false;
+        if constexpr (OP == OP_LESS) r = x < y;
+        if constexpr (OP == OP_GREATER) r = x > y;
+        if constexpr (OP == OP_LESS_EQUAL) r = x <= y;
+        if constexpr (OP == OP_GREATER_EQUAL) r = x >= y;
+        if constexpr (OP == OP_AND) r = x != 0 && y != 0;
+        if constexpr (OP == OP_OR) r = x != 0 || y != 0;
+        O[i] = (uint8_t)r;
+    }
+}
+
+template <int OP> EP_DEV void ew_compare_op(const ew_args& a, int64_t n) {
+    switch (a.dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: ew_compare_loop<float, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: ew_compare_loop<double, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: ew_compare_loop<int8_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: ew_compare_loop<uint8_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: ew_compare_loop<int16_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: ew_compare_loop<uint16_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: ew_compare_loop<int32_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: ew_compare_loop<uint32_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: ew_compare_loop<int64_t, OP>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: ew_compare_loop<uint64_t, OP>(a, n); break;
+    default: break;
+    }
+}
+
+EP_KERNEL ew_compare(const EP_GC ew_args a, int64_t n) {
+    switch (a.op) {
+    case OP_LESS: ew_compare_op<OP_LESS>(a, n); break;
+    case OP_GREATER: ew_compare_op<OP_GREATER>(a, n); break;
+    case OP_LESS_EQUAL: ew_compare_op<OP_LESS_EQUAL>(a, n); break;
+    case OP_GREATER_EQUAL: ew_compare_op<OP_GREATER_EQUAL>(a, n); break;
+    case OP_AND: ew_compare_loop<uint8_t, OP_AND>(a, n); break;
+    case OP_OR: ew_compare_loop<uint8_t, OP_OR>(a, n); break;
+    default: break;
+    }
+}
+
 /* Where (cond ? X : Y) and Copy (the broadcast copy behind variadic Max/Min) move whole elements of
  * out_esize bytes. */
 template <typename T> EP_DEV void ew_select(const ew_args& a, int64_t n) {
@@ -492,7 +571,25 @@ EP_DEV double sigmoid_d(double x) {
     return e / (1.0 + e);
 }
 
-EP_DEV float un_apply(int op, float x) {
+/* Activations, as the host's (unary.c): NaN passes through the clamps; Gelu is x Phi(x) or its tanh form. */
+template <typename T> EP_DEV T hard_sigmoid(T x, T alpha, T beta) {
+    T v = alpha * x + beta;
+    v = v < T(0) ? T(0) : v;
+    return v > T(1) ? T(1) : v;
+}
+EP_DEV float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
+EP_DEV double gelu_d(double x) { return 0.5 * x * (1.0 + erf(x * 0.70710678118654752440)); }
+EP_DEV float gelu_tanh_f(float x) {
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286535588f * (x + 0.044715f * x * x * x)));
+}
+EP_DEV double gelu_tanh_d(double x) {
+    return 0.5 * x * (1.0 + tanh(0.79788456080286535588 * (x + 0.044715 * x * x * x)));
+}
+/* NaN stays NaN, both zeros give +0 */
+template <typename T> EP_DEV T sign_of(T x) { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x == T(0) ? T(0) : x; }
+
+/* p, q: the launch's alpha and beta in the input's type */
+EP_DEV float un_apply(int op, float x, float p, float q) {
     switch (op) {
     case UN_SQRT: return sqrtf(x);
     case UN_RECIPROCAL: return 1.0f / x;
@@ -502,10 +599,23 @@ EP_DEV float un_apply(int op, float x) {
     case UN_RELU: return x < 0 ? 0.0f : x;   /* NaN stays NaN */
     case UN_SIGMOID: return sigmoid_f(x);
     case UN_ABS: return fabsf(x);
+    case UN_NEG: return -x;
+    case UN_FLOOR: return floorf(x);
+    case UN_CEIL: return ceilf(x);
+    case UN_ROUND: return rintf(x);   /* half to even */
+    case UN_LOG: return logf(x);
+    case UN_SIN: return sinf(x);
+    case UN_COS: return cosf(x);
+    case UN_SIGN: return sign_of(x);
+    case UN_HARD_SIGMOID: return hard_sigmoid(x, p, q);
+    case UN_HARD_SWISH: return x * hard_sigmoid(x, 1.0f / 6.0f, 0.5f);
+    case UN_LEAKY_RELU: return x >= 0 ? x : p * x;
+    case UN_GELU: return gelu_f(x);
+    case UN_GELU_TANH: return gelu_tanh_f(x);
     default: return x;
     }
 }
-EP_DEV double un_apply(int op, double x) {
+EP_DEV double un_apply(int op, double x, double p, double q) {
     switch (op) {
     case UN_SQRT: return sqrt(x);
     case UN_RECIPROCAL: return 1.0 / x;
@@ -515,6 +625,19 @@ EP_DEV double un_apply(int op, double x) {
     case UN_RELU: return x < 0 ? 0.0 : x;
     case UN_SIGMOID: return sigmoid_d(x);
     case UN_ABS: return fabs(x);
+    case UN_NEG: return -x;
+    case UN_FLOOR: return floor(x);
+    case UN_CEIL: return ceil(x);
+    case UN_ROUND: return rint(x);
+    case UN_LOG: return log(x);
+    case UN_SIN: return sin(x);
+    case UN_COS: return cos(x);
+    case UN_SIGN: return sign_of(x);
+    case UN_HARD_SIGMOID: return hard_sigmoid(x, p, q);
+    case UN_HARD_SWISH: return x * hard_sigmoid(x, 1.0 / 6.0, 0.5);
+    case UN_LEAKY_RELU: return x >= 0 ? x : p * x;
+    case UN_GELU: return gelu_d(x);
+    case UN_GELU_TANH: return gelu_tanh_d(x);
     default: return x;
     }
 }
@@ -523,18 +646,26 @@ template <typename T> EP_DEV void un_loop(const un_args& a) {
     const T* X = (const T*)a.in;
     T* Y = (T*)a.out;
     const int op = a.op;
-    GRID_LOOP(i, a.n) Y[i] = un_apply(op, X[i]);
+    const T p = (T)a.alpha, q = (T)a.beta;
+    GRID_LOOP(i, a.n) Y[i] = un_apply(op, X[i], p, q);
 }
 
-/* integers: Relu and Abs only (the launcher refuses the other ops). Abs negates through the unsigned type U, so
- * the most negative value wraps to itself as on the host (unary.c). */
+/* integers: Relu, Abs, Neg and Sign only (the launcher refuses the other ops). Abs and Neg negate through the
+ * unsigned type U, so the most negative value wraps to itself as on the host (unary.c). */
 template <typename T, typename U> EP_DEV void un_int(const un_args& a) {
     const T* X = (const T*)a.in;
     T* Y = (T*)a.out;
-    const bool is_abs = a.op == UN_ABS;
+    const int op = a.op;
     GRID_LOOP(i, a.n) {
         const T x = X[i];
-        Y[i] = is_abs ? (x < 0 ? (T)((U)0 - (U)x) : x) : (x > 0 ? x : (T)0);
+        T y;
+        switch (op) {
+        case UN_ABS: y = x < 0 ? (T)((U)0 - (U)x) : x; break;
+        case UN_NEG: y = (T)((U)0 - (U)x); break;
+        case UN_SIGN: y = x > 0 ? (T)1 : x < 0 ? (T)-1 : (T)0; break;
+        default: y = x > 0 ? x : (T)0; break;   /* UN_RELU */
+        }
+        Y[i] = y;
     }
 }
 
@@ -542,6 +673,53 @@ EP_KERNEL un_f32(const EP_GC un_args a) { un_loop<float>(a); }
 EP_KERNEL un_f64(const EP_GC un_args a) { un_loop<double>(a); }
 EP_KERNEL un_i32(const EP_GC un_args a) { un_int<int32_t, uint32_t>(a); }
 EP_KERNEL un_i64(const EP_GC un_args a) { un_int<int64_t, uint64_t>(a); }
+
+/* Not: bool in, bool out */
+EP_KERNEL un_not(const EP_GC un_args a) {
+    const uint8_t* X = (const uint8_t*)a.in;
+    uint8_t* Y = (uint8_t*)a.out;
+    GRID_LOOP(i, a.n) Y[i] = (uint8_t)(X[i] == 0);
+}
+
+/* Clip over the numeric dtypes, as the host's clip_launch: a bound without a tensor is alpha/beta on floats and the
+ * type's limit on integers; lo then hi, so a min above the max gives the max; NaN passes. */
+template <typename T> EP_DEV void clip_loop(const un_args& a, T lo_default, T hi_default) {
+    const T* X = (const T*)a.in;
+    T* Y = (T*)a.out;
+    const T lo = a.lo != nullptr ? *(const T*)a.lo : lo_default;
+    const T hi = a.hi != nullptr ? *(const T*)a.hi : hi_default;
+    GRID_LOOP(i, a.n) {
+        const T v = X[i] < lo ? lo : X[i];
+        Y[i] = v > hi ? hi : v;
+    }
+}
+
+template <typename T> EP_DEV void clip_int(const un_args& a) {
+    typedef typename ep_traits<T>::unsigned_t U;
+    const U umax = (U)~(U)0;
+    if constexpr (ep_traits<T>::is_signed) {
+        const T hi = (T)(umax >> 1);
+        clip_loop<T>(a, (T)(-hi - 1), hi);
+    } else {
+        clip_loop<T>(a, (T)0, (T)umax);
+    }
+}
+
+EP_KERNEL un_clip(const EP_GC un_args a) {
+    switch (a.dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: clip_loop<float>(a, (float)a.alpha, (float)a.beta); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: clip_loop<double>(a, a.alpha, a.beta); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: clip_int<int8_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: clip_int<uint8_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: clip_int<int16_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: clip_int<uint16_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: clip_int<int32_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: clip_int<uint32_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: clip_int<int64_t>(a); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: clip_int<uint64_t>(a); break;
+    default: break;
+    }
+}
 
 /* ---- cast (struct cast_args) ----------------------------------------------------------------------- */
 

@@ -159,8 +159,22 @@ OrtStatus* epabi_cuda_launch_elementwise(const struct epabi_cuda_launch_env* env
     case OP_DIV:
     case OP_MAX:
     case OP_MIN:
+    case OP_MOD:
+    case OP_FMOD:
         if (!epabi_cuda_numeric(a.dtype)) return not_implemented(env, what, "dtype", (int)a.dtype);
         id = EPABI_CK_ew_arith_f32 + epabi_cuda_numeric_index(a.dtype);
+        break;
+    case OP_LESS:
+    case OP_GREATER:
+    case OP_LESS_EQUAL:
+    case OP_GREATER_EQUAL:
+        if (!epabi_cuda_numeric(a.dtype)) return not_implemented(env, "a comparison", "dtype", (int)a.dtype);
+        id = EPABI_CK_ew_compare;
+        break;
+    case OP_AND:
+    case OP_OR:
+        if (a.dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL) return not_implemented(env, "And/Or", "dtype", (int)a.dtype);
+        id = EPABI_CK_ew_compare;
         break;
     case OP_POW:
         if (!epabi_cuda_numeric(a.dtype1)) return not_implemented(env, "Pow", "exponent dtype", (int)a.dtype1);
@@ -198,9 +212,16 @@ OrtStatus* epabi_cuda_launch_elementwise(const struct epabi_cuda_launch_env* env
 OrtStatus* epabi_cuda_launch_unary(const struct epabi_cuda_launch_env* env, const struct un_args* in) {
     struct un_args a = *in;
     if (a.n <= 0) return NULL;
-    const bool int_op = a.op == UN_RELU || a.op == UN_ABS;   /* the integer kernels' ops */
+    /* the integer kernels' ops */
+    const bool int_op = a.op == UN_RELU || a.op == UN_ABS || a.op == UN_NEG || a.op == UN_SIGN;
     enum epabi_cuda_kernel_id id;
-    if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+    if (a.op == UN_CLIP) {
+        if (!epabi_cuda_numeric(a.dtype)) return not_implemented(env, "Clip", "dtype", (int)a.dtype);
+        id = EPABI_CK_un_clip;
+    } else if (a.op == UN_NOT) {
+        if (a.dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL) return not_implemented(env, "Not", "dtype", (int)a.dtype);
+        id = EPABI_CK_un_not;
+    } else if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
         id = EPABI_CK_un_f32;
     else if (a.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE)
         id = EPABI_CK_un_f64;

@@ -39,3 +39,12 @@ bool epabi_cuda_float32_math(const struct epabi_node* node, char* why, size_t wh
             return epabi_cuda_refuse(node, why, why_len, "output", node->out[i].dtype);
     return true;
 }
+
+bool epabi_cuda_bool_inputs(const struct epabi_node* node, char* why, size_t why_len) {
+    for (int i = 0; i < node->n_in; ++i) {
+        const ONNXTensorElementDataType t = node->in[i].dtype;
+        if (t != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && t != ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL)
+            return epabi_cuda_refuse(node, why, why_len, "input", t);
+    }
+    return true;
+}

@@ -66,5 +66,7 @@ bool epabi_cuda_floating_input(const struct epabi_node* node, char* why, size_t 
 bool epabi_cuda_byte_data(const struct epabi_node* node, char* why, size_t why_len);
 /* Input 0 and every output present are float: the float32 math kernels (MatMul, Conv, Softmax, Reduce*...). */
 bool epabi_cuda_float32_math(const struct epabi_node* node, char* why, size_t why_len);
+/* Every present input is bool: the logic kernels (Not, And, Or). */
+bool epabi_cuda_bool_inputs(const struct epabi_node* node, char* why, size_t why_len);
 
 #endif

@@ -1,14 +1,21 @@
 /*
- * elementwise.c - Add Sub Mul Div Pow Max Min Equal Where with numpy broadcasting.
+ * elementwise.c - Add Sub Mul Div Pow Max Min Equal Where Mod Less Greater LessOrEqual GreaterOrEqual And Or with
+ * numpy broadcasting.
  *
  * Types: Add/Sub/Mul/Div/Max/Min on float, double, int32, int64 (all inputs one type); Pow with a float or
  * double base and a float, double, int32 or int64 exponent; Equal on bool, float, double, int32, int64
  * (output bool); Where on a bool condition and any two same-typed 1/2/4/8-byte values. Max and Min are
  * variadic (one or more inputs). Integer arithmetic wraps (two's complement) instead of overflowing, and
  * integer division by zero is refused in run_div (the launch itself yields 0 rather than trapping). Max/Min propagate NaN.
+ * Mod, Less, Greater, LessOrEqual and GreaterOrEqual on float, double and every integer width (the comparisons
+ * give bool; NaN compares false); And and Or on bool. Mod's fmod=0 is Python's % (the divisor's sign) on
+ * integers and, from opset 28, A - floor(A/B)*B on floats (earlier opsets refuse floats with fmod=0, which ORT's
+ * CPU EP fails at run time); fmod=1 is C's % and fmod (the dividend's sign), exact on 64-bit integers. An
+ * integer Mod by zero is refused as Div's is; x % -1 is 0 (no trap on the most negative value).
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_coverage.h"
@@ -135,6 +142,86 @@ static void equal_row(ONNXTensorElementDataType dtype, const void* pa, int64_t s
 #undef EQ_BOOL
 }
 
+/* Less/Greater/LessOrEqual/GreaterOrEqual over the numeric dtypes, And/Or over bool: one byte 0/1 each. */
+static void compare_row(enum ew_op op, ONNXTensorElementDataType dtype, const void* pa, int64_t sa, const void* pb,
+                        int64_t sb, void* po, int64_t n) {
+    uint8_t* O = po;
+#define CMP_LOOP(T, CMP)                                                                       \
+    do {                                                                                       \
+        const T* A = pa;                                                                       \
+        const T* B = pb;                                                                       \
+        for (int64_t i = 0; i < n; ++i) O[i] = (uint8_t)(A[i * sa] CMP B[i * sb]);             \
+    } while (0)
+#define CMP_NUMERIC(CMP)                                                                       \
+    switch (dtype) {                                                                           \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: CMP_LOOP(float, CMP); break;                     \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: CMP_LOOP(double, CMP); break;                   \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: CMP_LOOP(int8_t, CMP); break;                     \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: CMP_LOOP(uint8_t, CMP); break;                   \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: CMP_LOOP(int16_t, CMP); break;                   \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: CMP_LOOP(uint16_t, CMP); break;                 \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: CMP_LOOP(int32_t, CMP); break;                   \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: CMP_LOOP(uint32_t, CMP); break;                 \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: CMP_LOOP(int64_t, CMP); break;                   \
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: CMP_LOOP(uint64_t, CMP); break;                 \
+    default: break;                                                                            \
+    }
+    switch (op) {
+    case OP_LESS: CMP_NUMERIC(<); break;
+    case OP_GREATER: CMP_NUMERIC(>); break;
+    case OP_LESS_EQUAL: CMP_NUMERIC(<=); break;
+    case OP_GREATER_EQUAL: CMP_NUMERIC(>=); break;
+    case OP_AND: CMP_LOOP(uint8_t, &&); break;
+    case OP_OR: CMP_LOOP(uint8_t, ||); break;
+    default: break;
+    }
+#undef CMP_NUMERIC
+#undef CMP_LOOP
+}
+
+/* Integer remainders in 64 bits (the result is smaller than the divisor, so it fits the operands' type). A zero
+ * divisor gives 0 (run_mod refuses the ones it can read), and so does -1, whose remainder is always 0 but whose
+ * division of the most negative value would trap. */
+static inline int64_t mod_signed(int64_t a, int64_t b, bool floor_mod) {
+    if (b == 0 || b == -1) return 0;
+    int64_t r = a % b;
+    return floor_mod && r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+
+static inline uint64_t mod_unsigned(uint64_t a, uint64_t b) { return b == 0 ? 0 : a % b; }
+
+/* A - floor(A/B)*B through fmod, so the result is exact; a zero result takes the divisor's sign (numpy's mod). */
+static inline float mod_floor_f(float a, float b) {
+    float r = fmodf(a, b);
+    if (r == 0.0f) return copysignf(0.0f, b);
+    return (r < 0.0f) != (b < 0.0f) ? r + b : r;
+}
+
+static inline double mod_floor_d(double a, double b) {
+    double r = fmod(a, b);
+    if (r == 0.0) return copysign(0.0, b);
+    return (r < 0.0) != (b < 0.0) ? r + b : r;
+}
+
+/* OP_MOD (the divisor's sign) and OP_FMOD (the dividend's sign) over the numeric dtypes. */
+static void mod_row(enum ew_op op, ONNXTensorElementDataType dtype, const void* pa, int64_t sa, const void* pb,
+                    int64_t sb, void* po, int64_t n) {
+    const bool fl = op == OP_MOD;
+    switch (dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: LOOP2(float, fl ? mod_floor_f(a, b) : fmodf(a, b)); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: LOOP2(double, fl ? mod_floor_d(a, b) : fmod(a, b)); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: LOOP2(int8_t, (int8_t)mod_signed(a, b, fl)); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: LOOP2(uint8_t, (uint8_t)mod_unsigned(a, b)); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: LOOP2(int16_t, (int16_t)mod_signed(a, b, fl)); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: LOOP2(uint16_t, (uint16_t)mod_unsigned(a, b)); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: LOOP2(int32_t, (int32_t)mod_signed(a, b, fl)); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: LOOP2(uint32_t, (uint32_t)mod_unsigned(a, b)); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: LOOP2(int64_t, mod_signed(a, b, fl)); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: LOOP2(uint64_t, mod_unsigned(a, b)); break;
+    default: break;
+    }
+}
+
 /* Where and Copy move whole elements, so they only care about the element size. */
 static void select_row(size_t esize, const void* pc, int64_t sc, const void* px, int64_t sx, const void* py,
                        int64_t sy, void* po, int64_t n) {
@@ -194,6 +281,18 @@ static void ew_launch(const void* vargs) {
             break;
         case OP_COPY:
             select_row(a->out_esize, NULL, 0, p[0], a->strides[0][r - 1], p[0], a->strides[0][r - 1], o, inner);
+            break;
+        case OP_MOD:
+        case OP_FMOD:
+            mod_row(a->op, a->dtype, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
+            break;
+        case OP_LESS:
+        case OP_GREATER:
+        case OP_LESS_EQUAL:
+        case OP_GREATER_EQUAL:
+        case OP_AND:
+        case OP_OR:
+            compare_row(a->op, a->dtype, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
             break;
         default:
             arith_row(a->op, a->dtype, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
@@ -398,6 +497,60 @@ static bool supports_where(const struct epabi_node* node, char* why, size_t why_
     return static_shapes_broadcast(node, why, why_len);
 }
 
+/* Two same-typed inputs of `ok` dtypes and an output of out_type (UNDEFINED: the inputs' type). */
+static bool supports_two(const struct epabi_node* node, bool (*ok)(ONNXTensorElementDataType),
+                         ONNXTensorElementDataType out_type, char* why, size_t why_len) {
+    if (node->n_in != 2 || node->n_out != 1) {
+        snprintf(why, why_len, "%d inputs, %d outputs", node->n_in, node->n_out);
+        return false;
+    }
+    if (!same_type_inputs(node, 0, why, why_len)) return false;
+    const ONNXTensorElementDataType t = node->in[0].dtype;
+    if (!ok(t)) {
+        snprintf(why, why_len, "dtype %s is not supported", epabi_dtype_name(t));
+        return false;
+    }
+    const ONNXTensorElementDataType want = out_type != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED ? out_type : t;
+    if (node->out[0].dtype != want) {
+        snprintf(why, why_len, "output dtype %s is not %s", epabi_dtype_name(node->out[0].dtype),
+                 epabi_dtype_name(want));
+        return false;
+    }
+    return static_shapes_broadcast(node, why, why_len);
+}
+
+static bool is_bool(ONNXTensorElementDataType t) { return t == ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL; }
+
+static bool is_floating(ONNXTensorElementDataType t) {
+    return t == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || t == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
+}
+
+static bool supports_compare(const struct epabi_node* node, char* why, size_t why_len) {
+    return supports_two(node, epabi_is_numeric_dtype, ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL, why, why_len);
+}
+
+static bool supports_logic(const struct epabi_node* node, char* why, size_t why_len) {
+    return supports_two(node, is_bool, ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL, why, why_len);
+}
+
+/* Mod's fmod attribute: 0 (default) or 1; floats take fmod=0 only from opset 28. */
+static bool supports_mod(const struct epabi_node* node, char* why, size_t why_len) {
+    if (!supports_two(node, epabi_is_numeric_dtype, ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED, why, why_len))
+        return false;
+    int64_t fmod_attr = 0;
+    epabi_attr_int(node, "fmod", &fmod_attr);
+    if (fmod_attr != 0 && fmod_attr != 1) {
+        snprintf(why, why_len, "fmod=%lld is not 0 or 1", (long long)fmod_attr);
+        return false;
+    }
+    if (fmod_attr == 0 && is_floating(node->in[0].dtype) && node->since_version < 28) {
+        snprintf(why, why_len, "fmod=0 on %s needs opset 28 (before it, floating-point Mod must set fmod=1)",
+                 epabi_dtype_name(node->in[0].dtype));
+        return false;
+    }
+    return true;
+}
+
 /* ---- run() -------------------------------------------------------------------------------------- */
 
 static OrtStatus* check_same_dtype(struct epabi_exec* ex, const struct epabi_tensor* const* in, int first, int n) {
@@ -544,6 +697,58 @@ static OrtStatus* run_where(struct epabi_exec* ex, const void* state, const stru
     return launch(ex, &args, in, 3, out);
 }
 
+#define COMPARE_RUN(NAME, OP)                                                                               \
+    static OrtStatus* run_##NAME(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, \
+                                 int n_in, int n_out) {                                                     \
+        (void)state;                                                                                        \
+        (void)n_out;                                                                                        \
+        if (n_in == 2 && in[0] != NULL) EPABI_RETURN_IF_ERROR(check_same_dtype(ex, in, 0, n_in));           \
+        return run_binary(ex, OP, in, n_in, ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL);                            \
+    }
+COMPARE_RUN(less, OP_LESS)
+COMPARE_RUN(greater, OP_GREATER)
+COMPARE_RUN(less_equal, OP_LESS_EQUAL)
+COMPARE_RUN(greater_equal, OP_GREATER_EQUAL)
+COMPARE_RUN(and, OP_AND)
+COMPARE_RUN(or, OP_OR)
+#undef COMPARE_RUN
+
+/* Mod's state: OP_MOD (fmod=0) or OP_FMOD (fmod=1). */
+static OrtStatus* init_mod(const struct epabi_node* node, void** state) {
+    enum ew_op* op = malloc(sizeof *op);
+    if (op == NULL) return epabi_error(node->api, ORT_FAIL, "Mod: out of memory");
+    int64_t fmod_attr = 0;
+    epabi_attr_int(node, "fmod", &fmod_attr);
+    *op = fmod_attr != 0 ? OP_FMOD : OP_MOD;
+    *state = op;
+    return NULL;
+}
+
+static bool all_bytes_zero(const unsigned char* p, size_t n) {
+    for (size_t k = 0; k < n; ++k)
+        if (p[k] != 0) return false;
+    return true;
+}
+
+/* An integer divisor of zero is an error, as for Div (ORT's CPU EP traps on it). */
+static OrtStatus* run_mod(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
+                          int n_out) {
+    (void)n_out;
+    if (n_in != 2 || in[0] == NULL || in[1] == NULL)
+        return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "expected 2 inputs");
+    EPABI_RETURN_IF_ERROR(check_same_dtype(ex, in, 0, n_in));
+    const struct epabi_tensor* b = in[1];
+    if (!is_floating(b->dtype) && b->host != NULL) {
+        const size_t es = epabi_dtype_size(b->dtype);
+        const int64_t n = epabi_numel(b->rank, b->dims);
+        for (int64_t i = 0; i < n; ++i)
+            if (all_bytes_zero((const unsigned char*)b->host + (size_t)i * es, es))
+                return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT,
+                                   "Mod: integer division by zero (divisor element %lld)", (long long)i);
+    }
+    return run_binary(ex, *(const enum ew_op*)state, in, n_in, in[0]->dtype);
+}
+
 /* ---- CUDA coverage (cuda_coverage.h) --------------------------------------------------------------- */
 
 /* Pow: a float or double base (ew_pow_f32/f64), any numeric exponent. */
@@ -573,7 +778,8 @@ static bool cuda_where(const struct epabi_node* node, char* why, size_t why_len)
 }
 
 /* Opset ranges: Add/Sub/Mul/Div 7 (numpy broadcasting) .. 14; Pow 7 .. 15; Max/Min 8 (broadcasting)
- * .. 13; Equal 7 .. 19; Where 9 .. 16. */
+ * .. 13; Equal 7 .. 19; Where 9 .. 16; Mod 10 .. 28 (28: floats with fmod=0); Less/Greater 7 (broadcasting)
+ * .. 13, LessOrEqual/GreaterOrEqual 12 .. 16, And/Or 7 (broadcasting); later versions add types only. */
 const struct epabi_kernel epabi_kernels_elementwise[] = {
     {.op_type = "Add", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_add,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
@@ -599,5 +805,19 @@ const struct epabi_kernel epabi_kernels_elementwise[] = {
      .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_equal},
     {.op_type = "Where", .since_min = 9, .since_max = 16, .supports = supports_where, .run = run_where,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_where},
+    {.op_type = "Mod", .since_min = 10, .since_max = 28, .supports = supports_mod, .init = init_mod, .release = free,
+     .run = run_mod, .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .cuda = epabi_cuda_numeric_inputs},
+    {.op_type = "Less", .since_min = 7, .since_max = 13, .supports = supports_compare, .run = run_less,
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = epabi_cuda_numeric_inputs},
+    {.op_type = "Greater", .since_min = 7, .since_max = 13, .supports = supports_compare, .run = run_greater,
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = epabi_cuda_numeric_inputs},
+    {.op_type = "LessOrEqual", .since_min = 12, .since_max = 16, .supports = supports_compare,
+     .run = run_less_equal, .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = epabi_cuda_numeric_inputs},
+    {.op_type = "GreaterOrEqual", .since_min = 12, .since_max = 16, .supports = supports_compare,
+     .run = run_greater_equal, .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = epabi_cuda_numeric_inputs},
+    {.op_type = "And", .since_min = 7, .since_max = 7, .supports = supports_logic, .run = run_and,
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = epabi_cuda_bool_inputs},
+    {.op_type = "Or", .since_min = 7, .since_max = 7, .supports = supports_logic, .run = run_or,
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = epabi_cuda_bool_inputs},
     {.op_type = NULL},
 };

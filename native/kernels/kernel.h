@@ -150,5 +150,8 @@ bool epabi_is_index_dtype(ONNXTensorElementDataType dtype);
 int64_t epabi_index_at(ONNXTensorElementDataType dtype, const void* data, int64_t i);
 /* Normalizes an axis in [-rank, rank) to [0, rank); false when out of range. */
 bool epabi_norm_axis(int64_t axis, int rank, int* out);
+/* True for float, double and the eight integer widths (int8 .. uint64): ONNX's numeric tensor types that the
+ * comparison, Mod and Clip kernels take. */
+bool epabi_is_numeric_dtype(ONNXTensorElementDataType dtype);
 
 #endif

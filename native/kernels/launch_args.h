@@ -74,7 +74,11 @@ enum epabi_launch_kind {
     EPABI_LAUNCH_KIND_COUNT
 };
 
-enum ew_op { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_EQUAL, OP_WHERE, OP_COPY };
+/* OP_MOD: the remainder with the divisor's sign (Mod fmod=0: Python's % on integers, A - floor(A/B)*B on floats);
+ * OP_FMOD: the remainder with the dividend's sign (Mod fmod=1, C's fmod and %). The comparisons and And/Or have a
+ * bool output. */
+enum ew_op { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_EQUAL, OP_WHERE, OP_COPY,
+             OP_MOD, OP_FMOD, OP_LESS, OP_GREATER, OP_LESS_EQUAL, OP_GREATER_EQUAL, OP_AND, OP_OR };
 
 /* What a launch applies to each result before storing it (a node the plan fused into its producer). */
 enum epabi_epilogue { EPABI_EPILOGUE_NONE = 0, EPABI_EPILOGUE_RELU = 1 };
@@ -96,7 +100,9 @@ struct ew_args {
     int32_t pad_;
 };
 
-enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID, UN_ABS };
+enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID, UN_ABS,
+             UN_NEG, UN_FLOOR, UN_CEIL, UN_ROUND, UN_LOG, UN_SIN, UN_COS, UN_SIGN, UN_NOT, UN_CLIP,
+             UN_HARD_SIGMOID, UN_HARD_SWISH, UN_LEAKY_RELU, UN_GELU, UN_GELU_TANH };
 
 struct un_args {
     enum un_op op;
@@ -104,6 +110,11 @@ struct un_args {
     const void* in;
     void* out;
     int64_t n;
+    /* Clip: its min and max tensors (one element of dtype); NULL: the bound is alpha (min) or beta (max) on
+     * float and double, the dtype's limit on integers */
+    const void* lo;
+    const void* hi;
+    double alpha, beta;   /* LeakyRelu alpha; HardSigmoid alpha, beta; Clip's bounds without a tensor */
 };
 
 struct cast_args {

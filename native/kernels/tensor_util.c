@@ -86,3 +86,19 @@ bool epabi_is_index_dtype(ONNXTensorElementDataType dtype) {
 int64_t epabi_index_at(ONNXTensorElementDataType dtype, const void* data, int64_t i) {
     return dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 ? ((const int64_t*)data)[i] : ((const int32_t*)data)[i];
 }
+
+bool epabi_is_numeric_dtype(ONNXTensorElementDataType dtype) {
+    switch (dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: return true;
+    default: return false;
+    }
+}

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Checks the math kernels (float32 matmul, conv, pool, softmax, layernorm, reduce; Abs) through kernel_harness.c.
+"""Checks the math kernels (float32 matmul, conv, pool, softmax, layernorm, reduce; the unary, activation,
+comparison and Mod kernels on their dtypes) through kernel_harness.c.
 
 Builds the harness (harness_build.py: -std=c11 -Wall -Wextra -Werror, every native/kernels/*.c), writes one
 case file, runs it, and compares every result with onnx.reference.ReferenceEvaluator on a one-node model (numpy
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from onnx import TensorProto, helper
+from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,7 +35,10 @@ import harness_build
 CBLAS_DIRS = ["/usr/include/x86_64-linux-gnu/openblas-pthread", "/usr/include/openblas", "/usr/include"]
 RTOL, ATOL = 1e-4, 1e-5
 
-DTYPES = {np.dtype(np.float32): 1, np.dtype(np.int64): 7, np.dtype(np.float64): 11, np.dtype(np.int32): 6}
+DTYPES = {np.dtype(np.float32): 1, np.dtype(np.int64): 7, np.dtype(np.float64): 11, np.dtype(np.int32): 6,
+          np.dtype(np.uint8): 2, np.dtype(np.int8): 3, np.dtype(np.uint16): 4, np.dtype(np.int16): 5,
+          np.dtype(np.bool_): 9, np.dtype(np.uint32): 12, np.dtype(np.uint64): 13}
+NP_DTYPE = {code: dt for dt, code in DTYPES.items()}
 
 
 @dataclass
@@ -51,6 +55,7 @@ class Case:
     unknown: tuple = ()               # input indices whose shape the graph does not know
     oracle: Callable | None = None    # replaces ReferenceEvaluator: f(*inputs) -> list of arrays
     ort_differs: str = ""             # why ORT's CPU EP is no oracle for this case (ort_kernels.py skips it)
+    out_dtype: type | None = None     # of every output; None: float32 here, input 0's dtype in ort_kernels.py
 
 
 RNG = np.random.default_rng(1234)
@@ -58,6 +63,11 @@ RNG = np.random.default_rng(1234)
 # We follow numpy and the ONNX reference: a NaN anywhere in a max makes the max NaN. ORT's CPU EP does not
 # (GlobalMaxPool ignores NaN; ReduceMax returns NaN only when the NaN comes first).
 NAN_MAX = "NaN in a max: ORT's CPU EP does not propagate it"
+# The remainder of the most negative int32/int64 by -1 is 0 (numpy, ORT 1.32); ORT 1.24's CPU EP dies of SIGFPE.
+MIN_MOD_MINUS1 = "ORT 1.24's CPU EP dies of SIGFPE on the most negative value % -1"
+# Integer Mod with fmod=1 is exact here (numpy, ORT 1.32); ORT 1.26's CPU EP goes through double, so 64-bit values
+# beyond 2**53 lose digits.
+FMOD_DOUBLE = "ORT 1.26's CPU EP computes integer fmod=1 through double"
 
 
 def r(*shape, scale=1.0):
@@ -357,7 +367,230 @@ def unary_cases():
     return c
 
 
-ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases]
+SPECIAL = [np.nan, -0.0, 0.0, -np.inf, np.inf, -1e-40, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 3.0, -7.25, 1e30, -1e30]
+
+
+def math_cases():
+    """Neg Floor Ceil Round Log Sin Cos Sign Not: float32 and float64 (random, specials: NaN, +-0, +-inf, halves),
+    int32/int64 for Neg and Sign (the most negative value wraps), bool for Not; both ends of each opset range."""
+    c = []
+    rng = np.random.default_rng(16)   # its own stream: the other groups' inputs stay as they were
+
+    def x(*shape, dtype=np.float32):
+        return np.asarray(rng.standard_normal(shape) * 3, dtype=dtype)
+
+    for op, opsets in (("Neg", (6, 13)), ("Floor", (6, 13)), ("Ceil", (6, 13)), ("Round", (11, 22)),
+                       ("Log", (6, 13)), ("Sin", (7, 22)), ("Cos", (7, 22)), ("Sign", (9, 13))):
+        tag = op.lower()
+        for opset in opsets:
+            xin = np.abs(x(3, 4, 5)) if op == "Log" else x(3, 4, 5)
+            c.append(Case(f"{tag}{opset}_float", op, opset, [xin]))
+        c.append(Case(f"{tag}_special", op, opsets[-1], [np.array(SPECIAL, dtype=np.float32)]))
+        c.append(Case(f"{tag}_double", op, opsets[-1], [np.array(SPECIAL + [0.1, -1e300], dtype=np.float64)],
+                      out_dtype=np.float64))
+        c.append(Case(f"{tag}_scalar", op, opsets[-1], [np.array(2.5, dtype=np.float32)]))
+        c.append(Case(f"{tag}_empty", op, opsets[-1], [x(2, 0, 3)]))
+    c.append(Case("round_halves", "Round", 11, [np.arange(-4.5, 5.0, 0.5, dtype=np.float32)]))
+    c.append(Case("floor_unknown_shape", "Floor", 13, [x(4, 3)], unknown=(0,)))
+    for dtype in (np.int32, np.int64):
+        info = np.iinfo(dtype)
+        v = np.array([info.min, info.min + 1, -7, -1, 0, 1, 9, info.max], dtype=dtype)
+        name = np.dtype(dtype).name
+        c.append(Case(f"neg_{name}", "Neg", 13, [v], out_dtype=dtype,
+                      oracle=lambda a: [(np.zeros_like(a) - a)]))   # numpy's wrap, without its overflow warning
+        c.append(Case(f"sign_{name}", "Sign", 13, [v], out_dtype=dtype))
+    b = rng.random((3, 4, 5)) < 0.5
+    c.append(Case("not_bool", "Not", 1, [b], out_dtype=np.bool_))
+    c.append(Case("not_scalar", "Not", 1, [np.array(True)], out_dtype=np.bool_))
+    c.append(Case("floor_int32", "Floor", 13, [np.array([1, 2], dtype=np.int32)], out_dtype=np.int32,
+                  expect="refused", match="int32"))
+    c.append(Case("neg_uint8", "Neg", 13, [np.array([1, 2], dtype=np.uint8)], out_dtype=np.uint8,
+                  expect="refused", match="uint8"))
+    c.append(Case("not_float", "Not", 1, [x(3)], expect="refused", match="float"))
+    return c
+
+
+def activation_cases():
+    """HardSigmoid HardSwish LeakyRelu Gelu (both forms) Clip: float32 and float64, default and explicit
+    attributes, specials; Clip with attribute bounds (opset 6), input bounds (11-13: constant, graph input,
+    absent, min above max) and on integer dtypes (12+)."""
+    c = []
+    rng = np.random.default_rng(17)
+
+    def x(*shape, dtype=np.float32, scale=3.0):
+        return np.asarray(rng.standard_normal(shape) * scale, dtype=dtype)
+
+    sp = np.array(SPECIAL, dtype=np.float32)
+    for opset in (6, 22):
+        c.append(Case(f"hardsigmoid{opset}_default", "HardSigmoid", opset, [x(3, 4, 5)]))
+        c.append(Case(f"hardsigmoid{opset}_attrs", "HardSigmoid", opset, [x(3, 4, 5)],
+                      attrs={"alpha": 0.5, "beta": 0.25}))
+    c.append(Case("hardsigmoid_special", "HardSigmoid", 22, [sp]))
+    c.append(Case("hardsigmoid_double", "HardSigmoid", 22, [x(4, 5, dtype=np.float64)], attrs={"alpha": 0.3},
+                  out_dtype=np.float64))
+    for opset in (14, 22):
+        c.append(Case(f"hardswish{opset}", "HardSwish", opset, [x(3, 4, 5)]))
+    c.append(Case("hardswish_special", "HardSwish", 22, [sp]))
+    c.append(Case("hardswish_double", "HardSwish", 22, [x(4, 5, dtype=np.float64)], out_dtype=np.float64))
+    for opset in (6, 16):
+        c.append(Case(f"leakyrelu{opset}_default", "LeakyRelu", opset, [x(3, 4, 5)]))
+        c.append(Case(f"leakyrelu{opset}_alpha", "LeakyRelu", opset, [x(3, 4, 5)], attrs={"alpha": 0.1}))
+    c.append(Case("leakyrelu_special", "LeakyRelu", 16, [sp], attrs={"alpha": 0.2}))
+    c.append(Case("leakyrelu_double", "LeakyRelu", 16, [x(4, 5, dtype=np.float64)], out_dtype=np.float64))
+    for mode in ("none", "tanh"):
+        attrs = {} if mode == "none" else {"approximate": mode}
+        c.append(Case(f"gelu_{mode}", "Gelu", 20, [x(3, 4, 5)], attrs=attrs))
+        c.append(Case(f"gelu_{mode}_wide", "Gelu", 20, [np.linspace(-12, 12, 97, dtype=np.float32)], attrs=attrs))
+        c.append(Case(f"gelu_{mode}_special", "Gelu", 20, [sp], attrs=attrs))
+        c.append(Case(f"gelu_{mode}_double", "Gelu", 20, [x(4, 5, dtype=np.float64)], attrs=attrs,
+                      out_dtype=np.float64))
+    c.append(Case("gelu_empty", "Gelu", 20, [x(0, 3)]))
+    c.append(Case("gelu_bad_mode", "Gelu", 20, [x(3)], attrs={"approximate": "fast"}, expect="refused",
+                  match="approximate"))
+
+    # Clip. An absent bound is the dtype's lowest/highest value (ORT's CPU EP): -inf/inf are clipped to them,
+    # where the ONNX reference (np.clip with None) leaves them.
+    def clip_ort(lo, hi, dtype):
+        info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
+        return lambda v, *b: [np.minimum(np.maximum(v, info.min if lo is None else lo), info.max if hi is None else hi)]
+
+    def f(v, dtype=np.float32):
+        return np.array(v, dtype=dtype)
+
+    xs = x(3, 4, 5)
+    c.append(Case("clip6_both", "Clip", 6, [xs], attrs={"min": -1.0, "max": 2.0}))
+    c.append(Case("clip6_min", "Clip", 6, [xs], attrs={"min": 0.5}))
+    c.append(Case("clip6_none", "Clip", 6, [sp], oracle=clip_ort(None, None, np.float32)))
+    c.append(Case("clip6_min_above_max", "Clip", 6, [xs], attrs={"min": 2.0, "max": -1.0}, expect="refused",
+                  match="above max"))
+    c.append(Case("clip11_inputs", "Clip", 11, [xs, f(-0.5), f(0.75)]))
+    c.append(Case("clip11_const", "Clip", 11, [xs, f(-0.5), f(0.75)], const=(1, 2)))
+    c.append(Case("clip13_no_min", "Clip", 13, [sp, None, f(1.0)], oracle=clip_ort(None, 1.0, np.float32)))
+    c.append(Case("clip13_no_max", "Clip", 13, [sp, f(-1.0)], oracle=clip_ort(-1.0, None, np.float32)))
+    c.append(Case("clip13_special", "Clip", 13, [sp, f(-2.0), f(2.0)], const=(1, 2)))
+    c.append(Case("clip13_min_above_max", "Clip", 13, [xs, f(1.0), f(-1.0)]))
+    c.append(Case("clip13_shape1_bound", "Clip", 13, [xs, f([0.0])], unknown=(1,)))
+    c.append(Case("clip13_double", "Clip", 13, [x(4, 5, dtype=np.float64), f(-0.5, np.float64)],
+                  out_dtype=np.float64, oracle=clip_ort(-0.5, None, np.float64)))
+    c.append(Case("clip13_scalar", "Clip", 13, [f(5.0), f(-1.0), f(1.0)]))
+    c.append(Case("clip13_empty", "Clip", 13, [x(2, 0), f(-1.0), f(1.0)]))
+    for dtype in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64):
+        info = np.iinfo(dtype)
+        name = np.dtype(dtype).name
+        v = np.concatenate([np.array([info.min, info.max, 0], dtype=dtype),
+                            rng.integers(info.min, info.max, size=9, dtype=dtype, endpoint=True)])
+        lo = np.array(info.min // 2 if info.min < 0 else 3, dtype=dtype)
+        hi = np.array(info.max // 3, dtype=dtype)
+        c.append(Case(f"clip13_{name}", "Clip", 13, [v, lo, hi], out_dtype=dtype))
+        c.append(Case(f"clip13_{name}_no_min", "Clip", 13, [v, None, hi], out_dtype=dtype,
+                      oracle=clip_ort(None, hi, dtype)))
+    c.append(Case("clip12_int64_const", "Clip", 12, [np.arange(-5, 5, dtype=np.int64), np.array(-2, np.int64)],
+                  const=(1,), out_dtype=np.int64, oracle=clip_ort(-2, None, np.int64)))
+    c.append(Case("clip11_int32", "Clip", 11, [np.arange(4, dtype=np.int32)], out_dtype=np.int32,
+                  expect="refused", match="int32"))
+    c.append(Case("clip13_two_mins", "Clip", 13, [xs, f([0.0, 1.0])], expect="refused", match="min has shape [2]"))
+    c.append(Case("clip13_max_1x1", "Clip", 13, [xs, f(0.0), f([[1.0]])], expect="refused",
+                  match="max has shape [1,1]"))
+    c.append(Case("clip13_two_mins_unknown", "Clip", 13, [xs, f([0.0, 1.0])], unknown=(1,), expect="error",
+                  match="min must be a scalar"))
+    return c
+
+
+def compare_cases():
+    """Less Greater LessOrEqual GreaterOrEqual on float32 (NaN compares false), float64 and every integer width;
+    And and Or on bool; with broadcasting, scalars and empty tensors. Outputs are bool."""
+    c = []
+    rng = np.random.default_rng(18)
+    fa = np.asarray(rng.integers(-3, 4, size=(3, 4, 5)), dtype=np.float32)
+    fb = np.asarray(rng.integers(-3, 4, size=(3, 4, 5)), dtype=np.float32)
+    fa[0, 0, :3] = [np.nan, 1.0, np.inf]
+    fb[0, 0, :3] = [1.0, np.nan, np.inf]
+    B = np.bool_
+    for op, opsets in (("Less", (7, 13)), ("Greater", (7, 13)), ("LessOrEqual", (12, 16)),
+                       ("GreaterOrEqual", (12, 16))):
+        tag = {"Less": "lt", "Greater": "gt", "LessOrEqual": "le", "GreaterOrEqual": "ge"}[op]
+        for opset in opsets:
+            c.append(Case(f"{tag}{opset}_float", op, opset, [fa, fb], out_dtype=B))
+        c.append(Case(f"{tag}_bcast", op, opsets[-1], [fa, fb[0, :, :1]], out_dtype=B))
+        c.append(Case(f"{tag}_scalar", op, opsets[-1], [fa, np.array(0.0, np.float32)], out_dtype=B))
+        c.append(Case(f"{tag}_empty", op, opsets[-1], [fa[:, :0], fb[:1, :0]], out_dtype=B))
+        c.append(Case(f"{tag}_double", op, opsets[-1], [fa.astype(np.float64), fb.astype(np.float64)],
+                      out_dtype=B))
+        for dtype in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64):
+            info = np.iinfo(dtype)
+            a = rng.integers(info.min, info.max, size=(4, 6), dtype=dtype, endpoint=True)
+            b = a.copy()
+            b[:, ::2] = rng.integers(info.min, info.max, size=(4, 3), dtype=dtype, endpoint=True)
+            a[0, :2] = [info.min, info.max]
+            b[0, :2] = [info.max, info.min]
+            c.append(Case(f"{tag}_{np.dtype(dtype).name}", op, opsets[-1], [a, b], out_dtype=B))
+        c.append(Case(f"{tag}_bool", op, opsets[-1], [fa > 0, fb > 0], out_dtype=B, expect="refused",
+                      match="bool"))
+    ba, bb = rng.random((3, 4, 5)) < 0.5, rng.random((3, 4, 5)) < 0.5
+    for op in ("And", "Or"):
+        tag = op.lower()
+        c.append(Case(f"{tag}_bool", op, 7, [ba, bb], out_dtype=B))
+        c.append(Case(f"{tag}_bcast", op, 7, [ba, bb[0, :1, :]], out_dtype=B))
+        c.append(Case(f"{tag}_scalar", op, 7, [np.array(True), bb], out_dtype=B))
+        c.append(Case(f"{tag}_unknown_shape", op, 7, [ba, bb[:, :, :1]], unknown=(0, 1), out_dtype=B))
+        c.append(Case(f"{tag}_float", op, 7, [fa, fb], out_dtype=B, expect="refused", match="float"))
+    return c
+
+
+def np_mod(x, y):
+    with np.errstate(all="ignore"):
+        return [np.mod(x, y)]
+
+
+def mod_cases():
+    """Mod: fmod=0 (the divisor's sign) and fmod=1 (the dividend's) on every integer width, with mixed signs
+    and the most negative value over -1; fmod=1 on float32/float64 with specials; fmod=0 on floats from
+    opset 28; broadcasting. An integer divisor of 0 is an error."""
+    c = []
+    rng = np.random.default_rng(19)
+    for dtype in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64):
+        info = np.iinfo(dtype)
+        name = np.dtype(dtype).name
+        a = rng.integers(info.min, info.max, size=12, dtype=dtype, endpoint=True)
+        b = rng.integers(1, min(info.max, 1000), size=12, dtype=dtype, endpoint=True)
+        if info.min < 0:
+            b[::2] = -b[::2]
+            a[:4] = [7, -7, info.min, info.min]
+            b[:4] = [-3, 3, -2, 7]
+        if info.bits == 64:   # values a double holds exactly; the whole range below
+            wide, a = a.copy(), (a >> 24).astype(dtype)
+            c.append(Case(f"mod_{name}_fmod1_wide", "Mod", 13, [wide, b], attrs={"fmod": 1}, out_dtype=dtype,
+                          ort_differs=FMOD_DOUBLE))
+        for fmod in (0, 1):
+            c.append(Case(f"mod_{name}_fmod{fmod}", "Mod", 13, [a, b], attrs={"fmod": fmod}, out_dtype=dtype))
+            if info.min < 0:
+                c.append(Case(f"mod_{name}_fmod{fmod}_min_by_minus1", "Mod", 13,
+                              [np.array([info.min, 5], dtype), np.array([-1, -1], dtype)], attrs={"fmod": fmod},
+                              out_dtype=dtype, ort_differs=MIN_MOD_MINUS1))
+    a = rng.integers(-50, 50, size=(3, 2, 5), dtype=np.int64)
+    c.append(Case("mod10_int64_bcast", "Mod", 10, [a, np.array([7, -4, 3, 9, -11], np.int64)], out_dtype=np.int64))
+    c.append(Case("mod28_int32", "Mod", 28, [a.astype(np.int32), np.array(-6, np.int32)], out_dtype=np.int32))
+    fa = np.array(SPECIAL + [7.5, -7.5, 1e-30, 5.0], dtype=np.float32)
+    fb = np.array([2.0, 3.0, -3.0, 2.0, 2.0, 5.0, -0.75, 0.75, 0.0, -2.0, np.inf, -np.inf, np.nan, 0.3, 2.0, 3.0,
+                   -2.0, 2.0, -1.0, 2.5], dtype=np.float32)
+    for dtype in (np.float32, np.float64):
+        name = np.dtype(dtype).name
+        c.append(Case(f"mod_{name}_fmod1", "Mod", 13, [fa.astype(dtype), fb.astype(dtype)], attrs={"fmod": 1},
+                      out_dtype=dtype))
+        c.append(Case(f"mod28_{name}_fmod0", "Mod", 28, [fa.astype(dtype), fb.astype(dtype)], out_dtype=dtype,
+                      oracle=np_mod))
+    c.append(Case("mod_float_fmod1_bcast", "Mod", 13, [np.asarray(rng.standard_normal((4, 5)) * 10, np.float32),
+                                                        np.array([3.0], np.float32)], attrs={"fmod": 1}))
+    c.append(Case("mod13_float_fmod0", "Mod", 13, [fa, fb], expect="refused", match="fmod=0"))
+    c.append(Case("mod_fmod2", "Mod", 13, [a, a], attrs={"fmod": 2}, out_dtype=np.int64, expect="refused",
+                  match="fmod=2"))
+    c.append(Case("mod_int32_by_zero", "Mod", 13, [np.arange(4, dtype=np.int32), np.array([1, 2, 0, 3], np.int32)],
+                  out_dtype=np.int32, expect="error", match="division by zero"))
+    return c
+
+
+ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases,
+       math_cases, activation_cases, compare_cases, mod_cases]
 
 
 # ---- serialisation, reference, comparison -----------------------------------------------------------------
@@ -386,15 +619,15 @@ def write_case(f, case: Case):
         const = 1 if i in case.const else 0
         dims = " ".join(str(d) for d in x.shape)
         f.write(f"in {dt} {known} {const} {x.ndim} {dims}")
-        if x.dtype in (np.float32, np.int64):
-            flat = x.ravel()
-            if x.dtype == np.float32:
-                f.write(" " + " ".join(float(v).hex() for v in flat.tolist()) if flat.size else "")
-            else:
-                f.write(" " + " ".join(str(v) for v in flat.tolist()) if flat.size else "")
+        flat = x.ravel().tolist()
+        if x.dtype.kind == "f":
+            f.write("".join(f" {float(v).hex()}" for v in flat))
+        else:
+            f.write("".join(f" {int(v)}" for v in flat))
         f.write("\n")
+    out_code = DTYPES[np.dtype(case.out_dtype or np.float32)]
     for o in present_out:
-        f.write(f"out {1 if o else 0} {o if o else '-'}\n")
+        f.write(f"out {out_code if o else 0} {o if o else '-'}\n")
     f.write("end\n")
 
 
@@ -405,9 +638,10 @@ def reference(case: Case):
     while names and names[-1] == "":
         names.pop()
     node = helper.make_node(case.op, names, list(case.outputs), **case.attrs)
-    ins = [helper.make_tensor_value_info(n, TensorProto.FLOAT if x.dtype == np.float32 else TensorProto.INT64,
-                                         list(x.shape)) for n, x in zip(names, case.inputs) if n]
-    outs = [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in case.outputs if o]
+    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), list(x.shape))
+           for n, x in zip(names, case.inputs) if n]
+    out_elem = helper.np_dtype_to_tensor_dtype(np.dtype(case.out_dtype or np.float32))
+    outs = [helper.make_tensor_value_info(o, out_elem, None) for o in case.outputs if o]
     graph = helper.make_graph([node], case.name, ins, outs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
     feeds = {n: x for n, x in zip(names, case.inputs) if n}
@@ -424,11 +658,14 @@ def parse_results(text):
             cur = {"status": parts[2], "text": " ".join(parts[3:]), "tensors": {}}
             results[parts[1]] = cur
         elif parts[0] == "tensor":
-            idx, rank = int(parts[1]), int(parts[2])
-            dims = tuple(int(d) for d in parts[3:3 + rank])
-            vals = np.array([float.fromhex(v) if "0x" in v else float(v) for v in parts[3 + rank:]],
-                            dtype=np.float64)
-            cur["tensors"][idx] = vals.astype(np.float32).reshape(dims)
+            idx, dtype, rank = int(parts[1]), NP_DTYPE[int(parts[2])], int(parts[3])
+            dims = tuple(int(d) for d in parts[4:4 + rank])
+            tokens = parts[4 + rank:]
+            if dtype.kind == "f":
+                vals = np.array([float.fromhex(v) if "0x" in v else float(v) for v in tokens], dtype=np.float64)
+            else:
+                vals = np.array([int(v) for v in tokens], dtype=object)
+            cur["tensors"][idx] = vals.astype(dtype).reshape(dims)
     return results
 
 
@@ -449,9 +686,16 @@ def compare(case: Case, res) -> str | None:
         return f"produced outputs {sorted(res['tensors'])}, expected {present}"
     for want, i in zip(ref, present):
         got = res["tensors"][i]
-        want = np.asarray(want, dtype=np.float32)
+        if got.dtype != np.dtype(case.out_dtype or np.float32):
+            return f"output {i}: dtype {got.dtype}, expected {np.dtype(case.out_dtype or np.float32)}"
+        want = np.asarray(want).astype(got.dtype)
         if got.shape != want.shape:
             return f"output {i}: shape {got.shape}, expected {want.shape}"
+        if got.dtype.kind != "f":
+            if not np.array_equal(got, want):
+                j = int(np.flatnonzero(got.ravel() != want.ravel())[0])
+                return f"output {i}: differs at flat {j}: got {got.ravel()[j]!r}, want {want.ravel()[j]!r}"
+            continue
         # Long dot products cancel: the absolute error follows the size of the terms, not of the result, so
         # atol scales with the output's magnitude.
         finite = np.abs(want[np.isfinite(want)])

@@ -20,12 +20,14 @@
  * Input (the case file named by argv[1]), whitespace-separated tokens:
  *   case NAME OP_TYPE OPSET N_IN N_OUT
  *   attr NAME i INT | f FLOAT | ints N INT... | floats N FLOAT... | s WORD
- *   in DTYPE SHAPE_KNOWN IS_CONST RANK DIM... VALUE...   (DTYPE 0: absent, nothing follows; values only
- *                                                        for float (hex or decimal) and int64 tensors)
+ *   in DTYPE SHAPE_KNOWN IS_CONST RANK DIM... VALUE...   (DTYPE 0: absent, nothing follows; values for the
+ *                                                        numeric dtypes and bool: floats in hex or decimal,
+ *                                                        integers and bool (0/1) in decimal)
  *   out DTYPE NAME                                       (NAME "-": the optional output is not wired)
  *   end
  * Output on stdout, one "result NAME STATUS ..." line per case: "ok N" followed by N lines
- * "tensor INDEX RANK DIM... VALUE..." (floats in %a), or "refused|nokernel|error|initerror|contract TEXT".
+ * "tensor INDEX DTYPE RANK DIM... VALUE..." (floats in %a, integers and bool in decimal), or
+ * "refused|nokernel|error|initerror|contract TEXT".
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -69,12 +71,65 @@ static int64_t h_int(struct h_reader* r) {
     return (int64_t)v;
 }
 
+static uint64_t h_uint(struct h_reader* r) {
+    const char* t = h_need(r);
+    char* end = NULL;
+    unsigned long long v = strtoull(t, &end, 10);
+    if (*end != '\0') h_die(t);
+    return (uint64_t)v;
+}
+
+static double h_double(struct h_reader* r) {
+    const char* t = h_need(r);
+    char* end = NULL;
+    double v = strtod(t, &end);
+    if (*end != '\0') h_die(t);
+    return v;
+}
+
 static float h_float(struct h_reader* r) {
     const char* t = h_need(r);
     char* end = NULL;
     float v = strtof(t, &end);
     if (*end != '\0') h_die(t);
     return v;
+}
+
+/* Element k of a tensor of dtype t, read from the case file (dtypes without values read nothing). */
+static void h_read_value(struct h_reader* r, ONNXTensorElementDataType t, void* data, int64_t k) {
+    switch (t) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: ((float*)data)[k] = h_float(r); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: ((double*)data)[k] = h_double(r); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: ((int8_t*)data)[k] = (int8_t)h_int(r); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: ((int16_t*)data)[k] = (int16_t)h_int(r); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: ((int32_t*)data)[k] = (int32_t)h_int(r); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: ((int64_t*)data)[k] = h_int(r); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: ((uint8_t*)data)[k] = (uint8_t)h_uint(r); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: ((uint16_t*)data)[k] = (uint16_t)h_uint(r); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: ((uint32_t*)data)[k] = (uint32_t)h_uint(r); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: ((uint64_t*)data)[k] = h_uint(r); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: ((uint8_t*)data)[k] = (uint8_t)h_int(r); break;
+    default: break;
+    }
+}
+
+/* Prints element i of t as h_read_value reads it. */
+static void h_print_value(const struct epabi_tensor* t, int64_t i) {
+    const void* d = t->data;
+    switch (t->dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: printf(" %a", (double)((const float*)d)[i]); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: printf(" %a", ((const double*)d)[i]); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: printf(" %d", (int)((const int8_t*)d)[i]); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: printf(" %d", (int)((const int16_t*)d)[i]); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: printf(" %ld", (long)((const int32_t*)d)[i]); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: printf(" %lld", (long long)((const int64_t*)d)[i]); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: printf(" %u", (unsigned)((const uint8_t*)d)[i]); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16: printf(" %u", (unsigned)((const uint16_t*)d)[i]); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32: printf(" %lu", (unsigned long)((const uint32_t*)d)[i]); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64: printf(" %llu", (unsigned long long)((const uint64_t*)d)[i]); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL: printf(" %d", (int)((const uint8_t*)d)[i]); break;
+    default: break;
+    }
 }
 
 struct h_case {
@@ -150,12 +205,7 @@ static void h_read_input(struct h_reader* r, struct h_case* c, int i) {
     c->in_bytes[i] = (size_t)n * es;
     t->data = calloc(c->in_bytes[i] > 0 ? c->in_bytes[i] : 1, 1);
     if (t->data == NULL) h_die("out of memory");
-    for (int64_t k = 0; k < n; ++k) {
-        if (t->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
-            ((float*)t->data)[k] = h_float(r);
-        else if (t->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
-            ((int64_t*)t->data)[k] = h_int(r);
-    }
+    for (int64_t k = 0; k < n; ++k) h_read_value(r, t->dtype, t->data, k);
     c->copies[i] = malloc(c->in_bytes[i] > 0 ? c->in_bytes[i] : 1);
     if (c->copies[i] == NULL) h_die("out of memory");
     memcpy(c->copies[i], t->data, c->in_bytes[i]);
@@ -227,15 +277,10 @@ static void h_print_text(const char* status, const char* name, const char* text)
 }
 
 static void h_print_tensor(int index, const struct epabi_tensor* t) {
-    printf("tensor %d %d", index, t->rank);
+    printf("tensor %d %d %d", index, (int)t->dtype, t->rank);
     for (int i = 0; i < t->rank; ++i) printf(" %lld", (long long)t->dims[i]);
     int64_t n = epabi_numel(t->rank, t->dims);
-    for (int64_t i = 0; i < n; ++i) {
-        if (t->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
-            printf(" %a", (double)((const float*)t->data)[i]);
-        else if (t->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64)
-            printf(" %lld", (long long)((const int64_t*)t->data)[i]);
-    }
+    for (int64_t i = 0; i < n; ++i) h_print_value(t, i);
     putchar('\n');
 }
 
