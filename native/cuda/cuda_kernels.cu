@@ -60,6 +60,8 @@ static_assert(sizeof(layernorm_launch) == 296, "layernorm_launch layout");
 static_assert(sizeof(gmaxpool_launch) == 32, "gmaxpool_launch layout");
 static_assert(sizeof(reduce_launch) == 136, "reduce_launch layout");
 static_assert(sizeof(softmax_launch) == 56, "softmax_launch layout");
+static_assert(sizeof(pool_launch) == 216, "pool_launch layout");
+static_assert(sizeof(gavgpool_launch) == 32, "gavgpool_launch layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -200,6 +202,26 @@ static_assert(EP_OFF(softmax_launch, sum) == 24, "softmax_launch.sum");
 static_assert(EP_OFF(softmax_launch, outer) == 32, "softmax_launch.outer");
 static_assert(EP_OFF(softmax_launch, len) == 40, "softmax_launch.len");
 static_assert(EP_OFF(softmax_launch, inner) == 48, "softmax_launch.inner");
+static_assert(EP_OFF(pool_launch, x) == 0, "pool_launch.x");
+static_assert(EP_OFF(pool_launch, y) == 8, "pool_launch.y");
+static_assert(EP_OFF(pool_launch, indices) == 16, "pool_launch.indices");
+static_assert(EP_OFF(pool_launch, dtype) == 24, "pool_launch.dtype");
+static_assert(EP_OFF(pool_launch, op) == 28, "pool_launch.op");
+static_assert(EP_OFF(pool_launch, count_include_pad) == 32, "pool_launch.count_include_pad");
+static_assert(EP_OFF(pool_launch, col_major) == 33, "pool_launch.col_major");
+static_assert(EP_OFF(pool_launch, spatial) == 36, "pool_launch.spatial");
+static_assert(EP_OFF(pool_launch, planes) == 40, "pool_launch.planes");
+static_assert(EP_OFF(pool_launch, in) == 48, "pool_launch.in");
+static_assert(EP_OFF(pool_launch, out) == 72, "pool_launch.out");
+static_assert(EP_OFF(pool_launch, kernel) == 96, "pool_launch.kernel");
+static_assert(EP_OFF(pool_launch, stride) == 120, "pool_launch.stride");
+static_assert(EP_OFF(pool_launch, dilation) == 144, "pool_launch.dilation");
+static_assert(EP_OFF(pool_launch, pad_begin) == 168, "pool_launch.pad_begin");
+static_assert(EP_OFF(pool_launch, pad_end) == 192, "pool_launch.pad_end");
+static_assert(EP_OFF(gavgpool_launch, x) == 0, "gavgpool_launch.x");
+static_assert(EP_OFF(gavgpool_launch, y) == 8, "gavgpool_launch.y");
+static_assert(EP_OFF(gavgpool_launch, planes) == 16, "gavgpool_launch.planes");
+static_assert(EP_OFF(gavgpool_launch, size) == 24, "gavgpool_launch.size");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -1113,5 +1135,144 @@ EP_KERNEL softmax_strided_f32(const EP_GC softmax_launch L, int64_t n_items) {
         for (int64_t j = 0; j < L.len; ++j) s += (double)expf(x[j * L.inner] - m);
         const float inv = (float)(1.0 / s);
         for (int64_t j = 0; j < L.len; ++j) y[j * L.inner] = expf(x[j * L.inner] - m) * inv;
+    }
+}
+
+/* ---- MaxPool / AveragePool (struct pool_launch) ----------------------------------------------------- */
+
+/* Where window o of dim d starts, and its taps [lo, hi) inside [0, limit) (pool_taps in pool.c). */
+EP_DEV void pool_taps(const pool_launch& L, int d, int64_t o, int64_t limit, int64_t& start, int64_t& lo,
+                      int64_t& hi) {
+    const int64_t s = o * L.stride[d] - L.pad_begin[d];
+    const int64_t dil = L.dilation[d], k = L.kernel[d];
+    const int64_t first = s >= 0 ? 0 : (-s + dil - 1) / dil;
+    int64_t end = s >= limit ? 0 : (limit - 1 - s) / dil + 1;
+    if (end > k) end = k;
+    start = s;
+    lo = first;
+    hi = end > first ? end : first;
+}
+
+/* the dtype's lowest value: -FLT_MAX, -DBL_MAX, -128, 0 (the four MaxPool dtypes) */
+template <typename T> EP_DEV T pool_lowest() {
+    if constexpr (ep_traits<T>::is_float && sizeof(T) == 4) return (T)__int_as_float((int)0xff7fffffu);
+    else if constexpr (ep_traits<T>::is_float) return (T)__longlong_as_double((long long)0xffefffffffffffffull);
+    else if constexpr (ep_traits<T>::is_signed) return (T)-128;
+    else return (T)0;
+}
+
+template <typename T> EP_DEV bool pool_is_nan(T v) {
+    if constexpr (ep_traits<T>::is_float) return v != v;
+    return false;
+}
+
+/* One thread per output element: the window's max (the first NaN sticks), and its index as the host's. */
+template <typename T> EP_DEV void pool_max(const pool_launch& L, int64_t n) {
+    const T* X = (const T*)L.x;
+    T* Y = (T*)L.y;
+    const int64_t plane = L.in[0] * L.in[1] * L.in[2];
+    GRID_LOOP(e, n) {
+        int64_t r = e;
+        const int64_t o2 = r % L.out[2];
+        r /= L.out[2];
+        const int64_t o1 = r % L.out[1];
+        r /= L.out[1];
+        const int64_t o0 = r % L.out[0], p = r / L.out[0];
+        int64_t s0, a0, b0, s1, a1, b1, s2, a2, b2;
+        pool_taps(L, 0, o0, L.in[0], s0, a0, b0);
+        pool_taps(L, 1, o1, L.in[1], s1, a1, b1);
+        pool_taps(L, 2, o2, L.in[2], s2, a2, b2);
+        const T* xp = X + p * plane;
+        T m = pool_lowest<T>();
+        bool found = false;
+        int64_t at0 = -1, at1 = L.spatial > 1 ? -1 : 0, at2 = L.spatial > 2 ? -1 : 0;
+        for (int64_t i0 = a0; i0 < b0; ++i0) {
+            const int64_t h = s0 + i0 * L.dilation[0];
+            for (int64_t i1 = a1; i1 < b1; ++i1) {
+                const int64_t w = s1 + i1 * L.dilation[1];
+                const T* row = xp + (h * L.in[1] + w) * L.in[2];
+                for (int64_t i2 = a2; i2 < b2; ++i2) {
+                    const int64_t d = s2 + i2 * L.dilation[2];
+                    const T v = row[d];
+                    if (!found || (!pool_is_nan(m) && (v > m || pool_is_nan(v)))) {
+                        m = v;
+                        found = true;
+                        at0 = h;
+                        at1 = w;
+                        at2 = d;
+                    }
+                }
+            }
+        }
+        Y[e] = m;
+        if (L.indices != nullptr) {
+            const int64_t base = p * plane;
+            L.indices[e] = L.col_major ? base + at0 + at1 * L.in[0] + at2 * L.in[0] * L.in[1]
+                                       : base + (at0 * L.in[1] + at1) * L.in[2] + at2;
+        }
+    }
+}
+
+EP_DEV int64_t pool_avg_limit(const pool_launch& L, int d) {
+    return L.pad_end[d] < 0 ? L.in[d] + L.pad_end[d] : L.in[d];
+}
+
+EP_DEV int64_t pool_avg_span(const pool_launch& L, int d, int64_t start) {
+    int64_t end = start + L.kernel[d] * L.dilation[d];
+    const int64_t limit = L.in[d] + L.pad_end[d];
+    if (end > limit) end = limit;
+    return 1 + (end - start - 1) / L.dilation[d];
+}
+
+/* One thread per output element: the float sum of the window's taps over their count (pool_avg in pool.c). */
+EP_KERNEL pool_avg_f32(const EP_GC pool_launch L, int64_t n) {
+    const float* X = (const float*)L.x;
+    float* Y = (float*)L.y;
+    const int64_t plane = L.in[0] * L.in[1] * L.in[2];
+    GRID_LOOP(e, n) {
+        int64_t r = e;
+        const int64_t o2 = r % L.out[2];
+        r /= L.out[2];
+        const int64_t o1 = r % L.out[1];
+        r /= L.out[1];
+        const int64_t o0 = r % L.out[0], p = r / L.out[0];
+        int64_t s0, a0, b0, s1, a1, b1, s2, a2, b2;
+        pool_taps(L, 0, o0, pool_avg_limit(L, 0), s0, a0, b0);
+        pool_taps(L, 1, o1, pool_avg_limit(L, 1), s1, a1, b1);
+        pool_taps(L, 2, o2, pool_avg_limit(L, 2), s2, a2, b2);
+        const float* xp = X + p * plane;
+        float sum = 0.0f;
+        for (int64_t i0 = a0; i0 < b0; ++i0) {
+            const int64_t h = s0 + i0 * L.dilation[0];
+            for (int64_t i1 = a1; i1 < b1; ++i1) {
+                const float* row = xp + (h * L.in[1] + s1 + i1 * L.dilation[1]) * L.in[2];
+                for (int64_t i2 = a2; i2 < b2; ++i2) sum += row[s2 + i2 * L.dilation[2]];
+            }
+        }
+        int64_t taps = (b0 - a0) * (b1 - a1) * (b2 - a2);
+        if (taps > 0 && L.count_include_pad)
+            taps = pool_avg_span(L, 0, s0) * pool_avg_span(L, 1, s1) * pool_avg_span(L, 2, s2);
+        Y[e] = taps > 0 ? sum / (float)taps : 0.0f;
+    }
+}
+
+EP_KERNEL pool_max_f32(const EP_GC pool_launch L, int64_t n) { pool_max<float>(L, n); }
+EP_KERNEL pool_max_f64(const EP_GC pool_launch L, int64_t n) { pool_max<double>(L, n); }
+EP_KERNEL pool_max_i8(const EP_GC pool_launch L, int64_t n) { pool_max<int8_t>(L, n); }
+EP_KERNEL pool_max_u8(const EP_GC pool_launch L, int64_t n) { pool_max<uint8_t>(L, n); }
+
+/* ---- GlobalAveragePool (struct gavgpool_launch) ------------------------------------------------------ */
+
+/* One warp per plane: the sum in double, then divided by the plane's size (gavgpool_launch_fn in pool.c). */
+EP_KERNEL gavgpool_f32(const EP_GC gavgpool_launch L) {
+    const unsigned lane = threadIdx.x & 31u;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+    for (int64_t p = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); p < L.planes; p += warps) {
+        const float* x = L.x + p * L.size;
+        double s = 0.0;
+        for (int64_t j = lane; j < L.size; j += 32) s += (double)x[j];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+        if (lane == 0) L.y[p] = (float)(s / (double)L.size);
     }
 }

@@ -65,7 +65,9 @@ enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
     X(LAYERNORM, layernorm, layernorm_launch)                  \
     X(GLOBAL_MAXPOOL, gmaxpool, gmaxpool_launch)               \
     X(REDUCE, reduce, reduce_launch)                           \
-    X(SOFTMAX, softmax, softmax_launch)
+    X(SOFTMAX, softmax, softmax_launch)                        \
+    X(POOL, pool, pool_launch)                                 \
+    X(GLOBAL_AVGPOOL, gavgpool, gavgpool_launch)
 
 enum epabi_launch_kind {
 #define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
@@ -243,6 +245,33 @@ struct softmax_launch {
     float* max;       /* inner floats of scratch (inner > 1 only) */
     float* sum;
     int64_t outer, len, inner;
+};
+
+enum pool_op { POOL_MAX, POOL_AVERAGE };
+
+/* MaxPool / AveragePool of `planes` (N * C) planes over up to three spatial dims. A 1-D or 2-D pool fills the
+ * dims past `spatial` with extent 1, kernel 1, stride 1, dilation 1 and no padding, so every launch walks three.
+ * Window k of dim i starts at out_k * stride - pad_begin and has `kernel` taps `dilation` apart; taps outside
+ * [0, in) are padding. */
+struct pool_launch {
+    const void* x;
+    void* y;
+    int64_t* indices;                   /* MaxPool's Indices output (int64, Y's shape), or NULL */
+    ONNXTensorElementDataType dtype;    /* X's and Y's: float, double, int8, uint8 (AveragePool: float) */
+    enum pool_op op;
+    bool count_include_pad;             /* AveragePool: divide by the taps inside [-pad_begin, in + pad_end) */
+    bool col_major;                     /* MaxPool storage_order 1: Indices count the first dim fastest */
+    int32_t spatial;                    /* 1..3: the dims of the node (the Indices formula counts these) */
+    int64_t planes;
+    int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+};
+
+/* GlobalAveragePool: the mean of each of `planes` (N * C) runs of `size` >= 1 floats. */
+struct gavgpool_launch {
+    const float* x;
+    float* y;
+    int64_t planes;
+    int64_t size;
 };
 
 #endif

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks the math kernels (float32 matmul, conv, pool, softmax, layernorm, reduce; Abs) through kernel_harness.c.
+"""Checks the math kernels (float32 matmul, conv, pooling, softmax, layernorm, reduce; Abs) through kernel_harness.c.
 
 Builds the harness (harness_build.py: -std=c11 -Wall -Wextra -Werror, every native/kernels/*.c), writes one
 case file, runs it, and compares every result with onnx.reference.ReferenceEvaluator on a one-node model (numpy
@@ -51,6 +51,7 @@ class Case:
     unknown: tuple = ()               # input indices whose shape the graph does not know
     oracle: Callable | None = None    # replaces ReferenceEvaluator: f(*inputs) -> list of arrays
     ort_differs: str = ""             # why ORT's CPU EP is no oracle for this case (ort_kernels.py skips it)
+    out_dtypes: tuple = ()            # ONNX dtype of each output (1, float, where not given)
 
 
 RNG = np.random.default_rng(1234)
@@ -355,7 +356,169 @@ def unary_cases():
     return c
 
 
-ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases]
+def maxpool_oracle(kernel, pads, strides=None, dilations=None, col_major=False, y_only=False):
+    """MaxPool with Indices by brute force, as ORT's CPU EP computes them: the reference's Indices leave out the
+    (N, C) offset and crash on padded 3-D windows, and its SAME pads follow the spec where ORT pads for the
+    undilated kernel; and it refuses spans (in + pads - kernel) in (-stride, 0), which give ORT one window.
+    Explicit pads, no ceil_mode; NaN wins (np.argmax takes the first NaN)."""
+    def f(x):
+        sr = len(kernel)
+        st = strides or [1] * sr
+        dil = dilations or [1] * sr
+        spatial = x.shape[2:]
+        spans = [spatial[d] + pads[d] + pads[sr + d] - (kernel[d] - 1) * dil[d] - 1 for d in range(sr)]
+        outs = [int(np.trunc(spans[d] / st[d])) + 1 for d in range(sr)]   # ORT divides as C does
+        y = np.empty(x.shape[:2] + tuple(outs), np.float32)
+        idx = np.empty(y.shape, np.int64)
+        plane = int(np.prod(spatial))
+        for n, ch in np.ndindex(*x.shape[:2]):
+            for o in np.ndindex(*outs):
+                taps = [[t for t in range(o[d] * st[d] - pads[d], o[d] * st[d] - pads[d] + kernel[d] * dil[d], dil[d])
+                         if 0 <= t < spatial[d]] for d in range(sr)]
+                w = x[n, ch][np.ix_(*taps)]
+                at = np.unravel_index(int(np.argmax(w)), w.shape)
+                pos = [taps[d][at[d]] for d in range(sr)]
+                y[(n, ch) + o] = w[at]
+                idx[(n, ch) + o] = (n * x.shape[1] + ch) * plane + np.ravel_multi_index(
+                    pos, spatial, order="F" if col_major else "C")
+        return [y] if y_only else [y, idx]
+    return f
+
+
+def window_pool_cases():
+    """MaxPool, AveragePool and GlobalAveragePool (ORT's CPU EP semantics; the reference agrees on these)."""
+    c = []
+    rng = np.random.default_rng(16)   # its own stream: the other groups' inputs stay as they were
+
+    def x(*shape):
+        return np.asarray(rng.standard_normal(shape), dtype=np.float32)
+
+    def mp(name, xin, opset=12, outputs=("Y",), **attrs):
+        c.append(Case(f"maxpool_{name}", "MaxPool", opset, [xin], attrs=attrs, outputs=list(outputs),
+                      out_dtypes=(1, 7)))
+
+    def ap(name, xin, opset=19, **attrs):
+        c.append(Case(f"avgpool_{name}", "AveragePool", opset, [xin], attrs=attrs))
+
+    ks2 = {"kernel_shape": [2, 2]}
+    ks3 = {"kernel_shape": [3, 3]}
+    mp("default", x(2, 3, 6, 7), **ks2)
+    mp("strides", x(1, 2, 9, 8), kernel_shape=[3, 2], strides=[2, 3])
+    mp("pads", x(1, 2, 5, 6), pads=[1, 2, 2, 1], **ks3)
+    mp("dilations", x(1, 2, 9, 9), dilations=[2, 3], strides=[1, 2], opset=10, **ks3)
+    mp("ceil", x(1, 1, 6, 7), strides=[2, 2], ceil_mode=1, opset=10, **ks3)
+    mp("ceil_pads", x(1, 1, 6, 6), strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, opset=11, **ks3)
+    mp("ceil_drop_last", x(1, 1, 5, 5), strides=[2, 2], pads=[2, 2, 2, 2], ceil_mode=1, **ks3)
+    mp("same_upper", x(1, 2, 7, 8), auto_pad="SAME_UPPER", strides=[2, 3], **ks3)
+    mp("same_lower", x(1, 2, 7, 8), auto_pad="SAME_LOWER", strides=[2, 3], **ks3)
+    c[-1].oracle = maxpool_oracle([3, 3], [1, 1, 1, 0], [2, 3])   # the reference's SAME_LOWER extents are off
+    mp("same_upper_dil", x(1, 1, 9, 10), auto_pad="SAME_UPPER", dilations=[2, 2], opset=11, **ks3)
+    c[-1].oracle = maxpool_oracle([3, 3], [1, 1, 1, 1], dilations=[2, 2])   # ORT pads for the undilated kernel
+    mp("same_small_kernel", x(1, 2, 7, 9), auto_pad="SAME_UPPER", kernel_shape=[1, 2], strides=[3, 4])
+    mp("valid", x(1, 2, 7, 9), auto_pad="VALID", strides=[2, 2], **ks3)
+    mp("1d", x(2, 3, 11), kernel_shape=[3], strides=[2], pads=[1, 1])
+    mp("1d_dil_ceil", x(1, 2, 12), kernel_shape=[2], dilations=[3], ceil_mode=1, strides=[2])
+    mp("3d", x(1, 2, 5, 6, 7), kernel_shape=[2, 3, 2], strides=[2, 1, 2], pads=[1, 0, 1, 0, 1, 1])
+    mp("3d_dil", x(1, 1, 7, 7, 7), kernel_shape=[2, 2, 2], dilations=[2, 3, 1], ceil_mode=1)
+    mp("opset1", x(1, 2, 6, 6), opset=1, **ks2)
+    mp("opset8", x(1, 2, 6, 6), opset=8, strides=[2, 2], **ks3)
+    mp("opset22", x(1, 2, 6, 6), opset=22, pads=[1, 1, 1, 1], **ks3)
+    mp("big", x(2, 16, 40, 40), strides=[2, 2], pads=[1, 1, 1, 1], **ks3)
+    mp("idx", x(2, 3, 6, 7), outputs=("Y", "I"), pads=[1, 0, 0, 1], **ks3)
+    c[-1].oracle = maxpool_oracle([3, 3], [1, 0, 0, 1])
+    mp("idx_col", x(2, 3, 6, 7), outputs=("Y", "I"), storage_order=1, strides=[2, 2], **ks3)
+    mp("idx_dil", x(1, 2, 9, 8), outputs=("Y", "I"), dilations=[2, 2], pads=[1, 2, 1, 2], **ks3)
+    mp("idx_1d", x(2, 2, 9), outputs=("Y", "I"), kernel_shape=[3], strides=[2])
+    mp("idx_3d", x(1, 2, 4, 5, 6), outputs=("Y", "I"), kernel_shape=[2, 2, 3], pads=[0, 1, 1, 1, 0, 1])
+    c[-1].oracle = maxpool_oracle([2, 2, 3], [0, 1, 1, 1, 0, 1])
+    mp("idx_3d_col", x(1, 2, 4, 5, 6), outputs=("Y", "I"), kernel_shape=[2, 3, 2], storage_order=1)
+    c[-1].oracle = maxpool_oracle([2, 3, 2], [0] * 6, col_major=True)
+    mp("idx_opset8", x(1, 1, 5, 5), opset=8, outputs=("Y", "I"), **ks2)
+    c[-1].oracle = maxpool_oracle([2, 2], [0] * 4)
+    mp("idx_unwired", x(1, 2, 6, 6), outputs=("Y", ""), **ks2)
+    mp("ties", np.ones((1, 2, 5, 5), np.float32), outputs=("Y", "I"), pads=[1, 1, 1, 1], **ks3)
+    c[-1].oracle = maxpool_oracle([3, 3], [1] * 4)
+    mp("empty_n", x(0, 2, 5, 5), outputs=("Y", "I"), **ks2)
+    # A span (in + pads - kernel) in (-stride, 0) still gives one window (ORT divides as C does).
+    mp("span_negative", x(1, 2, 2, 5), kernel_shape=[3, 2], strides=[2, 1])
+    c[-1].oracle = maxpool_oracle([3, 2], [0] * 4, [2, 1], y_only=True)
+    mp("span_negative_ceil", x(1, 2, 3, 5), kernel_shape=[5, 2], strides=[3, 1], ceil_mode=1)
+    c[-1].oracle = maxpool_oracle([5, 2], [0] * 4, [3, 1], y_only=True)
+    mp("span_zero_windows", x(1, 2, 1, 5), kernel_shape=[4, 2], strides=[2, 1])
+    c[-1].oracle = maxpool_oracle([4, 2], [0] * 4, [2, 1], y_only=True)
+    # A window whose taps all fall in the padding: ORT gives the lowest float and an index from -1s.
+    mp("no_tap", x(1, 1, 1, 3), outputs=("Y", "I"), kernel_shape=[2, 1], pads=[1, 0, 1, 0], dilations=[2, 1])
+    c[-1].oracle = lambda xv: [np.full((1, 1, 1, 3), -np.finfo(np.float32).max, np.float32),
+                               np.full((1, 1, 1, 3), -4, np.int64)]
+    xn = x(1, 1, 4, 4)
+    xn[0, 0, 1, 1] = np.nan
+    mp("nan", xn, outputs=("Y", "I"), strides=[1, 1], **ks2)
+    c[-1].ort_differs = NAN_MAX
+    c[-1].oracle = maxpool_oracle([2, 2], [0] * 4)
+
+    ap("default", x(2, 3, 6, 7), opset=7, **ks2)
+    ap("strides", x(1, 2, 9, 8), kernel_shape=[3, 2], strides=[2, 3], opset=10)
+    ap("pads", x(1, 2, 5, 6), pads=[1, 2, 2, 1], opset=11, **ks3)
+    ap("pads_incl", x(1, 2, 5, 6), pads=[1, 2, 2, 1], count_include_pad=1, **ks3)
+    ap("ceil", x(1, 1, 6, 7), strides=[2, 2], ceil_mode=1, **ks3)
+    ap("ceil_incl", x(1, 1, 6, 7), strides=[2, 2], ceil_mode=1, count_include_pad=1, pads=[1, 1, 1, 1], **ks3)
+    ap("ceil_incl_1d", x(1, 2, 6), kernel_shape=[3], strides=[2], ceil_mode=1, count_include_pad=1, pads=[2, 2])
+    ap("dilations", x(1, 2, 9, 9), dilations=[2, 3], strides=[1, 2], **ks3)
+    ap("dil_pads_incl", x(1, 2, 9, 9), dilations=[2, 2], pads=[2, 1, 1, 2], count_include_pad=1, **ks3)
+    ap("dil_ceil_incl", x(1, 2, 10, 9), dilations=[2, 2], strides=[3, 2], pads=[1, 1, 2, 2], ceil_mode=1,
+       count_include_pad=1, **ks3)
+    ap("same_upper", x(1, 2, 7, 8), auto_pad="SAME_UPPER", strides=[2, 3], **ks3)
+    ap("same_lower_incl", x(1, 2, 7, 8), auto_pad="SAME_LOWER", strides=[2, 3], count_include_pad=1, **ks3)
+    ap("same_small_kernel", x(1, 2, 7, 9), auto_pad="SAME_UPPER", kernel_shape=[1, 2], strides=[3, 4],
+       count_include_pad=1)
+    ap("valid", x(1, 2, 7, 9), auto_pad="VALID", strides=[2, 2], **ks3)
+    ap("1d", x(2, 3, 11), kernel_shape=[3], strides=[2], pads=[1, 1])
+    ap("3d", x(1, 2, 5, 6, 7), kernel_shape=[2, 3, 2], strides=[2, 1, 2], pads=[1, 0, 1, 0, 1, 1])
+    ap("3d_incl_ceil", x(1, 1, 7, 6, 5), kernel_shape=[3, 2, 2], strides=[2, 2, 2], pads=[1, 1, 1, 1, 1, 1],
+       count_include_pad=1, ceil_mode=1)
+    ap("opset22", x(1, 2, 6, 6), opset=22, pads=[1, 1, 1, 1], **ks3)
+    ap("big", x(2, 16, 40, 40), strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1, **ks3)
+    ap("empty_n", x(0, 2, 5, 5), **ks2)
+
+    for i, xin in enumerate([x(2, 3, 4, 5), x(1, 2, 7), x(2, 2, 2, 3, 2), x(3, 2, 1, 1), x(0, 3, 2, 2),
+                             x(1, 4, 33, 35)]):
+        c.append(Case(f"gavgpool_{i}", "GlobalAveragePool", 1 if i % 2 else 22, [xin],
+                      oracle=lambda v: [v.mean(axis=tuple(range(2, v.ndim)), keepdims=True, dtype=np.float64)
+                                        .astype(np.float32)]))
+    c.append(Case("gavgpool_rank2", "GlobalAveragePool", 1, [x(2, 3)], expect="refused", match="rank 2"))
+    c.append(Case("gavgpool_no_spatial", "GlobalAveragePool", 1, [x(2, 3, 0)], expect="error", match="no spatial"))
+
+    c.append(Case("maxpool_pad_ge_kernel", "MaxPool", 12, [x(1, 1, 5, 5)], attrs={**ks2, "pads": [2, 0, 0, 0]},
+                  expect="refused", match="smaller than its kernel"))
+    c.append(Case("maxpool_no_kernel", "MaxPool", 12, [x(1, 1, 5, 5)], expect="refused", match="kernel_shape"))
+    c.append(Case("maxpool_4d", "MaxPool", 12, [x(1, 1, 3, 3, 3, 3)], attrs={"kernel_shape": [2, 2, 2, 2]},
+                  expect="refused", match="kernel_shape"))
+    c.append(Case("maxpool_rank_mismatch", "MaxPool", 12, [x(1, 1, 5, 5)], attrs={"kernel_shape": [2]},
+                  expect="refused", match="rank 4"))
+    c.append(Case("maxpool_int64", "MaxPool", 12, [i64(1, 2, 3).reshape(1, 1, 3)], attrs={"kernel_shape": [2]},
+                  expect="refused", match="int64"))
+    c.append(Case("maxpool_bad_auto_pad", "MaxPool", 12, [x(1, 1, 5, 5)], attrs={**ks2, "auto_pad": "FULL"},
+                  expect="refused", match="FULL"))
+    c.append(Case("maxpool_bad_strides", "MaxPool", 12, [x(1, 1, 5, 5)], attrs={**ks2, "strides": [1, 0]},
+                  expect="refused", match="strides[1]=0",
+                  ort_differs="ORT 1.24's CPU EP dies of SIGFPE on this model (1.32 rejects it at load)"))
+    c.append(Case("maxpool_storage_order2", "MaxPool", 12, [x(1, 1, 5, 5)], attrs={**ks2, "storage_order": 2},
+                  expect="refused", match="storage_order"))
+    c.append(Case("maxpool_indices_opset7", "MaxPool", 7, [x(1, 1, 5, 5)], attrs=ks2, outputs=["Y", "I"],
+                  out_dtypes=(1, 7), expect="refused", match="at most 1 output"))
+    c.append(Case("avgpool_double", "AveragePool", 19, [x(1, 1, 5, 5).astype(np.float64)], attrs=ks2,
+                  expect="refused", match="double"))
+    c.append(Case("maxpool_too_small", "MaxPool", 12, [x(1, 1, 2, 5)], attrs={"kernel_shape": [4, 2]},
+                  expect="error", match="smaller than the dilated kernel"))
+    c.append(Case("maxpool_rank_unknown", "MaxPool", 12, [x(1, 1, 5, 5)], attrs={"kernel_shape": [2]},
+                  unknown=(0,), expect="error", match="rank 3"))
+    c.append(Case("avgpool_empty_c", "AveragePool", 19, [x(1, 0, 5, 5)], attrs=ks2, expect="error",
+                  match="empty in a dim other than N"))
+    return c
+
+
+ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases,
+       window_pool_cases]
 
 
 # ---- serialisation, reference, comparison -----------------------------------------------------------------
@@ -391,8 +554,9 @@ def write_case(f, case: Case):
             else:
                 f.write(" " + " ".join(str(v) for v in flat.tolist()) if flat.size else "")
         f.write("\n")
-    for o in present_out:
-        f.write(f"out {1 if o else 0} {o if o else '-'}\n")
+    for i, o in enumerate(present_out):
+        dt = case.out_dtypes[i] if i < len(case.out_dtypes) else 1
+        f.write(f"out {dt if o else 0} {o if o else '-'}\n")
     f.write("end\n")
 
 

@@ -1,0 +1,51 @@
+/*
+ * cuda_launch_nn.c - the launchers of the neural-network layer kinds: MaxPool / AveragePool (POOL),
+ * GlobalAveragePool (GLOBAL_AVGPOOL).
+ *
+ * Each computes what its kind's host function in native/kernels computes (see cuda_launch.c), issues nothing
+ * for empty work, never allocates and never synchronizes, so it can run inside a stream capture.
+ * Thread-safety: no state.
+ */
+#include <stdint.h>
+
+#include "cuda_launch_internal.h"
+#include "ep_factory.h"   /* EPABI_EP_NAME */
+
+static OrtStatus* not_covered(const struct epabi_cuda_launch_env* env, const char* what, const char* detail,
+                              int value) {
+    return epabi_error(env->api, ORT_NOT_IMPLEMENTED, EPABI_EP_NAME ": the CUDA kernels do not cover %s with %s %d",
+                       what, detail, value);
+}
+
+/* ---- pooling ------------------------------------------------------------------------------------------ */
+
+OrtStatus* epabi_cuda_launch_pool(const struct epabi_cuda_launch_env* env, const struct pool_launch* in) {
+    struct pool_launch L = *in;
+    const char* what = L.op == POOL_MAX ? "MaxPool" : "AveragePool";
+    int64_t n = L.planes * L.out[0] * L.out[1] * L.out[2];
+    if (n <= 0) return NULL;
+    enum epabi_cuda_kernel_id id;
+    if (L.op == POOL_AVERAGE && L.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+        id = EPABI_CK_pool_avg_f32;
+    else if (L.op == POOL_MAX && L.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+        id = EPABI_CK_pool_max_f32;
+    else if (L.op == POOL_MAX && L.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE)
+        id = EPABI_CK_pool_max_f64;
+    else if (L.op == POOL_MAX && L.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8)
+        id = EPABI_CK_pool_max_i8;
+    else if (L.op == POOL_MAX && L.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8)
+        id = EPABI_CK_pool_max_u8;
+    else
+        return not_covered(env, what, "dtype", (int)L.dtype);
+    void* params[] = {&L, &n};
+    return epabi_cuda_run(env, what, id, epabi_cuda_grid(n, EPABI_CUDA_BLOCK), 1, 1, EPABI_CUDA_BLOCK, params);
+}
+
+OrtStatus* epabi_cuda_launch_gavgpool(const struct epabi_cuda_launch_env* env, const struct gavgpool_launch* in) {
+    struct gavgpool_launch L = *in;
+    if (L.planes <= 0 || L.size <= 0) return NULL;
+    void* params[] = {&L};
+    /* one warp per plane, 8 warps per block */
+    return epabi_cuda_run(env, "GlobalAveragePool", EPABI_CK_gavgpool_f32, epabi_cuda_grid(L.planes, 8), 1, 1, 256,
+                          params);
+}
