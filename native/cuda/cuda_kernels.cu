@@ -62,6 +62,8 @@ static_assert(sizeof(reduce_launch) == 136, "reduce_launch layout");
 static_assert(sizeof(softmax_launch) == 56, "softmax_launch layout");
 static_assert(sizeof(pool_launch) == 216, "pool_launch layout");
 static_assert(sizeof(gavgpool_launch) == 32, "gavgpool_launch layout");
+static_assert(sizeof(batchnorm_launch) == 80, "batchnorm_launch layout");
+static_assert(sizeof(instancenorm_launch) == 64, "instancenorm_launch layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -222,6 +224,26 @@ static_assert(EP_OFF(gavgpool_launch, x) == 0, "gavgpool_launch.x");
 static_assert(EP_OFF(gavgpool_launch, y) == 8, "gavgpool_launch.y");
 static_assert(EP_OFF(gavgpool_launch, planes) == 16, "gavgpool_launch.planes");
 static_assert(EP_OFF(gavgpool_launch, size) == 24, "gavgpool_launch.size");
+static_assert(EP_OFF(batchnorm_launch, x) == 0, "batchnorm_launch.x");
+static_assert(EP_OFF(batchnorm_launch, scale) == 8, "batchnorm_launch.scale");
+static_assert(EP_OFF(batchnorm_launch, bias) == 16, "batchnorm_launch.bias");
+static_assert(EP_OFF(batchnorm_launch, mean) == 24, "batchnorm_launch.mean");
+static_assert(EP_OFF(batchnorm_launch, var) == 32, "batchnorm_launch.var");
+static_assert(EP_OFF(batchnorm_launch, y) == 40, "batchnorm_launch.y");
+static_assert(EP_OFF(batchnorm_launch, n) == 48, "batchnorm_launch.n");
+static_assert(EP_OFF(batchnorm_launch, c) == 56, "batchnorm_launch.c");
+static_assert(EP_OFF(batchnorm_launch, inner) == 64, "batchnorm_launch.inner");
+static_assert(EP_OFF(batchnorm_launch, epsilon) == 72, "batchnorm_launch.epsilon");
+static_assert(EP_OFF(batchnorm_launch, pad_) == 76, "batchnorm_launch.pad_");
+static_assert(EP_OFF(instancenorm_launch, x) == 0, "instancenorm_launch.x");
+static_assert(EP_OFF(instancenorm_launch, scale) == 8, "instancenorm_launch.scale");
+static_assert(EP_OFF(instancenorm_launch, bias) == 16, "instancenorm_launch.bias");
+static_assert(EP_OFF(instancenorm_launch, y) == 24, "instancenorm_launch.y");
+static_assert(EP_OFF(instancenorm_launch, planes) == 32, "instancenorm_launch.planes");
+static_assert(EP_OFF(instancenorm_launch, c) == 40, "instancenorm_launch.c");
+static_assert(EP_OFF(instancenorm_launch, size) == 48, "instancenorm_launch.size");
+static_assert(EP_OFF(instancenorm_launch, epsilon) == 56, "instancenorm_launch.epsilon");
+static_assert(EP_OFF(instancenorm_launch, pad_) == 60, "instancenorm_launch.pad_");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -1274,5 +1296,42 @@ EP_KERNEL gavgpool_f32(const EP_GC gavgpool_launch L) {
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
         if (lane == 0) L.y[p] = (float)(s / (double)L.size);
+    }
+}
+
+/* ---- BatchNormalization (struct batchnorm_launch) ---------------------------------------------------- */
+
+/* One thread per element; the channel's scale is recomputed per element (batchnorm.c's formula). */
+EP_KERNEL batchnorm_f32(const EP_GC batchnorm_launch L, int64_t n_items) {
+    GRID_LOOP(e, n_items) {
+        const int64_t ch = (e / L.inner) % L.c;
+        const float s = (1.0f / sqrtf(L.var[ch] + L.epsilon)) * L.scale[ch];
+        L.y[e] = (L.x[e] - L.mean[ch]) * s + L.bias[ch];
+    }
+}
+
+/* ---- InstanceNormalization (struct instancenorm_launch) ---------------------------------------------- */
+
+/* One block per plane (grid-stride over planes): mean and variance in double, two passes, as instancenorm.c. */
+EP_KERNEL instancenorm_f32(const EP_GC instancenorm_launch L) {
+    __shared__ double smem[32];
+    const op_add_d add;
+    for (int64_t p = blockIdx.x; p < L.planes; p += gridDim.x) {
+        const float* x = L.x + p * L.size;
+        double s = 0.0;
+        for (int64_t j = threadIdx.x; j < L.size; j += blockDim.x) s += (double)x[j];
+        s = block_reduce(s, add, 0.0, smem);
+        const double mean = s / (double)L.size;
+        double ss = 0.0;
+        for (int64_t j = threadIdx.x; j < L.size; j += blockDim.x) {
+            const double d = (double)x[j] - mean;
+            ss += d * d;
+        }
+        ss = block_reduce(ss, add, 0.0, smem);
+        const float inv = (float)(1.0 / sqrt(ss / (double)L.size + (double)L.epsilon));
+        const float sc = inv * L.scale[p % L.c];
+        const float m = (float)mean, b = L.bias[p % L.c];
+        float* y = L.y + p * L.size;
+        for (int64_t j = threadIdx.x; j < L.size; j += blockDim.x) y[j] = (x[j] - m) * sc + b;
     }
 }

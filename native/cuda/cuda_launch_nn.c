@@ -1,6 +1,6 @@
 /*
  * cuda_launch_nn.c - the launchers of the neural-network layer kinds: MaxPool / AveragePool (POOL),
- * GlobalAveragePool (GLOBAL_AVGPOOL).
+ * GlobalAveragePool (GLOBAL_AVGPOOL), BatchNormalization (BATCHNORM), InstanceNormalization (INSTANCENORM).
  *
  * Each computes what its kind's host function in native/kernels computes (see cuda_launch.c), issues nothing
  * for empty work, never allocates and never synchronizes, so it can run inside a stream capture.
@@ -48,4 +48,25 @@ OrtStatus* epabi_cuda_launch_gavgpool(const struct epabi_cuda_launch_env* env, c
     /* one warp per plane, 8 warps per block */
     return epabi_cuda_run(env, "GlobalAveragePool", EPABI_CK_gavgpool_f32, epabi_cuda_grid(L.planes, 8), 1, 1, 256,
                           params);
+}
+
+/* ---- normalization ------------------------------------------------------------------------------------ */
+
+OrtStatus* epabi_cuda_launch_batchnorm(const struct epabi_cuda_launch_env* env, const struct batchnorm_launch* in) {
+    struct batchnorm_launch L = *in;
+    int64_t items = L.n * L.c * L.inner;
+    if (items <= 0) return NULL;
+    void* params[] = {&L, &items};
+    return epabi_cuda_run(env, "BatchNormalization", EPABI_CK_batchnorm_f32, epabi_cuda_grid(items, EPABI_CUDA_BLOCK),
+                          1, 1, EPABI_CUDA_BLOCK, params);
+}
+
+OrtStatus* epabi_cuda_launch_instancenorm(const struct epabi_cuda_launch_env* env,
+                                          const struct instancenorm_launch* in) {
+    struct instancenorm_launch L = *in;
+    if (L.planes <= 0 || L.size <= 0 || L.c <= 0) return NULL;
+    const int64_t cap = (int64_t)1 << 20;   /* the kernel loops grid-stride over planes */
+    void* params[] = {&L};
+    return epabi_cuda_run(env, "InstanceNormalization", EPABI_CK_instancenorm_f32,
+                          (unsigned)(L.planes < cap ? L.planes : cap), 1, 1, epabi_cuda_row_block(L.size), params);
 }

@@ -67,7 +67,9 @@ enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
     X(REDUCE, reduce, reduce_launch)                           \
     X(SOFTMAX, softmax, softmax_launch)                        \
     X(POOL, pool, pool_launch)                                 \
-    X(GLOBAL_AVGPOOL, gavgpool, gavgpool_launch)
+    X(GLOBAL_AVGPOOL, gavgpool, gavgpool_launch)              \
+    X(BATCHNORM, batchnorm, batchnorm_launch)                  \
+    X(INSTANCENORM, instancenorm, instancenorm_launch)
 
 enum epabi_launch_kind {
 #define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
@@ -272,6 +274,33 @@ struct gavgpool_launch {
     float* y;
     int64_t planes;
     int64_t size;
+};
+
+/* BatchNormalization in inference mode: X viewed as [n, c, inner]; per channel s = scale * (1 / sqrt(var +
+ * epsilon)), then Y = (X - mean) * s + bias, all in float. */
+struct batchnorm_launch {
+    const float* x;
+    const float* scale;
+    const float* bias;
+    const float* mean;
+    const float* var;
+    float* y;
+    int64_t n, c, inner;
+    float epsilon;
+    int32_t pad_;
+};
+
+/* InstanceNormalization: `planes` (N * C) runs of `size` >= 1 floats, plane p of channel p % c; each is
+ * normalized by its own mean and variance (accumulated in double): s = scale / sqrt(var + epsilon) in float,
+ * Y = (X - mean) * s + bias. */
+struct instancenorm_launch {
+    const float* x;
+    const float* scale;
+    const float* bias;
+    float* y;
+    int64_t planes, c, size;
+    float epsilon;
+    int32_t pad_;
 };
 
 #endif

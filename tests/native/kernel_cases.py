@@ -517,8 +517,85 @@ def window_pool_cases():
     return c
 
 
+def bn_oracle(eps):
+    def f(xv, scale, b, mean, var):
+        shape = (1, -1) + (1,) * (xv.ndim - 2)
+        y = (xv - mean.reshape(shape)) / np.sqrt(var.reshape(shape).astype(np.float64) + eps) * scale.reshape(shape)
+        return [(y + b.reshape(shape)).astype(np.float32)]
+    return f
+
+
+def norm_cases():
+    """BatchNormalization (inference) and InstanceNormalization."""
+    c = []
+    rng = np.random.default_rng(17)   # its own stream: the other groups' inputs stay as they were
+
+    def x(*shape, scale=1.0):
+        return np.asarray(rng.standard_normal(shape) * scale, dtype=np.float32)
+
+    def stats(ch):
+        return [x(ch), x(ch), x(ch), np.asarray(rng.uniform(0.1, 2.0, ch), dtype=np.float32)]
+
+    def bn(name, xin, opset=15, const=(1, 2, 3, 4), **attrs):
+        # Before opset 14 the reference errs: opsets 6-8 return a tuple, 9-13 apply the default momentum's
+        # batch statistics.
+        c.append(Case(f"batchnorm_{name}", "BatchNormalization", opset, [xin] + stats(xin.shape[1]), attrs=attrs,
+                      const=const, oracle=bn_oracle(attrs.get("epsilon", 1e-5)) if opset < 14 else None))
+
+    bn("4d", x(2, 3, 4, 5))
+    bn("2d", x(5, 7), opset=9)
+    bn("3d_mode0", x(2, 4, 6), opset=14, training_mode=0)
+    bn("5d", x(1, 3, 2, 3, 4), opset=7, const=())
+    bn("opset6", x(2, 3, 4, 4), opset=6, is_test=1, epsilon=1e-3, momentum=0.9)
+    bn("opset6_spatial", x(2, 3, 4, 4), opset=6, is_test=1, spatial=1)
+    bn("eps", x(2, 3, 4, 5), epsilon=0.1)
+    bn("big", x(4, 32, 17, 19, scale=50.0), const=(1, 3))
+    bn("empty_n", x(0, 3, 4, 5))
+    bn("one_output_wired", x(2, 3, 4), opset=15)
+    c[-1].outputs = ["Y", "", ""]
+    c.append(Case("batchnorm_training", "BatchNormalization", 15, [x(2, 3, 4)] + stats(3),
+                  attrs={"training_mode": 1}, outputs=["Y", "rm", "rv"], expect="refused", match="training"))
+    c.append(Case("batchnorm_training_outputs_9", "BatchNormalization", 9, [x(2, 3, 4)] + stats(3),
+                  outputs=["Y", "m", "v", "sm", "sv"], expect="refused", match="training statistic"))
+    c.append(Case("batchnorm_opset6_train", "BatchNormalization", 6, [x(2, 3, 4)] + stats(3), expect="refused",
+                  match="is_test=0"))
+    c.append(Case("batchnorm_spatial0", "BatchNormalization", 7, [x(2, 3, 4)] + stats(3), attrs={"spatial": 0},
+                  expect="refused", match="spatial=0"))
+    c.append(Case("batchnorm_double", "BatchNormalization", 15, [x(2, 3).astype(np.float64)] + stats(3),
+                  expect="refused", match="double"))
+    c.append(Case("batchnorm_rank1", "BatchNormalization", 15, [x(3)] + stats(3), expect="refused", match="rank 1"))
+    c.append(Case("batchnorm_bad_scale", "BatchNormalization", 15, [x(2, 3, 4), x(4)] + stats(3)[1:],
+                  expect="error", match="scale [4] must be [3]"))
+
+    def inorm(name, xin, opset=22, const=(1, 2), **attrs):
+        ch = xin.shape[1]
+        c.append(Case(f"instnorm_{name}", "InstanceNormalization", opset, [xin, x(ch), x(ch)], attrs=attrs,
+                      const=const))
+
+    inorm("4d", x(2, 3, 4, 5))
+    inorm("opset6", x(2, 3, 4, 5), opset=6, const=())
+    inorm("3d", x(3, 2, 17))
+    inorm("5d", x(1, 2, 3, 4, 5), epsilon=1e-2)
+    inorm("eps", x(2, 3, 4, 5, scale=1e-2), epsilon=0.5)
+    inorm("one_position", x(2, 3, 1, 1))
+    c[-1].ort_differs = "ORT's CPU EP folds the mean into the shift: a one-element plane gives B to ~1e-4 only"
+    inorm("offset", x(2, 4, 64) + 1000.0)
+    c[-1].ort_differs = "ORT's CPU EP takes the mean and variance in float; at |x| ~ 1000 it drifts by ~1e-3"
+    inorm("wide", x(1, 4, 96, 96))
+    inorm("empty_n", x(0, 3, 4, 5))
+    inorm("empty_plane", x(2, 3, 0, 5))
+    c[-1].oracle = lambda v, s, b: [v.copy()]
+    c.append(Case("instnorm_double", "InstanceNormalization", 22, [x(2, 3, 4).astype(np.float64), x(3), x(3)],
+                  expect="refused", match="double"))
+    c.append(Case("instnorm_rank2", "InstanceNormalization", 22, [x(2, 3), x(3), x(3)], expect="refused",
+                  match="rank 2"))
+    c.append(Case("instnorm_bad_b", "InstanceNormalization", 22, [x(2, 3, 4), x(3), x(2)], expect="error",
+                  match="B [2] must be [3]"))
+    return c
+
+
 ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases,
-       window_pool_cases]
+       window_pool_cases, norm_cases]
 
 
 # ---- serialisation, reference, comparison -----------------------------------------------------------------
