@@ -64,6 +64,7 @@ static_assert(sizeof(pool_launch) == 216, "pool_launch layout");
 static_assert(sizeof(gavgpool_launch) == 32, "gavgpool_launch layout");
 static_assert(sizeof(batchnorm_launch) == 80, "batchnorm_launch layout");
 static_assert(sizeof(instancenorm_launch) == 64, "instancenorm_launch layout");
+static_assert(sizeof(convt_launch) == 248, "convt_launch layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -244,6 +245,25 @@ static_assert(EP_OFF(instancenorm_launch, c) == 40, "instancenorm_launch.c");
 static_assert(EP_OFF(instancenorm_launch, size) == 48, "instancenorm_launch.size");
 static_assert(EP_OFF(instancenorm_launch, epsilon) == 56, "instancenorm_launch.epsilon");
 static_assert(EP_OFF(instancenorm_launch, pad_) == 60, "instancenorm_launch.pad_");
+static_assert(EP_OFF(convt_launch, x) == 0, "convt_launch.x");
+static_assert(EP_OFF(convt_launch, w) == 8, "convt_launch.w");
+static_assert(EP_OFF(convt_launch, bias) == 16, "convt_launch.bias");
+static_assert(EP_OFF(convt_launch, y) == 24, "convt_launch.y");
+static_assert(EP_OFF(convt_launch, col) == 32, "convt_launch.col");
+static_assert(EP_OFF(convt_launch, pack) == 40, "convt_launch.pack");
+static_assert(EP_OFF(convt_launch, n) == 48, "convt_launch.n");
+static_assert(EP_OFF(convt_launch, c) == 56, "convt_launch.c");
+static_assert(EP_OFF(convt_launch, m) == 64, "convt_launch.m");
+static_assert(EP_OFF(convt_launch, group) == 72, "convt_launch.group");
+static_assert(EP_OFF(convt_launch, cg) == 80, "convt_launch.cg");
+static_assert(EP_OFF(convt_launch, mg) == 88, "convt_launch.mg");
+static_assert(EP_OFF(convt_launch, in) == 96, "convt_launch.in");
+static_assert(EP_OFF(convt_launch, out) == 120, "convt_launch.out");
+static_assert(EP_OFF(convt_launch, kernel) == 144, "convt_launch.kernel");
+static_assert(EP_OFF(convt_launch, stride) == 168, "convt_launch.stride");
+static_assert(EP_OFF(convt_launch, dilation) == 192, "convt_launch.dilation");
+static_assert(EP_OFF(convt_launch, pad) == 216, "convt_launch.pad");
+static_assert(EP_OFF(convt_launch, tile) == 240, "convt_launch.tile");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -1333,5 +1353,47 @@ EP_KERNEL instancenorm_f32(const EP_GC instancenorm_launch L) {
         const float m = (float)mean, b = L.bias[p % L.c];
         float* y = L.y + p * L.size;
         for (int64_t j = threadIdx.x; j < L.size; j += blockDim.x) y[j] = (x[j] - m) * sc + b;
+    }
+}
+
+/* ---- ConvTranspose (struct convt_launch) ------------------------------------------------------------ */
+
+/* One thread per output element: the bias (or 0) plus, over the group's input channels and every tap k whose
+ * input position i = (o + pad - k * dilation) / stride is whole and inside the input, X[i] * W[k]. */
+EP_KERNEL convt_direct(const EP_GC convt_launch L, int64_t n_items) {
+    const int64_t K = L.kernel[0] * L.kernel[1] * L.kernel[2];
+    const int64_t in_plane = L.in[0] * L.in[1] * L.in[2];
+    GRID_LOOP(e, n_items) {
+        int64_t r = e;
+        const int64_t o2 = r % L.out[2];
+        r /= L.out[2];
+        const int64_t o1 = r % L.out[1];
+        r /= L.out[1];
+        const int64_t o0 = r % L.out[0];
+        r /= L.out[0];
+        const int64_t mm = r % L.m, ni = r / L.m;
+        const int64_t g = mm / L.mg, mo = mm - g * L.mg;
+        float acc = L.bias != nullptr ? L.bias[mm] : 0.0f;
+        const float* xg = L.x + (ni * L.c + g * L.cg) * in_plane;
+        const float* wg = L.w + (g * L.cg * L.mg + mo) * K;
+        for (int64_t k0 = 0; k0 < L.kernel[0]; ++k0) {
+            const int64_t t0 = o0 + L.pad[0] - k0 * L.dilation[0];
+            if (t0 < 0 || t0 % L.stride[0] != 0 || t0 / L.stride[0] >= L.in[0]) continue;
+            const int64_t i0 = t0 / L.stride[0];
+            for (int64_t k1 = 0; k1 < L.kernel[1]; ++k1) {
+                const int64_t t1 = o1 + L.pad[1] - k1 * L.dilation[1];
+                if (t1 < 0 || t1 % L.stride[1] != 0 || t1 / L.stride[1] >= L.in[1]) continue;
+                const int64_t i1 = t1 / L.stride[1];
+                for (int64_t k2 = 0; k2 < L.kernel[2]; ++k2) {
+                    const int64_t t2 = o2 + L.pad[2] - k2 * L.dilation[2];
+                    if (t2 < 0 || t2 % L.stride[2] != 0 || t2 / L.stride[2] >= L.in[2]) continue;
+                    const int64_t pos = (i0 * L.in[1] + i1) * L.in[2] + t2 / L.stride[2];
+                    const int64_t kk = (k0 * L.kernel[1] + k1) * L.kernel[2] + k2;
+                    for (int64_t ci = 0; ci < L.cg; ++ci)
+                        acc = fmaf(xg[ci * in_plane + pos], wg[ci * L.mg * K + kk], acc);
+                }
+            }
+        }
+        L.y[e] = acc;
     }
 }

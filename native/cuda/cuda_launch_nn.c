@@ -1,6 +1,8 @@
 /*
  * cuda_launch_nn.c - the launchers of the neural-network layer kinds: MaxPool / AveragePool (POOL),
- * GlobalAveragePool (GLOBAL_AVGPOOL), BatchNormalization (BATCHNORM), InstanceNormalization (INSTANCENORM).
+ * GlobalAveragePool (GLOBAL_AVGPOOL), BatchNormalization (BATCHNORM), InstanceNormalization (INSTANCENORM),
+ * ConvTranspose (CONV_TRANSPOSE). Scratch pointers of the blocks (col, pack) are unused: the CUDA kernels
+ * keep their partial results in registers.
  *
  * Each computes what its kind's host function in native/kernels computes (see cuda_launch.c), issues nothing
  * for empty work, never allocates and never synchronizes, so it can run inside a stream capture.
@@ -69,4 +71,15 @@ OrtStatus* epabi_cuda_launch_instancenorm(const struct epabi_cuda_launch_env* en
     void* params[] = {&L};
     return epabi_cuda_run(env, "InstanceNormalization", EPABI_CK_instancenorm_f32,
                           (unsigned)(L.planes < cap ? L.planes : cap), 1, 1, epabi_cuda_row_block(L.size), params);
+}
+
+/* ---- ConvTranspose ------------------------------------------------------------------------------------ */
+
+OrtStatus* epabi_cuda_launch_conv_transpose(const struct epabi_cuda_launch_env* env, const struct convt_launch* in) {
+    struct convt_launch L = *in;
+    int64_t items = L.n * L.m * L.out[0] * L.out[1] * L.out[2];
+    if (items <= 0 || L.mg <= 0) return NULL;
+    void* params[] = {&L, &items};
+    return epabi_cuda_run(env, "ConvTranspose", EPABI_CK_convt_direct, epabi_cuda_grid(items, EPABI_CUDA_BLOCK), 1, 1,
+                          EPABI_CUDA_BLOCK, params);
 }

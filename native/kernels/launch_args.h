@@ -69,7 +69,8 @@ enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
     X(POOL, pool, pool_launch)                                 \
     X(GLOBAL_AVGPOOL, gavgpool, gavgpool_launch)              \
     X(BATCHNORM, batchnorm, batchnorm_launch)                  \
-    X(INSTANCENORM, instancenorm, instancenorm_launch)
+    X(INSTANCENORM, instancenorm, instancenorm_launch)        \
+    X(CONV_TRANSPOSE, conv_transpose, convt_launch)
 
 enum epabi_launch_kind {
 #define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
@@ -301,6 +302,21 @@ struct instancenorm_launch {
     int64_t planes, c, size;
     float epsilon;
     int32_t pad_;
+};
+
+/* ConvTranspose, NC + up to three spatial dims (the unused ones of extent 1, kernel 1, stride 1): X [n, c, in...],
+ * W [c, mg, kernel...], Y [n, m = mg * group, out...]. Input position i of channel ci adds X * W[ci, mo, k] to
+ * output position o = i * stride - pad + k * dilation of channel g * mg + mo, where o lies inside [0, out). */
+struct convt_launch {
+    const float* x;
+    const float* w;
+    const float* bias;             /* NULL: none */
+    float* y;
+    float* col;                    /* host: mg * prod(kernel) x tile floats of scratch */
+    float* pack;                   /* host: the GEMM's packing scratch, or NULL */
+    int64_t n, c, m, group, cg, mg;
+    int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad[3];
+    int64_t tile;                  /* input positions per column tile (host) */
 };
 
 #endif

@@ -594,8 +594,128 @@ def norm_cases():
     return c
 
 
+def convt_oracle(strides=None, dilations=None, pads=None, output_padding=None, output_shape=None, auto_pad="NOTSET",
+                 group=1, **_):
+    """ConvTranspose in float64 with ORT's CPU EP's extents and pads (onnx.reference fails on groups, on
+    output_shape beyond the natural extent and on empty batches, and splits odd SAME pads the other way)."""
+    def f(xv, w, b=None):
+        sr = xv.ndim - 2
+        st, dil = strides or [1] * sr, dilations or [1] * sr
+        adj, pd = output_padding or [0] * sr, pads or [0] * (2 * sr)
+        heads, outs = [], []
+        for d in range(sr):
+            natural = (xv.shape[2 + d] - 1) * st[d] + adj[d] + (w.shape[2 + d] - 1) * dil[d] + 1
+            if output_shape:
+                want = output_shape[d if len(output_shape) == sr else d + 2]
+                total = max(0, natural - want)
+            elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+                total = max(0, natural - xv.shape[2 + d] * st[d])
+                want = natural - total
+            else:
+                heads.append(pd[d])
+                outs.append(natural - pd[d] - pd[sr + d])
+                continue
+            heads.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
+            outs.append(want)
+        cg, mg = xv.shape[1] // group, w.shape[1]
+        y = np.zeros((xv.shape[0], mg * group, *outs))
+        for k in np.ndindex(*w.shape[2:]):
+            idx_in, idx_out = [], []
+            for d in range(sr):
+                o = np.arange(xv.shape[2 + d]) * st[d] - heads[d] + k[d] * dil[d]
+                ok = (o >= 0) & (o < outs[d])
+                idx_in.append(np.nonzero(ok)[0])
+                idx_out.append(o[ok])
+            for g in range(group):
+                xs = xv[:, g * cg:(g + 1) * cg][(slice(None), slice(None)) + np.ix_(*idx_in)].astype(np.float64)
+                wk = w[(slice(g * cg, (g + 1) * cg), slice(None)) + k].astype(np.float64)
+                part = np.einsum("nc...,cm->nm...", xs, wk)
+                y[(slice(None), slice(g * mg, (g + 1) * mg)) + np.ix_(*idx_out)] += part
+        if b is not None:
+            y += b.reshape((1, -1) + (1,) * sr)
+        return [y.astype(np.float32)]
+    return f
+
+
+def convtranspose_cases():
+    c = []
+    rng = np.random.default_rng(18)   # its own stream: the other groups' inputs stay as they were
+
+    def x(*shape):
+        return np.asarray(rng.standard_normal(shape), dtype=np.float32)
+
+    def add(name, xin, w, b=None, opset=11, const=(1, 2), **attrs):
+        ins = [xin, w] + ([b] if b is not None else [])
+        c.append(Case(f"convt_{name}", "ConvTranspose", opset, ins, attrs=attrs, const=const,
+                      oracle=convt_oracle(**attrs)))
+
+    add("basic", x(1, 1, 3, 3), x(1, 2, 3, 3))
+    add("bias", x(2, 3, 4, 5), x(3, 4, 3, 3), x(4), const=())
+    add("strides", x(1, 2, 4, 5), x(2, 3, 3, 3), x(3), strides=[2, 3])
+    add("pads", x(1, 2, 5, 5), x(2, 3, 3, 3), pads=[1, 2, 0, 1], strides=[2, 2])
+    add("dilations", x(1, 2, 4, 4), x(2, 2, 3, 2), x(2), dilations=[2, 3])
+    add("group2", x(2, 4, 3, 4), x(4, 3, 2, 2), x(6), group=2, strides=[2, 2])
+    add("depthwise", x(1, 3, 5, 5), x(3, 1, 3, 3), x(3), group=3, strides=[2, 2], pads=[1, 1, 1, 1])
+    add("output_padding", x(1, 2, 3, 3), x(2, 2, 3, 3), strides=[3, 2], output_padding=[1, 1])
+    add("output_shape", x(1, 1, 3, 3), x(1, 2, 3, 3), strides=[3, 2], output_shape=[10, 8])
+    add("output_shape_full", x(1, 1, 3, 3), x(1, 2, 3, 3), strides=[3, 2], output_shape=[1, 2, 9, 7])
+    add("output_shape_upper", x(1, 1, 3, 3), x(1, 2, 3, 3), strides=[3, 2], output_shape=[8, 6],
+        auto_pad="SAME_UPPER")
+    add("output_shape_padding", x(1, 1, 3, 4), x(1, 2, 3, 3), strides=[2, 2], output_shape=[6, 8],
+        output_padding=[1, 1])
+    add("output_shape_stride_past", x(1, 1, 3, 3), x(1, 2, 3, 3), strides=[3, 3], output_shape=[11, 10],
+        output_padding=[1, 0])
+    add("same_upper", x(1, 2, 3, 4), x(2, 2, 3, 3), x(2), auto_pad="SAME_UPPER", strides=[2, 2])
+    add("same_lower", x(1, 2, 3, 4), x(2, 2, 3, 3), auto_pad="SAME_LOWER", strides=[2, 2])
+    add("same_upper_odd", x(1, 1, 4, 3), x(1, 1, 4, 2), auto_pad="SAME_UPPER", strides=[1, 1])
+    add("same_small_kernel", x(1, 1, 3, 3), x(1, 1, 1, 2), auto_pad="SAME_UPPER", strides=[3, 3])
+    add("valid", x(1, 2, 3, 3), x(2, 2, 3, 3), auto_pad="VALID", strides=[2, 2])
+    add("kernel_shape", x(1, 2, 3, 3), x(2, 1, 2, 3), kernel_shape=[2, 3])
+    add("1d", x(2, 3, 7), x(3, 2, 3), x(2), strides=[2], pads=[1, 0])
+    add("1d_group", x(1, 4, 5), x(4, 1, 2), group=2, dilations=[2])
+    add("3d", x(1, 2, 3, 4, 3), x(2, 2, 2, 3, 2), x(2), strides=[2, 1, 2], pads=[1, 0, 0, 0, 1, 1])
+    add("opset1", x(1, 2, 3, 3), x(2, 2, 2, 2), x(2), opset=1)
+    add("opset22", x(1, 2, 3, 3), x(2, 2, 2, 2), opset=22, strides=[2, 2])
+    add("upsample", x(1, 16, 20, 20), x(16, 8, 2, 2), x(8), strides=[2, 2])
+    add("tiled", x(1, 8, 100, 100), x(8, 64, 3, 3), strides=[1, 1], pads=[1, 1, 1, 1])   # > 4M-float columns
+    add("empty_n", x(0, 2, 3, 3), x(2, 2, 2, 2), x(2))
+    c.append(Case("convt_empty_channels", "ConvTranspose", 11, [x(1, 0, 3, 3), x(0, 2, 2, 2), x(2)], const=(1, 2),
+                  oracle=lambda xv, w, b: [np.broadcast_to(b.reshape(1, 2, 1, 1), (1, 2, 4, 4)).copy()],
+                  ort_differs="an empty constant W fails session creation under real ORT (issue 16, item 2)"))
+    c.append(Case("convt_unknown_x", "ConvTranspose", 11, [x(1, 2, 3, 3), x(2, 3, 2, 2)], unknown=(0,),
+                  attrs={"strides": [2, 2]}, oracle=convt_oracle(strides=[2, 2])))
+    c.append(Case("convt_4d", "ConvTranspose", 11, [x(1, 1, 2, 2, 2, 2), x(1, 1, 1, 1, 1, 1)], expect="refused",
+                  match="rank 6"))
+    c.append(Case("convt_double", "ConvTranspose", 11, [x(1, 1, 3, 3).astype(np.float64), x(1, 1, 2, 2)],
+                  expect="refused", match="double"))
+    c.append(Case("convt_bad_auto_pad", "ConvTranspose", 11, [x(1, 1, 3, 3), x(1, 1, 2, 2)],
+                  attrs={"auto_pad": "FULL"}, expect="refused", match="FULL"))
+    c.append(Case("convt_bad_output_shape", "ConvTranspose", 11, [x(1, 1, 3, 3), x(1, 1, 2, 2)],
+                  attrs={"output_shape": [1, 4, 4]}, expect="refused", match="output_shape has 3"))
+    c.append(Case("convt_negative_output_padding", "ConvTranspose", 11, [x(1, 1, 3, 3), x(1, 1, 2, 2)],
+                  attrs={"output_padding": [0, -1]}, expect="refused", match="output_padding[1]=-1"))
+    c.append(Case("convt_group_mismatch", "ConvTranspose", 11, [x(1, 3, 3, 3), x(3, 1, 2, 2)], attrs={"group": 2},
+                  expect="error", match="group=2"))
+    c.append(Case("convt_w_mismatch", "ConvTranspose", 11, [x(1, 3, 3, 3), x(2, 1, 2, 2)], expect="error",
+                  match="W.dims[0] = C"))
+    c.append(Case("convt_kernel_shape_mismatch", "ConvTranspose", 11, [x(1, 1, 3, 3), x(1, 1, 2, 2)],
+                  attrs={"kernel_shape": [3, 3]}, expect="error", match="kernel_shape"))
+    c.append(Case("convt_bad_bias", "ConvTranspose", 11, [x(1, 1, 3, 3), x(1, 2, 2, 2), x(3)], expect="error",
+                  match="bias"))
+    c.append(Case("convt_no_output", "ConvTranspose", 11, [x(1, 1, 2, 2), x(1, 1, 2, 2)],
+                  attrs={"pads": [2, 0, 2, 0]}, expect="error", match="must be > 0"))
+    c.append(Case("convt_output_shape_too_big", "ConvTranspose", 11, [x(1, 2, 3, 3), x(2, 2, 2, 2)],
+                  attrs={"output_shape": [6, 4]}, expect="error", match="output_shape asks axis 0 for 6"))
+    c.append(Case("convt_output_shape_zero", "ConvTranspose", 11, [x(1, 2, 3, 3), x(2, 2, 2, 2)],
+                  attrs={"output_shape": [3, 0]}, expect="error", match="output_shape asks axis 1 for 0"))
+    c.append(Case("convt_output_padding_stride", "ConvTranspose", 11, [x(1, 2, 3, 3), x(2, 2, 2, 2)],
+                  attrs={"output_padding": [1, 2], "strides": [2, 2]}, expect="error",
+                  match="output_padding[1]=2 must be less than max(stride, dilation)=2"))
+    return c
+
+
 ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases,
-       window_pool_cases, norm_cases]
+       window_pool_cases, norm_cases, convtranspose_cases]
 
 
 # ---- serialisation, reference, comparison -----------------------------------------------------------------
