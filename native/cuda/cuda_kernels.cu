@@ -65,6 +65,7 @@ static_assert(sizeof(gavgpool_launch) == 32, "gavgpool_launch layout");
 static_assert(sizeof(batchnorm_launch) == 80, "batchnorm_launch layout");
 static_assert(sizeof(instancenorm_launch) == 64, "instancenorm_launch layout");
 static_assert(sizeof(convt_launch) == 248, "convt_launch layout");
+static_assert(sizeof(lstm_launch) == 160, "lstm_launch layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -264,6 +265,27 @@ static_assert(EP_OFF(convt_launch, stride) == 168, "convt_launch.stride");
 static_assert(EP_OFF(convt_launch, dilation) == 192, "convt_launch.dilation");
 static_assert(EP_OFF(convt_launch, pad) == 216, "convt_launch.pad");
 static_assert(EP_OFF(convt_launch, tile) == 240, "convt_launch.tile");
+static_assert(EP_OFF(lstm_launch, x) == 0, "lstm_launch.x");
+static_assert(EP_OFF(lstm_launch, w) == 8, "lstm_launch.w");
+static_assert(EP_OFF(lstm_launch, r) == 16, "lstm_launch.r");
+static_assert(EP_OFF(lstm_launch, b) == 24, "lstm_launch.b");
+static_assert(EP_OFF(lstm_launch, init_h) == 32, "lstm_launch.init_h");
+static_assert(EP_OFF(lstm_launch, init_c) == 40, "lstm_launch.init_c");
+static_assert(EP_OFF(lstm_launch, p) == 48, "lstm_launch.p");
+static_assert(EP_OFF(lstm_launch, y) == 56, "lstm_launch.y");
+static_assert(EP_OFF(lstm_launch, y_h) == 64, "lstm_launch.y_h");
+static_assert(EP_OFF(lstm_launch, y_c) == 72, "lstm_launch.y_c");
+static_assert(EP_OFF(lstm_launch, xw) == 80, "lstm_launch.xw");
+static_assert(EP_OFF(lstm_launch, gates) == 88, "lstm_launch.gates");
+static_assert(EP_OFF(lstm_launch, h) == 96, "lstm_launch.h");
+static_assert(EP_OFF(lstm_launch, c) == 104, "lstm_launch.c");
+static_assert(EP_OFF(lstm_launch, pack) == 112, "lstm_launch.pack");
+static_assert(EP_OFF(lstm_launch, seq) == 120, "lstm_launch.seq");
+static_assert(EP_OFF(lstm_launch, batch) == 128, "lstm_launch.batch");
+static_assert(EP_OFF(lstm_launch, input) == 136, "lstm_launch.input");
+static_assert(EP_OFF(lstm_launch, hidden) == 144, "lstm_launch.hidden");
+static_assert(EP_OFF(lstm_launch, dirs) == 152, "lstm_launch.dirs");
+static_assert(EP_OFF(lstm_launch, reverse) == 156, "lstm_launch.reverse");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -1395,5 +1417,41 @@ EP_KERNEL convt_direct(const EP_GC convt_launch L, int64_t n_items) {
             }
         }
         L.y[e] = acc;
+    }
+}
+
+/* ---- LSTM (struct lstm_launch) ------------------------------------------------------------------------ */
+
+EP_DEV float lstm_sigmoid(float x) {
+    if (x >= 0) return 1.0f / (1.0f + expf(-x));
+    const float e = expf(x);
+    return e / (1.0f + e);
+}
+
+/* One step of direction d at time t, a thread per (batch, hidden) element: L.gates holds Ht-1 R^T; h and c are
+ * updated in place and Ht stored into Y (lstm_cell in lstm.c). n_items = batch * hidden. */
+EP_KERNEL lstm_cell_f32(const EP_GC lstm_launch L, int d, int64_t t, int64_t n_items) {
+    const int64_t H = L.hidden, G = 4 * H;
+    const float* wb = L.b != nullptr ? L.b + d * 2 * G : nullptr;
+    const float* p = L.p != nullptr ? L.p + d * 3 * H : nullptr;
+    GRID_LOOP(e, n_items) {
+        const int64_t bi = e / H, j = e - bi * H;
+        const float* gx = L.xw + (t * L.batch + bi) * G;
+        const float* gh = L.gates + bi * G;
+        float a[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            a[q] = gx[q * H + j] + gh[q * H + j];
+            if (wb != nullptr) a[q] += wb[q * H + j] + wb[G + q * H + j];
+        }
+        const float cp = L.c[e];
+        const float ig = lstm_sigmoid(a[0] + (p != nullptr ? p[j] * cp : 0.0f));
+        const float fg = lstm_sigmoid(a[2] + (p != nullptr ? p[2 * H + j] * cp : 0.0f));
+        const float cn = fg * cp + ig * tanhf(a[3]);
+        const float og = lstm_sigmoid(a[1] + (p != nullptr ? p[H + j] * cn : 0.0f));
+        const float hn = og * tanhf(cn);
+        L.c[e] = cn;
+        L.h[e] = hn;
+        if (L.y != nullptr) L.y[((t * L.dirs + d) * L.batch + bi) * H + j] = hn;
     }
 }

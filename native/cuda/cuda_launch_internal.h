@@ -33,7 +33,7 @@
     X(softmax_rows_f32) X(softmax_strided_f32)                                                             \
     X(pool_max_f32) X(pool_max_f64) X(pool_max_i8) X(pool_max_u8) X(pool_avg_f32) X(gavgpool_f32)          \
     X(batchnorm_f32) X(instancenorm_f32)                                                                   \
-    X(convt_direct)
+    X(convt_direct) X(lstm_cell_f32)
 
 enum epabi_cuda_kernel_id {
 #define EPABI_CK_ENUM_(name) EPABI_CK_##name,

@@ -1,8 +1,9 @@
 /*
  * cuda_launch_nn.c - the launchers of the neural-network layer kinds: MaxPool / AveragePool (POOL),
  * GlobalAveragePool (GLOBAL_AVGPOOL), BatchNormalization (BATCHNORM), InstanceNormalization (INSTANCENORM),
- * ConvTranspose (CONV_TRANSPOSE). Scratch pointers of the blocks (col, pack) are unused: the CUDA kernels
- * keep their partial results in registers.
+ * ConvTranspose (CONV_TRANSPOSE), LSTM (LSTM). The pack and col scratch of the blocks are unused (the kernels
+ * keep partial results in registers, the GEMMs go through epabi_cuda_sgemm); LSTM's xw, gates, h and c are
+ * device scratch.
  *
  * Each computes what its kind's host function in native/kernels computes (see cuda_launch.c), issues nothing
  * for empty work, never allocates and never synchronizes, so it can run inside a stream capture.
@@ -82,4 +83,46 @@ OrtStatus* epabi_cuda_launch_conv_transpose(const struct epabi_cuda_launch_env* 
     void* params[] = {&L, &items};
     return epabi_cuda_run(env, "ConvTranspose", EPABI_CK_convt_direct, epabi_cuda_grid(items, EPABI_CUDA_BLOCK), 1, 1,
                           EPABI_CUDA_BLOCK, params);
+}
+
+/* ---- LSTM ---------------------------------------------------------------------------------------------- */
+
+static OrtStatus* lstm_copy(const struct epabi_cuda_launch_env* env, float* dst, const float* src, size_t bytes) {
+    epabi_cu_result r = src != NULL
+        ? env->libs->cu->MemcpyAsync((epabi_cu_ptr)(uintptr_t)dst, (epabi_cu_ptr)(uintptr_t)src, bytes, env->stream)
+        : env->libs->cu->MemsetD8Async((epabi_cu_ptr)(uintptr_t)dst, 0, bytes, env->stream);
+    return r == 0 ? NULL : epabi_cuda_fail(env, "LSTM", r);
+}
+
+/* Per direction: xw = X W^T (one GEMM), the states from initial_h / initial_c (or zeros), then per step
+ * gates = H R^T and lstm_cell_f32; Y_h / Y_c copied from the states at the end (lstm_launch_fn in lstm.c). */
+OrtStatus* epabi_cuda_launch_lstm(const struct epabi_cuda_launch_env* env, const struct lstm_launch* in) {
+    const char* what = "LSTM";
+    struct lstm_launch L = *in;
+    const int64_t H = L.hidden, G = 4 * H, state = L.batch * H;
+    if (state <= 0 || L.dirs < 1 || L.dirs > 2) return NULL;
+    if (L.h == NULL || L.c == NULL || L.gates == NULL || (L.seq > 0 && L.xw == NULL))
+        return epabi_error(env->api, ORT_EP_FAIL, EPABI_EP_NAME ": LSTM launch without its scratch");
+    const size_t state_bytes = (size_t)state * sizeof(float);
+    for (int d = 0; d < L.dirs; ++d) {
+        const bool backward = d == 1 || L.reverse;
+        EPABI_RETURN_IF_ERROR(epabi_cuda_sgemm(env, what, false, true, L.seq * L.batch, G, L.input, 1.0f, L.x, L.input,
+                                               0, L.w + d * G * L.input, L.input, 0, 0.0f, L.xw, G, 0, 1));
+        EPABI_RETURN_IF_ERROR(lstm_copy(env, L.h, L.init_h != NULL ? L.init_h + d * state : NULL, state_bytes));
+        EPABI_RETURN_IF_ERROR(lstm_copy(env, L.c, L.init_c != NULL ? L.init_c + d * state : NULL, state_bytes));
+        for (int64_t s = 0; s < L.seq; ++s) {
+            int64_t t = backward ? L.seq - 1 - s : s;
+            EPABI_RETURN_IF_ERROR(epabi_cuda_sgemm(env, what, false, true, L.batch, G, H, 1.0f, L.h, H, 0,
+                                                   L.r + d * G * H, H, 0, 0.0f, L.gates, G, 0, 1));
+            int dir = d;
+            int64_t items = state;
+            void* params[] = {&L, &dir, &t, &items};
+            EPABI_RETURN_IF_ERROR(epabi_cuda_run(env, what, EPABI_CK_lstm_cell_f32,
+                                                 epabi_cuda_grid(items, EPABI_CUDA_BLOCK), 1, 1, EPABI_CUDA_BLOCK,
+                                                 params));
+        }
+        if (L.y_h != NULL) EPABI_RETURN_IF_ERROR(lstm_copy(env, L.y_h + d * state, L.h, state_bytes));
+        if (L.y_c != NULL) EPABI_RETURN_IF_ERROR(lstm_copy(env, L.y_c + d * state, L.c, state_bytes));
+    }
+    return NULL;
 }

@@ -70,7 +70,8 @@ enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
     X(GLOBAL_AVGPOOL, gavgpool, gavgpool_launch)              \
     X(BATCHNORM, batchnorm, batchnorm_launch)                  \
     X(INSTANCENORM, instancenorm, instancenorm_launch)        \
-    X(CONV_TRANSPOSE, conv_transpose, convt_launch)
+    X(CONV_TRANSPOSE, conv_transpose, convt_launch)            \
+    X(LSTM, lstm, lstm_launch)
 
 enum epabi_launch_kind {
 #define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
@@ -317,6 +318,31 @@ struct convt_launch {
     int64_t n, c, m, group, cg, mg;
     int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad[3];
     int64_t tile;                  /* input positions per column tile (host) */
+};
+
+/* LSTM (layout 0, default activations, no clip, no sequence_lens): X [seq, batch, input], W [dirs, 4 * hidden,
+ * input], R [dirs, 4 * hidden, hidden], gates in the order i, o, f, c. Direction d of a bidirectional LSTM runs
+ * backward when d is 1; a single direction runs backward when `reverse`. Per direction: xw = X W^T (one
+ * product), then per step the product H R^T and the cell update. */
+struct lstm_launch {
+    const float* x;
+    const float* w;
+    const float* r;
+    const float* b;                    /* [dirs, 8 * hidden]: Wb then Rb; NULL: none */
+    const float* init_h;               /* [dirs, batch, hidden]; NULL: zeros */
+    const float* init_c;
+    const float* p;                    /* peepholes [dirs, 3 * hidden]: i, o, f; NULL: none */
+    float* y;                          /* [seq, dirs, batch, hidden]; NULL: not wired */
+    float* y_h;                        /* [dirs, batch, hidden]; NULL: not wired */
+    float* y_c;
+    float* xw;                         /* scratch: seq * batch * 4 * hidden floats */
+    float* gates;                      /* scratch: batch * 4 * hidden floats */
+    float* h;                          /* scratch: batch * hidden floats each, the running state */
+    float* c;
+    float* pack;                       /* host: the GEMM's packing scratch, or NULL */
+    int64_t seq, batch, input, hidden;
+    int32_t dirs;                      /* 1 or 2 */
+    bool reverse;
 };
 
 #endif

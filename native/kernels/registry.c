@@ -16,7 +16,8 @@
     X(reshape) X(expand) X(concat) X(slice) X(gather) X(shape)                                               \
     X(batchnorm)                                                                                             \
     X(instancenorm)                                                                                          \
-    X(convtranspose)
+    X(convtranspose)                                                                                         \
+    X(lstm)
 
 #define EPABI_FAMILY_DECL_(stem) extern const struct epabi_kernel epabi_kernels_##stem[] __attribute__((weak));
 EPABI_FAMILIES(EPABI_FAMILY_DECL_)

@@ -714,8 +714,105 @@ def convtranspose_cases():
     return c
 
 
+def lstm_oracle(hidden, direction="forward"):
+    """LSTM in float64 (onnx.reference's LSTM runs one direction only)."""
+    def f(xv, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
+        del seq_lens
+        dirs, seq, batch = w.shape[0], xv.shape[0], xv.shape[1]
+        sig = lambda v: 1.0 / (1.0 + np.exp(-v))   # noqa: E731
+        y = np.zeros((seq, dirs, batch, hidden))
+        yh, yc = np.zeros((dirs, batch, hidden)), np.zeros((dirs, batch, hidden))
+        for d in range(dirs):
+            wd, rd = w[d].astype(np.float64), r[d].astype(np.float64)
+            bias = b[d, :4 * hidden] + b[d, 4 * hidden:] if b is not None else np.zeros(4 * hidden)
+            pi, po, pf = (p[d, :hidden], p[d, hidden:2 * hidden], p[d, 2 * hidden:]) if p is not None else (0, 0, 0)
+            h = h0[d].astype(np.float64) if h0 is not None else np.zeros((batch, hidden))
+            c = c0[d].astype(np.float64) if c0 is not None else np.zeros((batch, hidden))
+            steps = range(seq - 1, -1, -1) if d == 1 or direction == "reverse" else range(seq)
+            for t in steps:
+                g = xv[t] @ wd.T + h @ rd.T + bias
+                gi, go, gf, gc = np.split(g, 4, axis=1)
+                i, fg = sig(gi + pi * c), sig(gf + pf * c)
+                c = fg * c + i * np.tanh(gc)
+                h = sig(go + po * c) * np.tanh(c)
+                y[t, d] = h
+            yh[d], yc[d] = h, c
+        return [a.astype(np.float32) for a in (y, yh, yc)]
+    return f
+
+
+def lstm_cases():
+    c = []
+    rng = np.random.default_rng(19)   # its own stream: the other groups' inputs stay as they were
+
+    def x(*shape, scale=0.5):
+        return np.asarray(rng.standard_normal(shape) * scale, dtype=np.float32)
+
+    def add(name, seq, batch, inp, hidden, direction="forward", bias=False, init=False, peep=False, opset=14,
+            outputs=("Y", "Y_h", "Y_c"), const=(1, 2, 3, 7)):
+        dirs = 2 if direction == "bidirectional" else 1
+        ins = [x(seq, batch, inp), x(dirs, 4 * hidden, inp), x(dirs, 4 * hidden, hidden)]
+        ins.append(x(dirs, 8 * hidden) if bias else None)
+        ins.append(None)
+        ins += [x(dirs, batch, hidden), x(dirs, batch, hidden)] if init else [None, None]
+        ins.append(x(dirs, 3 * hidden) if peep else None)
+        while ins[-1] is None:
+            ins.pop()
+        attrs = {"hidden_size": hidden} | ({"direction": direction} if direction != "forward" else {})
+        full = lstm_oracle(hidden, direction)
+        want = [i for i, o in enumerate(outputs) if o]
+        # the oracle takes the inputs by position, absent ones included (reference() drops those)
+        c.append(Case(f"lstm_{name}", "LSTM", opset, ins, attrs=attrs, outputs=list(outputs), const=const,
+                      oracle=lambda *_, ins=ins, full=full, want=want: [full(*ins)[i] for i in want]))
+
+    add("forward", 5, 3, 4, 6)
+    add("bias_init", 4, 2, 3, 5, bias=True, init=True)
+    add("reverse", 5, 3, 4, 6, direction="reverse", bias=True)
+    add("bidirectional", 6, 2, 5, 4, direction="bidirectional", bias=True, init=True)
+    add("bidirectional_plain", 3, 1, 2, 3, direction="bidirectional")
+    add("peepholes", 5, 2, 3, 4, bias=True, init=True, peep=True)
+    add("peepholes_bidirectional", 4, 3, 3, 4, direction="bidirectional", peep=True)
+    add("only_y_h", 4, 2, 3, 5, bias=True, outputs=("", "Y_h"))
+    add("only_y", 4, 2, 3, 5, outputs=("Y",))
+    add("only_y_c", 4, 2, 3, 5, direction="reverse", outputs=("", "", "Y_c"))
+    add("one_step", 1, 1, 2, 3, bias=True)
+    add("opset7", 3, 2, 3, 4, bias=True, opset=7)
+    add("opset22", 3, 2, 3, 4, bias=True, init=True, opset=22, const=())
+    add("long", 60, 2, 8, 16, bias=True)
+    add("torch_like", 20, 2, 64, 64, direction="bidirectional", bias=True, init=True)
+    add("no_batch", 3, 0, 2, 3, bias=True, init=True)
+    c[-1].ort_differs = "ORT's CPU EP aborts the process (std::terminate) on an LSTM with batch_size 0"
+    add("no_steps", 0, 2, 3, 4, bias=True, init=True)   # ORT: Y_h, Y_c are zeros, not the initial states
+    c[-1].oracle = lambda *v: [np.zeros((0, 1, 2, 4), np.float32), np.zeros((1, 2, 4), np.float32),
+                               np.zeros((1, 2, 4), np.float32)]
+    c[-1].ort_differs = "with seq_length 0 ORT's CPU EP zeroes Y_h but leaves Y_c unwritten (NaN at times)"
+    c.append(Case("lstm_unknown_x", "LSTM", 14, [x(3, 2, 4), x(1, 12, 4), x(1, 12, 3)], attrs={"hidden_size": 3},
+                  outputs=["Y", "Y_h"], unknown=(0,), oracle=lambda *v: lstm_oracle(3)(*v)[:2]))
+    three = [x(2, 1, 2), x(1, 12, 2), x(1, 12, 3)]
+    c.append(Case("lstm_seq_lens", "LSTM", 14, three + [None, np.array([2], np.int32)], attrs={"hidden_size": 3},
+                  expect="refused", match="sequence_lens"))
+    c.append(Case("lstm_layout1", "LSTM", 14, three, attrs={"hidden_size": 3, "layout": 1}, expect="refused",
+                  match="layout=1"))
+    c.append(Case("lstm_input_forget", "LSTM", 14, three, attrs={"hidden_size": 3, "input_forget": 1},
+                  expect="refused", match="input_forget=1"))
+    c.append(Case("lstm_clip", "LSTM", 14, three, attrs={"hidden_size": 3, "clip": 5.0}, expect="refused",
+                  match="clip"))
+    c.append(Case("lstm_activations", "LSTM", 14, three, attrs={"hidden_size": 3, "activations": "Sigmoid"},
+                  expect="refused", match="activations"))
+    c.append(Case("lstm_bad_direction", "LSTM", 14, three, attrs={"hidden_size": 3, "direction": "sideways"},
+                  expect="refused", match="sideways"))
+    c.append(Case("lstm_no_hidden_size", "LSTM", 14, three, expect="refused", match="hidden_size"))
+    c.append(Case("lstm_double", "LSTM", 14, [three[0].astype(np.float64)] + three[1:], attrs={"hidden_size": 3},
+                  expect="refused", match="double"))
+    c.append(Case("lstm_bad_r", "LSTM", 14, [x(2, 1, 2), x(1, 12, 2), x(1, 12, 4)], attrs={"hidden_size": 3},
+                  expect="error", match="R [1,12,4] must be [1,12,3]"))
+    c.append(Case("lstm_bad_init_h", "LSTM", 14, three + [None, None, x(1, 2, 3)], attrs={"hidden_size": 3},
+                  expect="error", match="initial_h [1,2,3] must be [1,1,3]"))
+    return c
+
+
 ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases,
-       window_pool_cases, norm_cases, convtranspose_cases]
+       window_pool_cases, norm_cases, convtranspose_cases, lstm_cases]
 
 
 # ---- serialisation, reference, comparison -----------------------------------------------------------------
