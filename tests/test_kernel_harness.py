@@ -1,10 +1,11 @@
 """The standalone kernel harnesses (tests/native/README.md): every case passes, plain and under ASan + UBSan.
 
-kernel_harness.c runs kernel_cases.py's float32 math cases (matmul, gemm, conv, pool, softmax, layernorm,
-reduce); shape_harness.c runs shape_cases.py's data-movement cases (transpose, reshape, squeeze/unsqueeze,
-identity, expand, concat, slice, gather, shape). Each harness is built from every native/kernels/*.c with
--std=c11 -Wall -Wextra -Werror, at -O2 and with -fsanitize=address,undefined (skipped where the compiler or the
-machine cannot run sanitized code). Needs a C compiler ($CC, gcc or cc); skipped without one.
+kernel_harness.c runs kernel_cases.py's float32 math cases (matmul, gemm, conv, pooling, softmax, layernorm,
+reduce, abs, batch/instance normalization, conv-transpose, lstm); shape_harness.c runs shape_cases.py's
+data-movement cases (transpose, reshape, squeeze/unsqueeze, identity, expand, concat, slice, gather, shape).
+Each harness is built from every native/kernels/*.c with -std=c11 -Wall -Wextra -Werror, at -O2 and with
+-fsanitize=address,undefined (skipped where the compiler or the machine cannot run sanitized code). Needs a C
+compiler ($CC, gcc or cc); skipped without one.
 """
 
 from __future__ import annotations

@@ -168,7 +168,7 @@ struct pool_state {
     bool want_indices;                 /* MaxPool's output 1 is wired */
 };
 
-/* The index ORT's MaxPool reports for the tap (h, w, d) of plane p; each of a dim that found no tap is -1. */
+/* The index ORT's MaxPool reports for the tap (h, w, d) of plane p (each dim's -1 when no tap was found). */
 static int64_t pool_index(const struct pool_launch* L, int64_t p, const int64_t* at) {
     const int64_t* n = L->in;
     int64_t base = p * n[0] * n[1] * n[2];
@@ -189,7 +189,7 @@ static void pool_taps(const struct pool_launch* L, int d, int64_t o, int64_t lim
     *hi = end > first ? end : first;
 }
 
-/* Max over each window, the first NaN sticking; Yh keeps the dtype's lowest value when no tap is inside. */
+/* Max over each window, the first NaN sticking; the dtype's lowest value when no tap is inside. */
 #define POOL_MAX_LOOP(T, LOWEST, IS_NAN)                                                                            \
     do {                                                                                                            \
         const T* X = (const T*)L->x;                                                                                \
