@@ -27,6 +27,7 @@ KERNEL_OPS = frozenset(
     "Where Gather Conv GlobalMaxPool Shape".split()
     + "Less Greater LessOrEqual GreaterOrEqual Mod And Or".split()
     + "Neg Floor Ceil Round Log Sin Cos Sign Not Clip HardSigmoid HardSwish LeakyRelu Gelu".split()
+    + "MaxPool AveragePool GlobalAveragePool BatchNormalization InstanceNormalization ConvTranspose LSTM".split()
 )
 
 

@@ -60,6 +60,12 @@ static_assert(sizeof(layernorm_launch) == 296, "layernorm_launch layout");
 static_assert(sizeof(gmaxpool_launch) == 32, "gmaxpool_launch layout");
 static_assert(sizeof(reduce_launch) == 136, "reduce_launch layout");
 static_assert(sizeof(softmax_launch) == 56, "softmax_launch layout");
+static_assert(sizeof(pool_launch) == 216, "pool_launch layout");
+static_assert(sizeof(gavgpool_launch) == 32, "gavgpool_launch layout");
+static_assert(sizeof(batchnorm_launch) == 80, "batchnorm_launch layout");
+static_assert(sizeof(instancenorm_launch) == 64, "instancenorm_launch layout");
+static_assert(sizeof(convt_launch) == 248, "convt_launch layout");
+static_assert(sizeof(lstm_launch) == 160, "lstm_launch layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -204,6 +210,86 @@ static_assert(EP_OFF(softmax_launch, sum) == 24, "softmax_launch.sum");
 static_assert(EP_OFF(softmax_launch, outer) == 32, "softmax_launch.outer");
 static_assert(EP_OFF(softmax_launch, len) == 40, "softmax_launch.len");
 static_assert(EP_OFF(softmax_launch, inner) == 48, "softmax_launch.inner");
+static_assert(EP_OFF(pool_launch, x) == 0, "pool_launch.x");
+static_assert(EP_OFF(pool_launch, y) == 8, "pool_launch.y");
+static_assert(EP_OFF(pool_launch, indices) == 16, "pool_launch.indices");
+static_assert(EP_OFF(pool_launch, dtype) == 24, "pool_launch.dtype");
+static_assert(EP_OFF(pool_launch, op) == 28, "pool_launch.op");
+static_assert(EP_OFF(pool_launch, count_include_pad) == 32, "pool_launch.count_include_pad");
+static_assert(EP_OFF(pool_launch, col_major) == 33, "pool_launch.col_major");
+static_assert(EP_OFF(pool_launch, spatial) == 36, "pool_launch.spatial");
+static_assert(EP_OFF(pool_launch, planes) == 40, "pool_launch.planes");
+static_assert(EP_OFF(pool_launch, in) == 48, "pool_launch.in");
+static_assert(EP_OFF(pool_launch, out) == 72, "pool_launch.out");
+static_assert(EP_OFF(pool_launch, kernel) == 96, "pool_launch.kernel");
+static_assert(EP_OFF(pool_launch, stride) == 120, "pool_launch.stride");
+static_assert(EP_OFF(pool_launch, dilation) == 144, "pool_launch.dilation");
+static_assert(EP_OFF(pool_launch, pad_begin) == 168, "pool_launch.pad_begin");
+static_assert(EP_OFF(pool_launch, pad_end) == 192, "pool_launch.pad_end");
+static_assert(EP_OFF(gavgpool_launch, x) == 0, "gavgpool_launch.x");
+static_assert(EP_OFF(gavgpool_launch, y) == 8, "gavgpool_launch.y");
+static_assert(EP_OFF(gavgpool_launch, planes) == 16, "gavgpool_launch.planes");
+static_assert(EP_OFF(gavgpool_launch, size) == 24, "gavgpool_launch.size");
+static_assert(EP_OFF(batchnorm_launch, x) == 0, "batchnorm_launch.x");
+static_assert(EP_OFF(batchnorm_launch, scale) == 8, "batchnorm_launch.scale");
+static_assert(EP_OFF(batchnorm_launch, bias) == 16, "batchnorm_launch.bias");
+static_assert(EP_OFF(batchnorm_launch, mean) == 24, "batchnorm_launch.mean");
+static_assert(EP_OFF(batchnorm_launch, var) == 32, "batchnorm_launch.var");
+static_assert(EP_OFF(batchnorm_launch, y) == 40, "batchnorm_launch.y");
+static_assert(EP_OFF(batchnorm_launch, n) == 48, "batchnorm_launch.n");
+static_assert(EP_OFF(batchnorm_launch, c) == 56, "batchnorm_launch.c");
+static_assert(EP_OFF(batchnorm_launch, inner) == 64, "batchnorm_launch.inner");
+static_assert(EP_OFF(batchnorm_launch, epsilon) == 72, "batchnorm_launch.epsilon");
+static_assert(EP_OFF(batchnorm_launch, pad_) == 76, "batchnorm_launch.pad_");
+static_assert(EP_OFF(instancenorm_launch, x) == 0, "instancenorm_launch.x");
+static_assert(EP_OFF(instancenorm_launch, scale) == 8, "instancenorm_launch.scale");
+static_assert(EP_OFF(instancenorm_launch, bias) == 16, "instancenorm_launch.bias");
+static_assert(EP_OFF(instancenorm_launch, y) == 24, "instancenorm_launch.y");
+static_assert(EP_OFF(instancenorm_launch, planes) == 32, "instancenorm_launch.planes");
+static_assert(EP_OFF(instancenorm_launch, c) == 40, "instancenorm_launch.c");
+static_assert(EP_OFF(instancenorm_launch, size) == 48, "instancenorm_launch.size");
+static_assert(EP_OFF(instancenorm_launch, epsilon) == 56, "instancenorm_launch.epsilon");
+static_assert(EP_OFF(instancenorm_launch, pad_) == 60, "instancenorm_launch.pad_");
+static_assert(EP_OFF(convt_launch, x) == 0, "convt_launch.x");
+static_assert(EP_OFF(convt_launch, w) == 8, "convt_launch.w");
+static_assert(EP_OFF(convt_launch, bias) == 16, "convt_launch.bias");
+static_assert(EP_OFF(convt_launch, y) == 24, "convt_launch.y");
+static_assert(EP_OFF(convt_launch, col) == 32, "convt_launch.col");
+static_assert(EP_OFF(convt_launch, pack) == 40, "convt_launch.pack");
+static_assert(EP_OFF(convt_launch, n) == 48, "convt_launch.n");
+static_assert(EP_OFF(convt_launch, c) == 56, "convt_launch.c");
+static_assert(EP_OFF(convt_launch, m) == 64, "convt_launch.m");
+static_assert(EP_OFF(convt_launch, group) == 72, "convt_launch.group");
+static_assert(EP_OFF(convt_launch, cg) == 80, "convt_launch.cg");
+static_assert(EP_OFF(convt_launch, mg) == 88, "convt_launch.mg");
+static_assert(EP_OFF(convt_launch, in) == 96, "convt_launch.in");
+static_assert(EP_OFF(convt_launch, out) == 120, "convt_launch.out");
+static_assert(EP_OFF(convt_launch, kernel) == 144, "convt_launch.kernel");
+static_assert(EP_OFF(convt_launch, stride) == 168, "convt_launch.stride");
+static_assert(EP_OFF(convt_launch, dilation) == 192, "convt_launch.dilation");
+static_assert(EP_OFF(convt_launch, pad) == 216, "convt_launch.pad");
+static_assert(EP_OFF(convt_launch, tile) == 240, "convt_launch.tile");
+static_assert(EP_OFF(lstm_launch, x) == 0, "lstm_launch.x");
+static_assert(EP_OFF(lstm_launch, w) == 8, "lstm_launch.w");
+static_assert(EP_OFF(lstm_launch, r) == 16, "lstm_launch.r");
+static_assert(EP_OFF(lstm_launch, b) == 24, "lstm_launch.b");
+static_assert(EP_OFF(lstm_launch, init_h) == 32, "lstm_launch.init_h");
+static_assert(EP_OFF(lstm_launch, init_c) == 40, "lstm_launch.init_c");
+static_assert(EP_OFF(lstm_launch, p) == 48, "lstm_launch.p");
+static_assert(EP_OFF(lstm_launch, y) == 56, "lstm_launch.y");
+static_assert(EP_OFF(lstm_launch, y_h) == 64, "lstm_launch.y_h");
+static_assert(EP_OFF(lstm_launch, y_c) == 72, "lstm_launch.y_c");
+static_assert(EP_OFF(lstm_launch, xw) == 80, "lstm_launch.xw");
+static_assert(EP_OFF(lstm_launch, gates) == 88, "lstm_launch.gates");
+static_assert(EP_OFF(lstm_launch, h) == 96, "lstm_launch.h");
+static_assert(EP_OFF(lstm_launch, c) == 104, "lstm_launch.c");
+static_assert(EP_OFF(lstm_launch, pack) == 112, "lstm_launch.pack");
+static_assert(EP_OFF(lstm_launch, seq) == 120, "lstm_launch.seq");
+static_assert(EP_OFF(lstm_launch, batch) == 128, "lstm_launch.batch");
+static_assert(EP_OFF(lstm_launch, input) == 136, "lstm_launch.input");
+static_assert(EP_OFF(lstm_launch, hidden) == 144, "lstm_launch.hidden");
+static_assert(EP_OFF(lstm_launch, dirs) == 152, "lstm_launch.dirs");
+static_assert(EP_OFF(lstm_launch, reverse) == 156, "lstm_launch.reverse");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -1291,5 +1377,259 @@ EP_KERNEL softmax_strided_f32(const EP_GC softmax_launch L, int64_t n_items) {
         for (int64_t j = 0; j < L.len; ++j) s += (double)expf(x[j * L.inner] - m);
         const float inv = (float)(1.0 / s);
         for (int64_t j = 0; j < L.len; ++j) y[j * L.inner] = expf(x[j * L.inner] - m) * inv;
+    }
+}
+
+/* ---- MaxPool / AveragePool (struct pool_launch) ----------------------------------------------------- */
+
+/* Where window o of dim d starts, and its taps [lo, hi) inside [0, limit) (pool_taps in pool.c). */
+EP_DEV void pool_taps(const pool_launch& L, int d, int64_t o, int64_t limit, int64_t& start, int64_t& lo,
+                      int64_t& hi) {
+    const int64_t s = o * L.stride[d] - L.pad_begin[d];
+    const int64_t dil = L.dilation[d], k = L.kernel[d];
+    const int64_t first = s >= 0 ? 0 : (-s + dil - 1) / dil;
+    int64_t end = s >= limit ? 0 : (limit - 1 - s) / dil + 1;
+    if (end > k) end = k;
+    start = s;
+    lo = first;
+    hi = end > first ? end : first;
+}
+
+/* the dtype's lowest value: -FLT_MAX, -DBL_MAX, -128, 0 (the four MaxPool dtypes) */
+template <typename T> EP_DEV T pool_lowest() {
+    if constexpr (ep_traits<T>::is_float && sizeof(T) == 4) return (T)__int_as_float((int)0xff7fffffu);
+    else if constexpr (ep_traits<T>::is_float) return (T)__longlong_as_double((long long)0xffefffffffffffffull);
+    else if constexpr (ep_traits<T>::is_signed) return (T)-128;
+    else return (T)0;
+}
+
+template <typename T> EP_DEV bool pool_is_nan(T v) {
+    if constexpr (ep_traits<T>::is_float) return v != v;
+    return false;
+}
+
+/* One thread per output element: the window's max (the first NaN sticks), and its index as the host's. */
+template <typename T> EP_DEV void pool_max(const pool_launch& L, int64_t n) {
+    const T* X = (const T*)L.x;
+    T* Y = (T*)L.y;
+    const int64_t plane = L.in[0] * L.in[1] * L.in[2];
+    GRID_LOOP(e, n) {
+        int64_t r = e;
+        const int64_t o2 = r % L.out[2];
+        r /= L.out[2];
+        const int64_t o1 = r % L.out[1];
+        r /= L.out[1];
+        const int64_t o0 = r % L.out[0], p = r / L.out[0];
+        int64_t s0, a0, b0, s1, a1, b1, s2, a2, b2;
+        pool_taps(L, 0, o0, L.in[0], s0, a0, b0);
+        pool_taps(L, 1, o1, L.in[1], s1, a1, b1);
+        pool_taps(L, 2, o2, L.in[2], s2, a2, b2);
+        const T* xp = X + p * plane;
+        T m = pool_lowest<T>();
+        bool found = false;
+        int64_t at0 = -1, at1 = L.spatial > 1 ? -1 : 0, at2 = L.spatial > 2 ? -1 : 0;
+        for (int64_t i0 = a0; i0 < b0; ++i0) {
+            const int64_t h = s0 + i0 * L.dilation[0];
+            for (int64_t i1 = a1; i1 < b1; ++i1) {
+                const int64_t w = s1 + i1 * L.dilation[1];
+                const T* row = xp + (h * L.in[1] + w) * L.in[2];
+                for (int64_t i2 = a2; i2 < b2; ++i2) {
+                    const int64_t d = s2 + i2 * L.dilation[2];
+                    const T v = row[d];
+                    if (!found || (!pool_is_nan(m) && (v > m || pool_is_nan(v)))) {
+                        m = v;
+                        found = true;
+                        at0 = h;
+                        at1 = w;
+                        at2 = d;
+                    }
+                }
+            }
+        }
+        Y[e] = m;
+        if (L.indices != nullptr) {
+            const int64_t base = p * plane;
+            L.indices[e] = L.col_major ? base + at0 + at1 * L.in[0] + at2 * L.in[0] * L.in[1]
+                                       : base + (at0 * L.in[1] + at1) * L.in[2] + at2;
+        }
+    }
+}
+
+EP_DEV int64_t pool_avg_limit(const pool_launch& L, int d) {
+    return L.pad_end[d] < 0 ? L.in[d] + L.pad_end[d] : L.in[d];
+}
+
+EP_DEV int64_t pool_avg_span(const pool_launch& L, int d, int64_t start) {
+    int64_t end = start + L.kernel[d] * L.dilation[d];
+    const int64_t limit = L.in[d] + L.pad_end[d];
+    if (end > limit) end = limit;
+    return 1 + (end - start - 1) / L.dilation[d];
+}
+
+/* One thread per output element: the float sum of the window's taps over their count (pool_avg in pool.c). */
+EP_KERNEL pool_avg_f32(const EP_GC pool_launch L, int64_t n) {
+    const float* X = (const float*)L.x;
+    float* Y = (float*)L.y;
+    const int64_t plane = L.in[0] * L.in[1] * L.in[2];
+    GRID_LOOP(e, n) {
+        int64_t r = e;
+        const int64_t o2 = r % L.out[2];
+        r /= L.out[2];
+        const int64_t o1 = r % L.out[1];
+        r /= L.out[1];
+        const int64_t o0 = r % L.out[0], p = r / L.out[0];
+        int64_t s0, a0, b0, s1, a1, b1, s2, a2, b2;
+        pool_taps(L, 0, o0, pool_avg_limit(L, 0), s0, a0, b0);
+        pool_taps(L, 1, o1, pool_avg_limit(L, 1), s1, a1, b1);
+        pool_taps(L, 2, o2, pool_avg_limit(L, 2), s2, a2, b2);
+        const float* xp = X + p * plane;
+        float sum = 0.0f;
+        for (int64_t i0 = a0; i0 < b0; ++i0) {
+            const int64_t h = s0 + i0 * L.dilation[0];
+            for (int64_t i1 = a1; i1 < b1; ++i1) {
+                const float* row = xp + (h * L.in[1] + s1 + i1 * L.dilation[1]) * L.in[2];
+                for (int64_t i2 = a2; i2 < b2; ++i2) sum += row[s2 + i2 * L.dilation[2]];
+            }
+        }
+        int64_t taps = (b0 - a0) * (b1 - a1) * (b2 - a2);
+        if (taps > 0 && L.count_include_pad)
+            taps = pool_avg_span(L, 0, s0) * pool_avg_span(L, 1, s1) * pool_avg_span(L, 2, s2);
+        Y[e] = taps > 0 ? sum / (float)taps : 0.0f;
+    }
+}
+
+EP_KERNEL pool_max_f32(const EP_GC pool_launch L, int64_t n) { pool_max<float>(L, n); }
+EP_KERNEL pool_max_f64(const EP_GC pool_launch L, int64_t n) { pool_max<double>(L, n); }
+EP_KERNEL pool_max_i8(const EP_GC pool_launch L, int64_t n) { pool_max<int8_t>(L, n); }
+EP_KERNEL pool_max_u8(const EP_GC pool_launch L, int64_t n) { pool_max<uint8_t>(L, n); }
+
+/* ---- GlobalAveragePool (struct gavgpool_launch) ------------------------------------------------------ */
+
+/* One warp per plane: the sum in double, then divided by the plane's size (gavgpool_launch_fn in pool.c). */
+EP_KERNEL gavgpool_f32(const EP_GC gavgpool_launch L) {
+    const unsigned lane = threadIdx.x & 31u;
+    const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
+    for (int64_t p = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); p < L.planes; p += warps) {
+        const float* x = L.x + p * L.size;
+        double s = 0.0;
+        for (int64_t j = lane; j < L.size; j += 32) s += (double)x[j];
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) s += __shfl_down_sync(0xffffffffu, s, off);
+        if (lane == 0) L.y[p] = (float)(s / (double)L.size);
+    }
+}
+
+/* ---- BatchNormalization (struct batchnorm_launch) ---------------------------------------------------- */
+
+/* One thread per element; the channel's scale is recomputed per element (batchnorm.c's formula). */
+EP_KERNEL batchnorm_f32(const EP_GC batchnorm_launch L, int64_t n_items) {
+    GRID_LOOP(e, n_items) {
+        const int64_t ch = (e / L.inner) % L.c;
+        const float s = (1.0f / sqrtf(L.var[ch] + L.epsilon)) * L.scale[ch];
+        L.y[e] = (L.x[e] - L.mean[ch]) * s + L.bias[ch];
+    }
+}
+
+/* ---- InstanceNormalization (struct instancenorm_launch) ---------------------------------------------- */
+
+/* One block per plane (grid-stride over planes): mean and variance in double, two passes, as instancenorm.c. */
+EP_KERNEL instancenorm_f32(const EP_GC instancenorm_launch L) {
+    __shared__ double smem[32];
+    const op_add_d add;
+    for (int64_t p = blockIdx.x; p < L.planes; p += gridDim.x) {
+        const float* x = L.x + p * L.size;
+        double s = 0.0;
+        for (int64_t j = threadIdx.x; j < L.size; j += blockDim.x) s += (double)x[j];
+        s = block_reduce(s, add, 0.0, smem);
+        const double mean = s / (double)L.size;
+        double ss = 0.0;
+        for (int64_t j = threadIdx.x; j < L.size; j += blockDim.x) {
+            const double d = (double)x[j] - mean;
+            ss += d * d;
+        }
+        ss = block_reduce(ss, add, 0.0, smem);
+        const float inv = (float)(1.0 / sqrt(ss / (double)L.size + (double)L.epsilon));
+        const float sc = inv * L.scale[p % L.c];
+        const float m = (float)mean, b = L.bias[p % L.c];
+        float* y = L.y + p * L.size;
+        for (int64_t j = threadIdx.x; j < L.size; j += blockDim.x) y[j] = (x[j] - m) * sc + b;
+    }
+}
+
+/* ---- ConvTranspose (struct convt_launch) ------------------------------------------------------------ */
+
+/* One thread per output element: the bias (or 0) plus, over the group's input channels and every tap k whose
+ * input position i = (o + pad - k * dilation) / stride is whole and inside the input, X[i] * W[k]. */
+EP_KERNEL convt_direct(const EP_GC convt_launch L, int64_t n_items) {
+    const int64_t K = L.kernel[0] * L.kernel[1] * L.kernel[2];
+    const int64_t in_plane = L.in[0] * L.in[1] * L.in[2];
+    GRID_LOOP(e, n_items) {
+        int64_t r = e;
+        const int64_t o2 = r % L.out[2];
+        r /= L.out[2];
+        const int64_t o1 = r % L.out[1];
+        r /= L.out[1];
+        const int64_t o0 = r % L.out[0];
+        r /= L.out[0];
+        const int64_t mm = r % L.m, ni = r / L.m;
+        const int64_t g = mm / L.mg, mo = mm - g * L.mg;
+        float acc = L.bias != nullptr ? L.bias[mm] : 0.0f;
+        const float* xg = L.x + (ni * L.c + g * L.cg) * in_plane;
+        const float* wg = L.w + (g * L.cg * L.mg + mo) * K;
+        for (int64_t k0 = 0; k0 < L.kernel[0]; ++k0) {
+            const int64_t t0 = o0 + L.pad[0] - k0 * L.dilation[0];
+            if (t0 < 0 || t0 % L.stride[0] != 0 || t0 / L.stride[0] >= L.in[0]) continue;
+            const int64_t i0 = t0 / L.stride[0];
+            for (int64_t k1 = 0; k1 < L.kernel[1]; ++k1) {
+                const int64_t t1 = o1 + L.pad[1] - k1 * L.dilation[1];
+                if (t1 < 0 || t1 % L.stride[1] != 0 || t1 / L.stride[1] >= L.in[1]) continue;
+                const int64_t i1 = t1 / L.stride[1];
+                for (int64_t k2 = 0; k2 < L.kernel[2]; ++k2) {
+                    const int64_t t2 = o2 + L.pad[2] - k2 * L.dilation[2];
+                    if (t2 < 0 || t2 % L.stride[2] != 0 || t2 / L.stride[2] >= L.in[2]) continue;
+                    const int64_t pos = (i0 * L.in[1] + i1) * L.in[2] + t2 / L.stride[2];
+                    const int64_t kk = (k0 * L.kernel[1] + k1) * L.kernel[2] + k2;
+                    for (int64_t ci = 0; ci < L.cg; ++ci)
+                        acc = fmaf(xg[ci * in_plane + pos], wg[ci * L.mg * K + kk], acc);
+                }
+            }
+        }
+        L.y[e] = acc;
+    }
+}
+
+/* ---- LSTM (struct lstm_launch) ------------------------------------------------------------------------ */
+
+EP_DEV float lstm_sigmoid(float x) {
+    if (x >= 0) return 1.0f / (1.0f + expf(-x));
+    const float e = expf(x);
+    return e / (1.0f + e);
+}
+
+/* One step of direction d at time t, a thread per (batch, hidden) element: L.gates holds Ht-1 R^T; h and c are
+ * updated in place and Ht stored into Y (lstm_cell in lstm.c). n_items = batch * hidden. */
+EP_KERNEL lstm_cell_f32(const EP_GC lstm_launch L, int d, int64_t t, int64_t n_items) {
+    const int64_t H = L.hidden, G = 4 * H;
+    const float* wb = L.b != nullptr ? L.b + d * 2 * G : nullptr;
+    const float* p = L.p != nullptr ? L.p + d * 3 * H : nullptr;
+    GRID_LOOP(e, n_items) {
+        const int64_t bi = e / H, j = e - bi * H;
+        const float* gx = L.xw + (t * L.batch + bi) * G;
+        const float* gh = L.gates + bi * G;
+        float a[4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            a[q] = gx[q * H + j] + gh[q * H + j];
+            if (wb != nullptr) a[q] += wb[q * H + j] + wb[G + q * H + j];
+        }
+        const float cp = L.c[e];
+        const float ig = lstm_sigmoid(a[0] + (p != nullptr ? p[j] * cp : 0.0f));
+        const float fg = lstm_sigmoid(a[2] + (p != nullptr ? p[2 * H + j] * cp : 0.0f));
+        const float cn = fg * cp + ig * tanhf(a[3]);
+        const float og = lstm_sigmoid(a[1] + (p != nullptr ? p[H + j] * cn : 0.0f));
+        const float hn = og * tanhf(cn);
+        L.c[e] = cn;
+        L.h[e] = hn;
+        if (L.y != nullptr) L.y[((t * L.dirs + d) * L.batch + bi) * H + j] = hn;
     }
 }

@@ -30,8 +30,11 @@
     X(sgemm_f32) X(gemm_scale_f32) X(gemm_fill_c)                                                          \
     X(conv_direct) X(conv_im2col) X(conv_bias_fill)                                                        \
     X(layernorm_f32) X(gmaxpool_f32) X(reduce_thread_f32) X(reduce_block_f32)                              \
-    X(softmax_rows_f32) X(softmax_strided_f32)                                                              \
-    X(ew_compare) X(un_not) X(un_clip)
+    X(softmax_rows_f32) X(softmax_strided_f32)                                                             \
+    X(ew_compare) X(un_not) X(un_clip)                                                                     \
+    X(pool_max_f32) X(pool_max_f64) X(pool_max_i8) X(pool_max_u8) X(pool_avg_f32) X(gavgpool_f32)          \
+    X(batchnorm_f32) X(instancenorm_f32)                                                                   \
+    X(convt_direct) X(lstm_cell_f32)
 
 enum epabi_cuda_kernel_id {
 #define EPABI_CK_ENUM_(name) EPABI_CK_##name,

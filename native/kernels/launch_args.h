@@ -65,7 +65,13 @@ enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
     X(LAYERNORM, layernorm, layernorm_launch)                  \
     X(GLOBAL_MAXPOOL, gmaxpool, gmaxpool_launch)               \
     X(REDUCE, reduce, reduce_launch)                           \
-    X(SOFTMAX, softmax, softmax_launch)
+    X(SOFTMAX, softmax, softmax_launch)                        \
+    X(POOL, pool, pool_launch)                                 \
+    X(GLOBAL_AVGPOOL, gavgpool, gavgpool_launch)              \
+    X(BATCHNORM, batchnorm, batchnorm_launch)                  \
+    X(INSTANCENORM, instancenorm, instancenorm_launch)        \
+    X(CONV_TRANSPOSE, conv_transpose, convt_launch)            \
+    X(LSTM, lstm, lstm_launch)
 
 enum epabi_launch_kind {
 #define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
@@ -254,6 +260,100 @@ struct softmax_launch {
     float* max;       /* inner floats of scratch (inner > 1 only) */
     float* sum;
     int64_t outer, len, inner;
+};
+
+enum pool_op { POOL_MAX, POOL_AVERAGE };
+
+/* MaxPool / AveragePool of `planes` (N * C) planes over up to three spatial dims. A 1-D or 2-D pool fills the
+ * dims past `spatial` with extent 1, kernel 1, stride 1, dilation 1 and no padding, so every launch walks three.
+ * Window k of dim i starts at out_k * stride - pad_begin and has `kernel` taps `dilation` apart; taps outside
+ * [0, in) are padding. */
+struct pool_launch {
+    const void* x;
+    void* y;
+    int64_t* indices;                   /* MaxPool's Indices output (int64, Y's shape), or NULL */
+    ONNXTensorElementDataType dtype;    /* X's and Y's: float, double, int8, uint8 (AveragePool: float) */
+    enum pool_op op;
+    bool count_include_pad;             /* AveragePool: divide by the taps inside [-pad_begin, in + pad_end) */
+    bool col_major;                     /* MaxPool storage_order 1: Indices count the first dim fastest */
+    int32_t spatial;                    /* 1..3: the dims of the node (the Indices formula counts these) */
+    int64_t planes;
+    int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+};
+
+/* GlobalAveragePool: the mean of each of `planes` (N * C) runs of `size` >= 1 floats. */
+struct gavgpool_launch {
+    const float* x;
+    float* y;
+    int64_t planes;
+    int64_t size;
+};
+
+/* BatchNormalization in inference mode: X viewed as [n, c, inner]; per channel s = scale * (1 / sqrt(var +
+ * epsilon)), then Y = (X - mean) * s + bias, all in float. */
+struct batchnorm_launch {
+    const float* x;
+    const float* scale;
+    const float* bias;
+    const float* mean;
+    const float* var;
+    float* y;
+    int64_t n, c, inner;
+    float epsilon;
+    int32_t pad_;
+};
+
+/* InstanceNormalization: `planes` (N * C) runs of `size` >= 1 floats, plane p of channel p % c; each is
+ * normalized by its own mean and variance (accumulated in double): s = scale / sqrt(var + epsilon) in float,
+ * Y = (X - mean) * s + bias. */
+struct instancenorm_launch {
+    const float* x;
+    const float* scale;
+    const float* bias;
+    float* y;
+    int64_t planes, c, size;
+    float epsilon;
+    int32_t pad_;
+};
+
+/* ConvTranspose, NC + up to three spatial dims (the unused ones of extent 1, kernel 1, stride 1): X [n, c, in...],
+ * W [c, mg, kernel...], Y [n, m = mg * group, out...]. Input position i of channel ci adds X * W[ci, mo, k] to
+ * output position o = i * stride - pad + k * dilation of channel g * mg + mo, where o lies inside [0, out). */
+struct convt_launch {
+    const float* x;
+    const float* w;
+    const float* bias;             /* NULL: none */
+    float* y;
+    float* col;                    /* host: mg * prod(kernel) x tile floats of scratch */
+    float* pack;                   /* host: the GEMM's packing scratch, or NULL */
+    int64_t n, c, m, group, cg, mg;
+    int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad[3];
+    int64_t tile;                  /* input positions per column tile (host) */
+};
+
+/* LSTM (layout 0, default activations, no clip, no sequence_lens): X [seq, batch, input], W [dirs, 4 * hidden,
+ * input], R [dirs, 4 * hidden, hidden], gates in the order i, o, f, c. Direction d of a bidirectional LSTM runs
+ * backward when d is 1; a single direction runs backward when `reverse`. Per direction: xw = X W^T (one
+ * product), then per step the product H R^T and the cell update. */
+struct lstm_launch {
+    const float* x;
+    const float* w;
+    const float* r;
+    const float* b;                    /* [dirs, 8 * hidden]: Wb then Rb; NULL: none */
+    const float* init_h;               /* [dirs, batch, hidden]; NULL: zeros */
+    const float* init_c;
+    const float* p;                    /* peepholes [dirs, 3 * hidden]: i, o, f; NULL: none */
+    float* y;                          /* [seq, dirs, batch, hidden]; NULL: not wired */
+    float* y_h;                        /* [dirs, batch, hidden]; NULL: not wired */
+    float* y_c;
+    float* xw;                         /* scratch: seq * batch * 4 * hidden floats */
+    float* gates;                      /* scratch: batch * 4 * hidden floats */
+    float* h;                          /* scratch: batch * hidden floats each, the running state */
+    float* c;
+    float* pack;                       /* host: the GEMM's packing scratch, or NULL */
+    int64_t seq, batch, input, hidden;
+    int32_t dirs;                      /* 1 or 2 */
+    bool reverse;
 };
 
 #endif

@@ -562,9 +562,9 @@ class InferenceSession:
         except Exception as exc:
             raise OrtStatusError(OrtErrorCode.RUNTIME_EXCEPTION, f"CPU fallback failed on node '{node.name}' "
                                  f"({node.op_type}): {exc}") from exc
-        for v, r in zip(node.outputs, results, strict=False):
-            if v is not None:
-                run.values[v.name] = r
+        # the evaluator's outputs are the node's wired ones (an unwired output in between has no result)
+        for v, r in zip([v for v in node.outputs if v is not None], results, strict=False):
+            run.values[v.name] = r
 
     def _run_fused(self, unit: Unit, run: _Run, prealloc: dict[str, OrtValue]) -> None:
         host, ep, group = self.host, self._ep, unit.group

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Checks the math kernels (float32 matmul, conv, pool, softmax, layernorm, reduce; the unary, activation,
-comparison and Mod kernels on their dtypes) through kernel_harness.c.
+"""Checks the math kernels (float32 matmul, conv, pooling, softmax, layernorm, reduce, normalization,
+conv-transpose, lstm; the unary, activation, comparison and Mod kernels on their dtypes) through kernel_harness.c.
 
 Builds the harness (harness_build.py: -std=c11 -Wall -Wextra -Werror, every native/kernels/*.c), writes one
 case file, runs it, and compares every result with onnx.reference.ReferenceEvaluator on a one-node model (numpy
@@ -56,6 +56,7 @@ class Case:
     oracle: Callable | None = None    # replaces ReferenceEvaluator: f(*inputs) -> list of arrays
     ort_differs: str = ""             # why ORT's CPU EP is no oracle for this case (ort_kernels.py skips it)
     out_dtype: type | None = None     # of every output; None: float32 here, input 0's dtype in ort_kernels.py
+    out_dtypes: tuple = ()            # ONNX dtype of each output, overriding out_dtype (MaxPool's int64 Indices)
 
 
 RNG = np.random.default_rng(1234)
@@ -589,8 +590,464 @@ def mod_cases():
     return c
 
 
+def maxpool_oracle(kernel, pads, strides=None, dilations=None, col_major=False, y_only=False):
+    """MaxPool with Indices by brute force, as ORT's CPU EP computes them: the reference's Indices leave out the
+    (N, C) offset and crash on padded 3-D windows, and its SAME pads follow the spec where ORT pads for the
+    undilated kernel; and it refuses spans (in + pads - kernel) in (-stride, 0), which give ORT one window.
+    Explicit pads, no ceil_mode; NaN wins (np.argmax takes the first NaN)."""
+    def f(x):
+        sr = len(kernel)
+        st = strides or [1] * sr
+        dil = dilations or [1] * sr
+        spatial = x.shape[2:]
+        spans = [spatial[d] + pads[d] + pads[sr + d] - (kernel[d] - 1) * dil[d] - 1 for d in range(sr)]
+        outs = [int(np.trunc(spans[d] / st[d])) + 1 for d in range(sr)]   # ORT divides as C does
+        y = np.empty(x.shape[:2] + tuple(outs), np.float32)
+        idx = np.empty(y.shape, np.int64)
+        plane = int(np.prod(spatial))
+        for n, ch in np.ndindex(*x.shape[:2]):
+            for o in np.ndindex(*outs):
+                taps = [[t for t in range(o[d] * st[d] - pads[d], o[d] * st[d] - pads[d] + kernel[d] * dil[d], dil[d])
+                         if 0 <= t < spatial[d]] for d in range(sr)]
+                w = x[n, ch][np.ix_(*taps)]
+                at = np.unravel_index(int(np.argmax(w)), w.shape)
+                pos = [taps[d][at[d]] for d in range(sr)]
+                y[(n, ch) + o] = w[at]
+                idx[(n, ch) + o] = (n * x.shape[1] + ch) * plane + np.ravel_multi_index(
+                    pos, spatial, order="F" if col_major else "C")
+        return [y] if y_only else [y, idx]
+    return f
+
+
+def window_pool_cases():
+    """MaxPool, AveragePool and GlobalAveragePool (ORT's CPU EP semantics; the reference agrees on these)."""
+    c = []
+    rng = np.random.default_rng(16)   # its own stream: the other groups' inputs stay as they were
+
+    def x(*shape):
+        return np.asarray(rng.standard_normal(shape), dtype=np.float32)
+
+    def mp(name, xin, opset=12, outputs=("Y",), **attrs):
+        c.append(Case(f"maxpool_{name}", "MaxPool", opset, [xin], attrs=attrs, outputs=list(outputs),
+                      out_dtypes=(1, 7)))
+
+    def ap(name, xin, opset=19, **attrs):
+        c.append(Case(f"avgpool_{name}", "AveragePool", opset, [xin], attrs=attrs))
+
+    ks2 = {"kernel_shape": [2, 2]}
+    ks3 = {"kernel_shape": [3, 3]}
+    mp("default", x(2, 3, 6, 7), **ks2)
+    mp("strides", x(1, 2, 9, 8), kernel_shape=[3, 2], strides=[2, 3])
+    mp("pads", x(1, 2, 5, 6), pads=[1, 2, 2, 1], **ks3)
+    mp("dilations", x(1, 2, 9, 9), dilations=[2, 3], strides=[1, 2], opset=10, **ks3)
+    mp("ceil", x(1, 1, 6, 7), strides=[2, 2], ceil_mode=1, opset=10, **ks3)
+    mp("ceil_pads", x(1, 1, 6, 6), strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1, opset=11, **ks3)
+    mp("ceil_drop_last", x(1, 1, 5, 5), strides=[2, 2], pads=[2, 2, 2, 2], ceil_mode=1, **ks3)
+    mp("same_upper", x(1, 2, 7, 8), auto_pad="SAME_UPPER", strides=[2, 3], **ks3)
+    mp("same_lower", x(1, 2, 7, 8), auto_pad="SAME_LOWER", strides=[2, 3], **ks3)
+    c[-1].oracle = maxpool_oracle([3, 3], [1, 1, 1, 0], [2, 3])   # the reference's SAME_LOWER extents are off
+    mp("same_upper_dil", x(1, 1, 9, 10), auto_pad="SAME_UPPER", dilations=[2, 2], opset=11, **ks3)
+    c[-1].oracle = maxpool_oracle([3, 3], [1, 1, 1, 1], dilations=[2, 2])   # ORT pads for the undilated kernel
+    mp("same_small_kernel", x(1, 2, 7, 9), auto_pad="SAME_UPPER", kernel_shape=[1, 2], strides=[3, 4])
+    mp("valid", x(1, 2, 7, 9), auto_pad="VALID", strides=[2, 2], **ks3)
+    mp("1d", x(2, 3, 11), kernel_shape=[3], strides=[2], pads=[1, 1])
+    mp("1d_dil_ceil", x(1, 2, 12), kernel_shape=[2], dilations=[3], ceil_mode=1, strides=[2])
+    mp("3d", x(1, 2, 5, 6, 7), kernel_shape=[2, 3, 2], strides=[2, 1, 2], pads=[1, 0, 1, 0, 1, 1])
+    mp("3d_dil", x(1, 1, 7, 7, 7), kernel_shape=[2, 2, 2], dilations=[2, 3, 1], ceil_mode=1)
+    mp("opset1", x(1, 2, 6, 6), opset=1, **ks2)
+    mp("opset8", x(1, 2, 6, 6), opset=8, strides=[2, 2], **ks3)
+    mp("opset22", x(1, 2, 6, 6), opset=22, pads=[1, 1, 1, 1], **ks3)
+    mp("big", x(2, 16, 40, 40), strides=[2, 2], pads=[1, 1, 1, 1], **ks3)
+    mp("idx", x(2, 3, 6, 7), outputs=("Y", "I"), pads=[1, 0, 0, 1], **ks3)
+    c[-1].oracle = maxpool_oracle([3, 3], [1, 0, 0, 1])
+    mp("idx_col", x(2, 3, 6, 7), outputs=("Y", "I"), storage_order=1, strides=[2, 2], **ks3)
+    mp("idx_dil", x(1, 2, 9, 8), outputs=("Y", "I"), dilations=[2, 2], pads=[1, 2, 1, 2], **ks3)
+    mp("idx_1d", x(2, 2, 9), outputs=("Y", "I"), kernel_shape=[3], strides=[2])
+    mp("idx_3d", x(1, 2, 4, 5, 6), outputs=("Y", "I"), kernel_shape=[2, 2, 3], pads=[0, 1, 1, 1, 0, 1])
+    c[-1].oracle = maxpool_oracle([2, 2, 3], [0, 1, 1, 1, 0, 1])
+    mp("idx_3d_col", x(1, 2, 4, 5, 6), outputs=("Y", "I"), kernel_shape=[2, 3, 2], storage_order=1)
+    c[-1].oracle = maxpool_oracle([2, 3, 2], [0] * 6, col_major=True)
+    mp("idx_opset8", x(1, 1, 5, 5), opset=8, outputs=("Y", "I"), **ks2)
+    c[-1].oracle = maxpool_oracle([2, 2], [0] * 4)
+    mp("idx_unwired", x(1, 2, 6, 6), outputs=("Y", ""), **ks2)
+    mp("ties", np.ones((1, 2, 5, 5), np.float32), outputs=("Y", "I"), pads=[1, 1, 1, 1], **ks3)
+    c[-1].oracle = maxpool_oracle([3, 3], [1] * 4)
+    mp("empty_n", x(0, 2, 5, 5), outputs=("Y", "I"), **ks2)
+    # A span (in + pads - kernel) in (-stride, 0) still gives one window (ORT divides as C does).
+    mp("span_negative", x(1, 2, 2, 5), kernel_shape=[3, 2], strides=[2, 1])
+    c[-1].oracle = maxpool_oracle([3, 2], [0] * 4, [2, 1], y_only=True)
+    mp("span_negative_ceil", x(1, 2, 3, 5), kernel_shape=[5, 2], strides=[3, 1], ceil_mode=1)
+    c[-1].oracle = maxpool_oracle([5, 2], [0] * 4, [3, 1], y_only=True)
+    mp("span_zero_windows", x(1, 2, 1, 5), kernel_shape=[4, 2], strides=[2, 1])
+    c[-1].oracle = maxpool_oracle([4, 2], [0] * 4, [2, 1], y_only=True)
+    # A window whose taps all fall in the padding: ORT gives the lowest float and an index from -1s.
+    mp("no_tap", x(1, 1, 1, 3), outputs=("Y", "I"), kernel_shape=[2, 1], pads=[1, 0, 1, 0], dilations=[2, 1])
+    c[-1].oracle = lambda xv: [np.full((1, 1, 1, 3), -np.finfo(np.float32).max, np.float32),
+                               np.full((1, 1, 1, 3), -4, np.int64)]
+    xn = x(1, 1, 4, 4)
+    xn[0, 0, 1, 1] = np.nan
+    mp("nan", xn, outputs=("Y", "I"), strides=[1, 1], **ks2)
+    c[-1].ort_differs = NAN_MAX
+    c[-1].oracle = maxpool_oracle([2, 2], [0] * 4)
+
+    ap("default", x(2, 3, 6, 7), opset=7, **ks2)
+    ap("strides", x(1, 2, 9, 8), kernel_shape=[3, 2], strides=[2, 3], opset=10)
+    ap("pads", x(1, 2, 5, 6), pads=[1, 2, 2, 1], opset=11, **ks3)
+    ap("pads_incl", x(1, 2, 5, 6), pads=[1, 2, 2, 1], count_include_pad=1, **ks3)
+    ap("ceil", x(1, 1, 6, 7), strides=[2, 2], ceil_mode=1, **ks3)
+    ap("ceil_incl", x(1, 1, 6, 7), strides=[2, 2], ceil_mode=1, count_include_pad=1, pads=[1, 1, 1, 1], **ks3)
+    ap("ceil_incl_1d", x(1, 2, 6), kernel_shape=[3], strides=[2], ceil_mode=1, count_include_pad=1, pads=[2, 2])
+    ap("dilations", x(1, 2, 9, 9), dilations=[2, 3], strides=[1, 2], **ks3)
+    ap("dil_pads_incl", x(1, 2, 9, 9), dilations=[2, 2], pads=[2, 1, 1, 2], count_include_pad=1, **ks3)
+    ap("dil_ceil_incl", x(1, 2, 10, 9), dilations=[2, 2], strides=[3, 2], pads=[1, 1, 2, 2], ceil_mode=1,
+       count_include_pad=1, **ks3)
+    ap("same_upper", x(1, 2, 7, 8), auto_pad="SAME_UPPER", strides=[2, 3], **ks3)
+    ap("same_lower_incl", x(1, 2, 7, 8), auto_pad="SAME_LOWER", strides=[2, 3], count_include_pad=1, **ks3)
+    ap("same_small_kernel", x(1, 2, 7, 9), auto_pad="SAME_UPPER", kernel_shape=[1, 2], strides=[3, 4],
+       count_include_pad=1)
+    ap("valid", x(1, 2, 7, 9), auto_pad="VALID", strides=[2, 2], **ks3)
+    ap("1d", x(2, 3, 11), kernel_shape=[3], strides=[2], pads=[1, 1])
+    ap("3d", x(1, 2, 5, 6, 7), kernel_shape=[2, 3, 2], strides=[2, 1, 2], pads=[1, 0, 1, 0, 1, 1])
+    ap("3d_incl_ceil", x(1, 1, 7, 6, 5), kernel_shape=[3, 2, 2], strides=[2, 2, 2], pads=[1, 1, 1, 1, 1, 1],
+       count_include_pad=1, ceil_mode=1)
+    ap("opset22", x(1, 2, 6, 6), opset=22, pads=[1, 1, 1, 1], **ks3)
+    ap("big", x(2, 16, 40, 40), strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=1, **ks3)
+    ap("empty_n", x(0, 2, 5, 5), **ks2)
+
+    for i, xin in enumerate([x(2, 3, 4, 5), x(1, 2, 7), x(2, 2, 2, 3, 2), x(3, 2, 1, 1), x(0, 3, 2, 2),
+                             x(1, 4, 33, 35)]):
+        c.append(Case(f"gavgpool_{i}", "GlobalAveragePool", 1 if i % 2 else 22, [xin],
+                      oracle=lambda v: [v.mean(axis=tuple(range(2, v.ndim)), keepdims=True, dtype=np.float64)
+                                        .astype(np.float32)]))
+    c.append(Case("gavgpool_rank2", "GlobalAveragePool", 1, [x(2, 3)], expect="refused", match="rank 2"))
+    c.append(Case("gavgpool_no_spatial", "GlobalAveragePool", 1, [x(2, 3, 0)], expect="error", match="no spatial"))
+
+    c.append(Case("maxpool_pad_ge_kernel", "MaxPool", 12, [x(1, 1, 5, 5)], attrs={**ks2, "pads": [2, 0, 0, 0]},
+                  expect="refused", match="smaller than its kernel"))
+    c.append(Case("maxpool_no_kernel", "MaxPool", 12, [x(1, 1, 5, 5)], expect="refused", match="kernel_shape"))
+    c.append(Case("maxpool_4d", "MaxPool", 12, [x(1, 1, 3, 3, 3, 3)], attrs={"kernel_shape": [2, 2, 2, 2]},
+                  expect="refused", match="kernel_shape"))
+    c.append(Case("maxpool_rank_mismatch", "MaxPool", 12, [x(1, 1, 5, 5)], attrs={"kernel_shape": [2]},
+                  expect="refused", match="rank 4"))
+    c.append(Case("maxpool_int64", "MaxPool", 12, [i64(1, 2, 3).reshape(1, 1, 3)], attrs={"kernel_shape": [2]},
+                  expect="refused", match="int64"))
+    c.append(Case("maxpool_bad_auto_pad", "MaxPool", 12, [x(1, 1, 5, 5)], attrs={**ks2, "auto_pad": "FULL"},
+                  expect="refused", match="FULL"))
+    c.append(Case("maxpool_bad_strides", "MaxPool", 12, [x(1, 1, 5, 5)], attrs={**ks2, "strides": [1, 0]},
+                  expect="refused", match="strides[1]=0",
+                  ort_differs="ORT 1.24's CPU EP dies of SIGFPE on this model (1.32 rejects it at load)"))
+    c.append(Case("maxpool_storage_order2", "MaxPool", 12, [x(1, 1, 5, 5)], attrs={**ks2, "storage_order": 2},
+                  expect="refused", match="storage_order"))
+    c.append(Case("maxpool_indices_opset7", "MaxPool", 7, [x(1, 1, 5, 5)], attrs=ks2, outputs=["Y", "I"],
+                  out_dtypes=(1, 7), expect="refused", match="at most 1 output"))
+    c.append(Case("avgpool_double", "AveragePool", 19, [x(1, 1, 5, 5).astype(np.float64)], attrs=ks2,
+                  expect="refused", match="double"))
+    c.append(Case("maxpool_too_small", "MaxPool", 12, [x(1, 1, 2, 5)], attrs={"kernel_shape": [4, 2]},
+                  expect="error", match="smaller than the dilated kernel"))
+    c.append(Case("maxpool_rank_unknown", "MaxPool", 12, [x(1, 1, 5, 5)], attrs={"kernel_shape": [2]},
+                  unknown=(0,), expect="error", match="rank 3"))
+    c.append(Case("avgpool_empty_c", "AveragePool", 19, [x(1, 0, 5, 5)], attrs=ks2, expect="error",
+                  match="empty in a dim other than N"))
+    return c
+
+
+def bn_oracle(eps):
+    def f(xv, scale, b, mean, var):
+        shape = (1, -1) + (1,) * (xv.ndim - 2)
+        y = (xv - mean.reshape(shape)) / np.sqrt(var.reshape(shape).astype(np.float64) + eps) * scale.reshape(shape)
+        return [(y + b.reshape(shape)).astype(np.float32)]
+    return f
+
+
+def norm_cases():
+    """BatchNormalization (inference) and InstanceNormalization."""
+    c = []
+    rng = np.random.default_rng(17)   # its own stream: the other groups' inputs stay as they were
+
+    def x(*shape, scale=1.0):
+        return np.asarray(rng.standard_normal(shape) * scale, dtype=np.float32)
+
+    def stats(ch):
+        return [x(ch), x(ch), x(ch), np.asarray(rng.uniform(0.1, 2.0, ch), dtype=np.float32)]
+
+    def bn(name, xin, opset=15, const=(1, 2, 3, 4), **attrs):
+        # Before opset 14 the reference errs: opsets 6-8 return a tuple, 9-13 apply the default momentum's
+        # batch statistics.
+        c.append(Case(f"batchnorm_{name}", "BatchNormalization", opset, [xin] + stats(xin.shape[1]), attrs=attrs,
+                      const=const, oracle=bn_oracle(attrs.get("epsilon", 1e-5)) if opset < 14 else None))
+
+    bn("4d", x(2, 3, 4, 5))
+    bn("2d", x(5, 7), opset=9)
+    bn("3d_mode0", x(2, 4, 6), opset=14, training_mode=0)
+    bn("5d", x(1, 3, 2, 3, 4), opset=7, const=())
+    bn("opset6", x(2, 3, 4, 4), opset=6, is_test=1, epsilon=1e-3, momentum=0.9)
+    bn("opset6_spatial", x(2, 3, 4, 4), opset=6, is_test=1, spatial=1)
+    bn("eps", x(2, 3, 4, 5), epsilon=0.1)
+    bn("big", x(4, 32, 17, 19, scale=50.0), const=(1, 3))
+    bn("empty_n", x(0, 3, 4, 5))
+    bn("one_output_wired", x(2, 3, 4), opset=15)
+    c[-1].outputs = ["Y", "", ""]
+    c.append(Case("batchnorm_training", "BatchNormalization", 15, [x(2, 3, 4)] + stats(3),
+                  attrs={"training_mode": 1}, outputs=["Y", "rm", "rv"], expect="refused", match="training"))
+    c.append(Case("batchnorm_training_outputs_9", "BatchNormalization", 9, [x(2, 3, 4)] + stats(3),
+                  outputs=["Y", "m", "v", "sm", "sv"], expect="refused", match="training statistic"))
+    c.append(Case("batchnorm_opset6_train", "BatchNormalization", 6, [x(2, 3, 4)] + stats(3), expect="refused",
+                  match="is_test=0"))
+    c.append(Case("batchnorm_spatial0", "BatchNormalization", 7, [x(2, 3, 4)] + stats(3), attrs={"spatial": 0},
+                  expect="refused", match="spatial=0"))
+    c.append(Case("batchnorm_double", "BatchNormalization", 15, [x(2, 3).astype(np.float64)] + stats(3),
+                  expect="refused", match="double"))
+    c.append(Case("batchnorm_rank1", "BatchNormalization", 15, [x(3)] + stats(3), expect="refused", match="rank 1"))
+    c.append(Case("batchnorm_bad_scale", "BatchNormalization", 15, [x(2, 3, 4), x(4)] + stats(3)[1:],
+                  expect="error", match="scale [4] must be [3]"))
+
+    def inorm(name, xin, opset=22, const=(1, 2), **attrs):
+        ch = xin.shape[1]
+        c.append(Case(f"instnorm_{name}", "InstanceNormalization", opset, [xin, x(ch), x(ch)], attrs=attrs,
+                      const=const))
+
+    inorm("4d", x(2, 3, 4, 5))
+    inorm("opset6", x(2, 3, 4, 5), opset=6, const=())
+    inorm("3d", x(3, 2, 17))
+    inorm("5d", x(1, 2, 3, 4, 5), epsilon=1e-2)
+    inorm("eps", x(2, 3, 4, 5, scale=1e-2), epsilon=0.5)
+    inorm("one_position", x(2, 3, 1, 1))
+    c[-1].ort_differs = "ORT's CPU EP folds the mean into the shift: a one-element plane gives B to ~1e-4 only"
+    inorm("offset", x(2, 4, 64) + 1000.0)
+    c[-1].ort_differs = "ORT's CPU EP takes the mean and variance in float; at |x| ~ 1000 it drifts by ~1e-3"
+    inorm("wide", x(1, 4, 96, 96))
+    inorm("empty_n", x(0, 3, 4, 5))
+    inorm("empty_plane", x(2, 3, 0, 5))
+    c[-1].oracle = lambda v, s, b: [v.copy()]
+    c.append(Case("instnorm_double", "InstanceNormalization", 22, [x(2, 3, 4).astype(np.float64), x(3), x(3)],
+                  expect="refused", match="double"))
+    c.append(Case("instnorm_rank2", "InstanceNormalization", 22, [x(2, 3), x(3), x(3)], expect="refused",
+                  match="rank 2"))
+    c.append(Case("instnorm_bad_b", "InstanceNormalization", 22, [x(2, 3, 4), x(3), x(2)], expect="error",
+                  match="B [2] must be [3]"))
+    return c
+
+
+def convt_oracle(strides=None, dilations=None, pads=None, output_padding=None, output_shape=None, auto_pad="NOTSET",
+                 group=1, **_):
+    """ConvTranspose in float64 with ORT's CPU EP's extents and pads (onnx.reference fails on groups, on
+    output_shape beyond the natural extent and on empty batches, and splits odd SAME pads the other way)."""
+    def f(xv, w, b=None):
+        sr = xv.ndim - 2
+        st, dil = strides or [1] * sr, dilations or [1] * sr
+        adj, pd = output_padding or [0] * sr, pads or [0] * (2 * sr)
+        heads, outs = [], []
+        for d in range(sr):
+            natural = (xv.shape[2 + d] - 1) * st[d] + adj[d] + (w.shape[2 + d] - 1) * dil[d] + 1
+            if output_shape:
+                want = output_shape[d if len(output_shape) == sr else d + 2]
+                total = max(0, natural - want)
+            elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+                total = max(0, natural - xv.shape[2 + d] * st[d])
+                want = natural - total
+            else:
+                heads.append(pd[d])
+                outs.append(natural - pd[d] - pd[sr + d])
+                continue
+            heads.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
+            outs.append(want)
+        cg, mg = xv.shape[1] // group, w.shape[1]
+        y = np.zeros((xv.shape[0], mg * group, *outs))
+        for k in np.ndindex(*w.shape[2:]):
+            idx_in, idx_out = [], []
+            for d in range(sr):
+                o = np.arange(xv.shape[2 + d]) * st[d] - heads[d] + k[d] * dil[d]
+                ok = (o >= 0) & (o < outs[d])
+                idx_in.append(np.nonzero(ok)[0])
+                idx_out.append(o[ok])
+            for g in range(group):
+                xs = xv[:, g * cg:(g + 1) * cg][(slice(None), slice(None)) + np.ix_(*idx_in)].astype(np.float64)
+                wk = w[(slice(g * cg, (g + 1) * cg), slice(None)) + k].astype(np.float64)
+                part = np.einsum("nc...,cm->nm...", xs, wk)
+                y[(slice(None), slice(g * mg, (g + 1) * mg)) + np.ix_(*idx_out)] += part
+        if b is not None:
+            y += b.reshape((1, -1) + (1,) * sr)
+        return [y.astype(np.float32)]
+    return f
+
+
+def convtranspose_cases():
+    c = []
+    rng = np.random.default_rng(18)   # its own stream: the other groups' inputs stay as they were
+
+    def x(*shape):
+        return np.asarray(rng.standard_normal(shape), dtype=np.float32)
+
+    def add(name, xin, w, b=None, opset=11, const=(1, 2), **attrs):
+        ins = [xin, w] + ([b] if b is not None else [])
+        c.append(Case(f"convt_{name}", "ConvTranspose", opset, ins, attrs=attrs, const=const,
+                      oracle=convt_oracle(**attrs)))
+
+    add("basic", x(1, 1, 3, 3), x(1, 2, 3, 3))
+    add("bias", x(2, 3, 4, 5), x(3, 4, 3, 3), x(4), const=())
+    add("strides", x(1, 2, 4, 5), x(2, 3, 3, 3), x(3), strides=[2, 3])
+    add("pads", x(1, 2, 5, 5), x(2, 3, 3, 3), pads=[1, 2, 0, 1], strides=[2, 2])
+    add("dilations", x(1, 2, 4, 4), x(2, 2, 3, 2), x(2), dilations=[2, 3])
+    add("group2", x(2, 4, 3, 4), x(4, 3, 2, 2), x(6), group=2, strides=[2, 2])
+    add("depthwise", x(1, 3, 5, 5), x(3, 1, 3, 3), x(3), group=3, strides=[2, 2], pads=[1, 1, 1, 1])
+    add("output_padding", x(1, 2, 3, 3), x(2, 2, 3, 3), strides=[3, 2], output_padding=[1, 1])
+    add("output_shape", x(1, 1, 3, 3), x(1, 2, 3, 3), strides=[3, 2], output_shape=[10, 8])
+    add("output_shape_full", x(1, 1, 3, 3), x(1, 2, 3, 3), strides=[3, 2], output_shape=[1, 2, 9, 7])
+    add("output_shape_upper", x(1, 1, 3, 3), x(1, 2, 3, 3), strides=[3, 2], output_shape=[8, 6],
+        auto_pad="SAME_UPPER")
+    add("output_shape_padding", x(1, 1, 3, 4), x(1, 2, 3, 3), strides=[2, 2], output_shape=[6, 8],
+        output_padding=[1, 1])
+    add("output_shape_stride_past", x(1, 1, 3, 3), x(1, 2, 3, 3), strides=[3, 3], output_shape=[11, 10],
+        output_padding=[1, 0])
+    add("same_upper", x(1, 2, 3, 4), x(2, 2, 3, 3), x(2), auto_pad="SAME_UPPER", strides=[2, 2])
+    add("same_lower", x(1, 2, 3, 4), x(2, 2, 3, 3), auto_pad="SAME_LOWER", strides=[2, 2])
+    add("same_upper_odd", x(1, 1, 4, 3), x(1, 1, 4, 2), auto_pad="SAME_UPPER", strides=[1, 1])
+    add("same_small_kernel", x(1, 1, 3, 3), x(1, 1, 1, 2), auto_pad="SAME_UPPER", strides=[3, 3])
+    add("valid", x(1, 2, 3, 3), x(2, 2, 3, 3), auto_pad="VALID", strides=[2, 2])
+    add("kernel_shape", x(1, 2, 3, 3), x(2, 1, 2, 3), kernel_shape=[2, 3])
+    add("1d", x(2, 3, 7), x(3, 2, 3), x(2), strides=[2], pads=[1, 0])
+    add("1d_group", x(1, 4, 5), x(4, 1, 2), group=2, dilations=[2])
+    add("3d", x(1, 2, 3, 4, 3), x(2, 2, 2, 3, 2), x(2), strides=[2, 1, 2], pads=[1, 0, 0, 0, 1, 1])
+    add("opset1", x(1, 2, 3, 3), x(2, 2, 2, 2), x(2), opset=1)
+    add("opset22", x(1, 2, 3, 3), x(2, 2, 2, 2), opset=22, strides=[2, 2])
+    add("upsample", x(1, 16, 20, 20), x(16, 8, 2, 2), x(8), strides=[2, 2])
+    add("tiled", x(1, 8, 100, 100), x(8, 64, 3, 3), strides=[1, 1], pads=[1, 1, 1, 1])   # > 4M-float columns
+    add("empty_n", x(0, 2, 3, 3), x(2, 2, 2, 2), x(2))
+    c.append(Case("convt_empty_channels", "ConvTranspose", 11, [x(1, 0, 3, 3), x(0, 2, 2, 2), x(2)], const=(1, 2),
+                  oracle=lambda xv, w, b: [np.broadcast_to(b.reshape(1, 2, 1, 1), (1, 2, 4, 4)).copy()],
+                  ort_differs="an empty constant W fails session creation under real ORT (issue 16, item 2)"))
+    c.append(Case("convt_unknown_x", "ConvTranspose", 11, [x(1, 2, 3, 3), x(2, 3, 2, 2)], unknown=(0,),
+                  attrs={"strides": [2, 2]}, oracle=convt_oracle(strides=[2, 2])))
+    c.append(Case("convt_4d", "ConvTranspose", 11, [x(1, 1, 2, 2, 2, 2), x(1, 1, 1, 1, 1, 1)], expect="refused",
+                  match="rank 6"))
+    c.append(Case("convt_double", "ConvTranspose", 11, [x(1, 1, 3, 3).astype(np.float64), x(1, 1, 2, 2)],
+                  expect="refused", match="double"))
+    c.append(Case("convt_bad_auto_pad", "ConvTranspose", 11, [x(1, 1, 3, 3), x(1, 1, 2, 2)],
+                  attrs={"auto_pad": "FULL"}, expect="refused", match="FULL"))
+    c.append(Case("convt_bad_output_shape", "ConvTranspose", 11, [x(1, 1, 3, 3), x(1, 1, 2, 2)],
+                  attrs={"output_shape": [1, 4, 4]}, expect="refused", match="output_shape has 3"))
+    c.append(Case("convt_negative_output_padding", "ConvTranspose", 11, [x(1, 1, 3, 3), x(1, 1, 2, 2)],
+                  attrs={"output_padding": [0, -1]}, expect="refused", match="output_padding[1]=-1"))
+    c.append(Case("convt_group_mismatch", "ConvTranspose", 11, [x(1, 3, 3, 3), x(3, 1, 2, 2)], attrs={"group": 2},
+                  expect="error", match="group=2"))
+    c.append(Case("convt_w_mismatch", "ConvTranspose", 11, [x(1, 3, 3, 3), x(2, 1, 2, 2)], expect="error",
+                  match="W.dims[0] = C"))
+    c.append(Case("convt_kernel_shape_mismatch", "ConvTranspose", 11, [x(1, 1, 3, 3), x(1, 1, 2, 2)],
+                  attrs={"kernel_shape": [3, 3]}, expect="error", match="kernel_shape"))
+    c.append(Case("convt_bad_bias", "ConvTranspose", 11, [x(1, 1, 3, 3), x(1, 2, 2, 2), x(3)], expect="error",
+                  match="bias"))
+    c.append(Case("convt_no_output", "ConvTranspose", 11, [x(1, 1, 2, 2), x(1, 1, 2, 2)],
+                  attrs={"pads": [2, 0, 2, 0]}, expect="error", match="must be > 0"))
+    c.append(Case("convt_output_shape_too_big", "ConvTranspose", 11, [x(1, 2, 3, 3), x(2, 2, 2, 2)],
+                  attrs={"output_shape": [6, 4]}, expect="error", match="output_shape asks axis 0 for 6"))
+    c.append(Case("convt_output_shape_zero", "ConvTranspose", 11, [x(1, 2, 3, 3), x(2, 2, 2, 2)],
+                  attrs={"output_shape": [3, 0]}, expect="error", match="output_shape asks axis 1 for 0"))
+    c.append(Case("convt_output_padding_stride", "ConvTranspose", 11, [x(1, 2, 3, 3), x(2, 2, 2, 2)],
+                  attrs={"output_padding": [1, 2], "strides": [2, 2]}, expect="error",
+                  match="output_padding[1]=2 must be less than max(stride, dilation)=2"))
+    return c
+
+
+def lstm_oracle(hidden, direction="forward"):
+    """LSTM in float64 (onnx.reference's LSTM runs one direction only)."""
+    def f(xv, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
+        del seq_lens
+        dirs, seq, batch = w.shape[0], xv.shape[0], xv.shape[1]
+        sig = lambda v: 1.0 / (1.0 + np.exp(-v))   # noqa: E731
+        y = np.zeros((seq, dirs, batch, hidden))
+        yh, yc = np.zeros((dirs, batch, hidden)), np.zeros((dirs, batch, hidden))
+        for d in range(dirs):
+            wd, rd = w[d].astype(np.float64), r[d].astype(np.float64)
+            bias = b[d, :4 * hidden] + b[d, 4 * hidden:] if b is not None else np.zeros(4 * hidden)
+            pi, po, pf = (p[d, :hidden], p[d, hidden:2 * hidden], p[d, 2 * hidden:]) if p is not None else (0, 0, 0)
+            h = h0[d].astype(np.float64) if h0 is not None else np.zeros((batch, hidden))
+            c = c0[d].astype(np.float64) if c0 is not None else np.zeros((batch, hidden))
+            steps = range(seq - 1, -1, -1) if d == 1 or direction == "reverse" else range(seq)
+            for t in steps:
+                g = xv[t] @ wd.T + h @ rd.T + bias
+                gi, go, gf, gc = np.split(g, 4, axis=1)
+                i, fg = sig(gi + pi * c), sig(gf + pf * c)
+                c = fg * c + i * np.tanh(gc)
+                h = sig(go + po * c) * np.tanh(c)
+                y[t, d] = h
+            yh[d], yc[d] = h, c
+        return [a.astype(np.float32) for a in (y, yh, yc)]
+    return f
+
+
+def lstm_cases():
+    c = []
+    rng = np.random.default_rng(19)   # its own stream: the other groups' inputs stay as they were
+
+    def x(*shape, scale=0.5):
+        return np.asarray(rng.standard_normal(shape) * scale, dtype=np.float32)
+
+    def add(name, seq, batch, inp, hidden, direction="forward", bias=False, init=False, peep=False, opset=14,
+            outputs=("Y", "Y_h", "Y_c"), const=(1, 2, 3, 7)):
+        dirs = 2 if direction == "bidirectional" else 1
+        ins = [x(seq, batch, inp), x(dirs, 4 * hidden, inp), x(dirs, 4 * hidden, hidden)]
+        ins.append(x(dirs, 8 * hidden) if bias else None)
+        ins.append(None)
+        ins += [x(dirs, batch, hidden), x(dirs, batch, hidden)] if init else [None, None]
+        ins.append(x(dirs, 3 * hidden) if peep else None)
+        while ins[-1] is None:
+            ins.pop()
+        attrs = {"hidden_size": hidden} | ({"direction": direction} if direction != "forward" else {})
+        full = lstm_oracle(hidden, direction)
+        want = [i for i, o in enumerate(outputs) if o]
+        # the oracle takes the inputs by position, absent ones included (reference() drops those)
+        c.append(Case(f"lstm_{name}", "LSTM", opset, ins, attrs=attrs, outputs=list(outputs), const=const,
+                      oracle=lambda *_, ins=ins, full=full, want=want: [full(*ins)[i] for i in want]))
+
+    add("forward", 5, 3, 4, 6)
+    add("bias_init", 4, 2, 3, 5, bias=True, init=True)
+    add("reverse", 5, 3, 4, 6, direction="reverse", bias=True)
+    add("bidirectional", 6, 2, 5, 4, direction="bidirectional", bias=True, init=True)
+    add("bidirectional_plain", 3, 1, 2, 3, direction="bidirectional")
+    add("peepholes", 5, 2, 3, 4, bias=True, init=True, peep=True)
+    add("peepholes_bidirectional", 4, 3, 3, 4, direction="bidirectional", peep=True)
+    add("only_y_h", 4, 2, 3, 5, bias=True, outputs=("", "Y_h"))
+    add("only_y", 4, 2, 3, 5, outputs=("Y",))
+    add("only_y_c", 4, 2, 3, 5, direction="reverse", outputs=("", "", "Y_c"))
+    add("one_step", 1, 1, 2, 3, bias=True)
+    add("opset7", 3, 2, 3, 4, bias=True, opset=7)
+    add("opset22", 3, 2, 3, 4, bias=True, init=True, opset=22, const=())
+    add("long", 60, 2, 8, 16, bias=True)
+    add("torch_like", 20, 2, 64, 64, direction="bidirectional", bias=True, init=True)
+    add("no_batch", 3, 0, 2, 3, bias=True, init=True)
+    c[-1].ort_differs = "ORT's CPU EP aborts the process (std::terminate) on an LSTM with batch_size 0"
+    add("no_steps", 0, 2, 3, 4, bias=True, init=True)   # ORT: Y_h, Y_c are zeros, not the initial states
+    c[-1].oracle = lambda *v: [np.zeros((0, 1, 2, 4), np.float32), np.zeros((1, 2, 4), np.float32),
+                               np.zeros((1, 2, 4), np.float32)]
+    c[-1].ort_differs = "with seq_length 0 ORT's CPU EP zeroes Y_h but leaves Y_c unwritten (NaN at times)"
+    c.append(Case("lstm_unknown_x", "LSTM", 14, [x(3, 2, 4), x(1, 12, 4), x(1, 12, 3)], attrs={"hidden_size": 3},
+                  outputs=["Y", "Y_h"], unknown=(0,), oracle=lambda *v: lstm_oracle(3)(*v)[:2]))
+    three = [x(2, 1, 2), x(1, 12, 2), x(1, 12, 3)]
+    c.append(Case("lstm_seq_lens", "LSTM", 14, three + [None, np.array([2], np.int32)], attrs={"hidden_size": 3},
+                  expect="refused", match="sequence_lens"))
+    c.append(Case("lstm_layout1", "LSTM", 14, three, attrs={"hidden_size": 3, "layout": 1}, expect="refused",
+                  match="layout=1"))
+    c.append(Case("lstm_input_forget", "LSTM", 14, three, attrs={"hidden_size": 3, "input_forget": 1},
+                  expect="refused", match="input_forget=1"))
+    c.append(Case("lstm_clip", "LSTM", 14, three, attrs={"hidden_size": 3, "clip": 5.0}, expect="refused",
+                  match="clip"))
+    c.append(Case("lstm_activations", "LSTM", 14, three, attrs={"hidden_size": 3, "activations": "Sigmoid"},
+                  expect="refused", match="activations"))
+    c.append(Case("lstm_bad_direction", "LSTM", 14, three, attrs={"hidden_size": 3, "direction": "sideways"},
+                  expect="refused", match="sideways"))
+    c.append(Case("lstm_no_hidden_size", "LSTM", 14, three, expect="refused", match="hidden_size"))
+    c.append(Case("lstm_double", "LSTM", 14, [three[0].astype(np.float64)] + three[1:], attrs={"hidden_size": 3},
+                  expect="refused", match="double"))
+    c.append(Case("lstm_bad_r", "LSTM", 14, [x(2, 1, 2), x(1, 12, 2), x(1, 12, 4)], attrs={"hidden_size": 3},
+                  expect="error", match="R [1,12,4] must be [1,12,3]"))
+    c.append(Case("lstm_bad_init_h", "LSTM", 14, three + [None, None, x(1, 2, 3)], attrs={"hidden_size": 3},
+                  expect="error", match="initial_h [1,2,3] must be [1,1,3]"))
+    return c
+
+
 ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases,
-       math_cases, activation_cases, compare_cases, mod_cases]
+       math_cases, activation_cases, compare_cases, mod_cases, window_pool_cases, norm_cases,
+       convtranspose_cases, lstm_cases]
 
 
 # ---- serialisation, reference, comparison -----------------------------------------------------------------
@@ -625,9 +1082,10 @@ def write_case(f, case: Case):
         else:
             f.write("".join(f" {int(v)}" for v in flat))
         f.write("\n")
-    out_code = DTYPES[np.dtype(case.out_dtype or np.float32)]
-    for o in present_out:
-        f.write(f"out {out_code if o else 0} {o if o else '-'}\n")
+    default = DTYPES[np.dtype(case.out_dtype or np.float32)]
+    for i, o in enumerate(present_out):
+        dt = case.out_dtypes[i] if i < len(case.out_dtypes) else default
+        f.write(f"out {dt if o else 0} {o if o else '-'}\n")
     f.write("end\n")
 
 
@@ -686,8 +1144,9 @@ def compare(case: Case, res) -> str | None:
         return f"produced outputs {sorted(res['tensors'])}, expected {present}"
     for want, i in zip(ref, present):
         got = res["tensors"][i]
-        if got.dtype != np.dtype(case.out_dtype or np.float32):
-            return f"output {i}: dtype {got.dtype}, expected {np.dtype(case.out_dtype or np.float32)}"
+        dtype = NP_DTYPE[case.out_dtypes[i]] if i < len(case.out_dtypes) else np.dtype(case.out_dtype or np.float32)
+        if got.dtype != dtype:
+            return f"output {i}: dtype {got.dtype}, expected {dtype}"
         want = np.asarray(want).astype(got.dtype)
         if got.shape != want.shape:
             return f"output {i}: shape {got.shape}, expected {want.shape}"

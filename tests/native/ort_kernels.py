@@ -52,9 +52,11 @@ def build_model(case):
         shape = [f"d{i}_{k}" for k in range(x.ndim)] if i in case.unknown else list(x.shape)
         inputs.append(helper.make_tensor_value_info(n, ELEM[x.dtype], shape))
         feeds[n] = x
-    # The case's output dtype, else X's (a refused double case must still be a valid model).
+    # Outputs have the case's dtype, else X's (a refused double case must still be a valid model); out_dtypes
+    # overrides the later ones (MaxPool's int64 Indices).
     out_elem = ELEM[np.dtype(case.out_dtype or case.inputs[0].dtype)]
-    outs = [helper.make_tensor_value_info(o, out_elem, None) for o in case.outputs if o]
+    outs = [helper.make_tensor_value_info(o, case.out_dtypes[i] if 0 < i < len(case.out_dtypes) else out_elem,
+                                          None) for i, o in enumerate(case.outputs) if o]
     graph = helper.make_graph([node], case.name, inputs, outs, initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", case.opset)])
     model.ir_version = 10
