@@ -169,13 +169,13 @@ class CpuFallback:
         graph: its main graph's view; ``units``: the session's execution order.
 
     Raises:
-        OrtStatusError: a CPU node has no CPU implementation (NOT_IMPLEMENTED), or onnxruntime refused a
-            partition (its error code: INVALID_GRAPH, FAIL...).
+        OrtStatusError: a CPU node has no CPU implementation (NOT_IMPLEMENTED), onnxruntime refused a
+            partition (its error code: FAIL, INVALID_GRAPH, NOT_IMPLEMENTED...), or ``EPABI_CPU_FALLBACK`` is
+            not valid here (INVALID_ARGUMENT).
     """
 
     def __init__(self, model: onnx.ModelProto, graph: GraphView, units: list[Unit]) -> None:
         self._model = model
-        self._graph = graph
         self._lock = threading.Lock()
         has_cpu_nodes = any(u.cpu_node is not None for u in units)
         # without CPU nodes, onnxruntime is imported only when someone asks which fallback the session has
@@ -191,7 +191,6 @@ class CpuFallback:
             return
         self._types = {vi.name: vi.type for vi in (*model.graph.input, *model.graph.value_info,
                                                    *model.graph.output)}
-        self._graph_inputs = {vi.name for vi in model.graph.input}
         self._tensors = {t.name: t for t in model.graph.initializer}
         self.partitions = cpu_partitions(graph, units)
         for part in self.partitions:
@@ -228,7 +227,7 @@ class CpuFallback:
         tp = self._types.get(name)
         if tp is None:
             return onnx.TypeProto()
-        if tp.WhichOneof("value") == "tensor_type":  # ORT infers the shape; a stale one would only warn
+        if tp.WhichOneof("value") == "tensor_type":  # ORT infers the shape itself (a differing one only warns)
             return onnx.helper.make_tensor_type_proto(tp.tensor_type.elem_type, None)
         return tp
 

@@ -243,7 +243,7 @@ class InferenceSession:
     @property
     def cpu_fallback(self) -> str:
         """What runs the nodes no EP claimed: ``"onnxruntime"`` (its CPU EP, one session per CPU partition) or
-        ``"onnx.reference"`` (when onnxruntime is not installed)."""
+        ``"onnx.reference"`` (onnxruntime not installed, or ``EPABI_CPU_FALLBACK=onnx.reference``)."""
         return self._cpu.kind
 
     @property
