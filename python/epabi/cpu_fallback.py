@@ -64,7 +64,7 @@ def fallback_kind() -> str:
         return ONNXRUNTIME
     if chosen == ONNXRUNTIME:
         raise OrtStatusError(OrtErrorCode.INVALID_ARGUMENT, f"{FALLBACK_ENV}={ONNXRUNTIME}, but onnxruntime cannot "
-                             "be imported (pip install 'epabi[ort]')")
+                             "be imported (pip install onnxruntime, or epabi's [ort] extra)")
     return ONNX_REFERENCE
 
 
