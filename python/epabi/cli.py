@@ -4,7 +4,11 @@
 
     python -m epabi devices [--host-version 1.24] [--library PATH] [--name epabi.virtual] [--json]   devices_cmd.py
     python -m epabi inspect LIBRARY [--json]                                                         inspect_cmd.py
-    python -m epabi run [MODEL] [--device auto|software|gpu[:N]] [--host emulated|onnxruntime]       run_cmd.py
+    python -m epabi run [MODEL] [--device auto|software|cpu|gpu[:N]] [--host emulated|onnxruntime]   run_cmd.py
+                        [--library PATH] [--ep NAME]
+
+Common options: --json, --cpu-only, -v, --hardware SPEC (repeatable: the hardware devices the emulated host
+offers instead of the discovered ones, as ``Host(hardware=[...])``).
 
 Exit codes: 0 when the command did its job (an empty device list included), 1 when it could not (the plugin
 refused registration, the file is missing or cannot be loaded), 2 for usage errors. Errors are one line on
@@ -19,7 +23,7 @@ import sys
 from collections.abc import Callable
 
 from . import __version__, devices_cmd, inspect_cmd, run_cmd
-from .cmd_common import CliError
+from .cmd_common import CliError, hardware_arg
 from .versions import NEWEST_EMULATED, OLDEST_EMULATED, RELEASES
 
 
@@ -40,6 +44,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="offer the plugin only the CPU hardware device (skip GPU discovery)")
     common.add_argument("-v", "--verbose", action="store_true",
                         help="show the plugin's INFO log messages on stderr")
+    common.add_argument("--hardware", type=hardware_arg, action="append", default=[],
+                        metavar="TYPE[:VENDOR[:ID]][,K=V...]",
+                        help="offer the plugin this hardware device instead of the discovered ones (repeatable; "
+                             "emulated host only), e.g. cpu:intel, gpu:nvidia:0x2335")
 
     devices_cmd.add_parser(sub, common)
     inspect_cmd.add_parser(sub, common)

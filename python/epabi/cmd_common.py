@@ -1,15 +1,19 @@
 """What the ``epabi`` subcommands share: the one-line error they exit with, the plugin errors they report,
-a host's hardware, collecting plugin log records."""
+a host's hardware (discovered or injected with ``--hardware``), the hint for a plugin without devices,
+collecting plugin log records."""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
+from . import EP_NAME
 from .errors import ConductError, HostLimitationError, OrtStatusError, PluginLoadError
-from .hardware import cpu_device, discover_hardware
+from .hardware import cpu_device, discover_hardware, parse_hardware
 from .host import Host
 from .objects import HardwareDevice
 from .versions import RELEASES
@@ -35,9 +39,46 @@ def release_label(version: int) -> str:
     return f"ONNX Runtime {RELEASES[version]} (API {version})"
 
 
-def hardware(cpu_only: bool) -> list[HardwareDevice]:
-    """The hardware devices a command's host offers: the CPU alone, or what discovery finds (CPU + GPUs)."""
+def hardware(cpu_only: bool, injected: list[HardwareDevice] | None = None) -> list[HardwareDevice]:
+    """The hardware devices a command's host offers: those ``--hardware`` injected, else the CPU alone
+    (``--cpu-only``), else what discovery finds (CPU + GPUs). Raises CliError for both options at once."""
+    if injected:
+        if cpu_only:
+            raise CliError("--cpu-only and --hardware exclude each other: --hardware lists every device the host "
+                           "offers")
+        return list(injected)
     return [cpu_device()] if cpu_only else discover_hardware()
+
+
+def hardware_arg(text: str) -> HardwareDevice:
+    """argparse type of ``--hardware``: :func:`epabi.hardware.parse_hardware`, errors as usage errors."""
+    try:
+        return parse_hardware(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+#: The hint for the epabi plugin without devices: its own switches.
+OUR_NO_DEVICE_HINT = (
+    "hint: set EPABI_ALLOW_SOFTWARE_ADAPTER=1 to let the epabi plugin offer its CPU software adapter, or "
+    "register with a name ending in '.virtual' (--name epabi.virtual) to list its virtual device"
+)
+
+
+def no_device_hint(library: str, factory_names: list[str], offered: list[HardwareDevice]) -> str:
+    """What to try when a registered plugin library lists no EP device, naming the plugin (its factories, else
+    the library file) and the hardware the host offered it."""
+    if EP_NAME in factory_names:
+        return OUR_NO_DEVICE_HINT
+    if not factory_names:
+        return (f"hint: {Path(library).name} created no EP factory for this host; run with -v for the plugin's "
+                "messages (epabi inspect LIBRARY tries every emulated API version)")
+    plugin = (f"the plugin's factory {factory_names[0]} offers" if len(factory_names) == 1 else
+              f"the plugin's factories {', '.join(factory_names)} offer")
+    devices = ", ".join(f"{hw.type.name} {hw.vendor} ({hw.vendor_id:#06x})" for hw in offered) or "none"
+    return (f"hint: {plugin} no EP device for the hardware this host offered ({devices}); plugins often "
+            "list devices only for their vendor's hardware (OpenVINO: an Intel CPU): inject one with --hardware "
+            "(e.g. --hardware cpu:intel), or run with -v for the plugin's messages")
 
 
 def close_host(host: Host) -> str | None:

@@ -10,15 +10,19 @@ from pathlib import Path
 from typing import Any
 
 from . import get_library_path
-from .cmd_common import PLUGIN_ERRORS, CliError, close_host, hardware, one_line, plugin_logs, release_label
+from .cmd_common import (
+    PLUGIN_ERRORS,
+    CliError,
+    close_host,
+    hardware,
+    no_device_hint,
+    one_line,
+    plugin_logs,
+    release_label,
+)
 from .host import Host
 from .objects import EpDevice, MemoryInfo, OrtAllocatorType
 from .versions import NEWEST_EMULATED, RELEASES, parse_api_version
-
-NO_DEVICE_HINT = (
-    "hint: set EPABI_ALLOW_SOFTWARE_ADAPTER=1 to let the epabi plugin offer its CPU software adapter, or "
-    "register with a name ending in '.virtual' (--name epabi.virtual) to list its virtual device"
-)
 
 
 def _api_version_arg(text: str) -> int:
@@ -116,7 +120,8 @@ def cmd_devices(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from exc
     if not Path(library).is_file():
         raise CliError(f"library not found: {library}")
-    host = Host(api_version=version, hardware=hardware(args.cpu_only))
+    offered = hardware(args.cpu_only, args.hardware)
+    host = Host(api_version=version, hardware=offered)
     try:
         with plugin_logs(logging.INFO if args.verbose else logging.WARNING):
             try:
@@ -125,6 +130,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
                 raise CliError(f"registering {library} as '{args.name}' in an emulated {release_label(version)} "
                                f"failed: {one_line(exc)}") from exc
             devices = [ep_device_dict(d) for d in host.get_ep_devices()]
+            factories = [f.name for lib in host.libraries for f in lib.factories]
     finally:
         leak = close_host(host)
     if leak is not None:
@@ -142,7 +148,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
     print(f"library: {Path(library).resolve()} (registered as '{args.name}')")
     if not devices:
         print("no EP devices.")
-        print(NO_DEVICE_HINT)
+        print(no_device_hint(library, factories, offered))
         return 0
     print(f"{len(devices)} EP device{'s' if len(devices) != 1 else ''}:")
     for line in format_devices(devices):

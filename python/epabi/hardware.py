@@ -1,6 +1,7 @@
 """Hardware discovery as ONNX Runtime does it on Linux: always the CPU, plus NVIDIA GPUs from PCI in sysfs.
 
-Tests and the CLI may pass their own list to :class:`epabi.Host` instead (``hardware=[...]``).
+Tests and the CLI may pass their own list to :class:`epabi.Host` instead (``hardware=[...]``); the CLI's
+``--hardware`` specs are parsed by :func:`parse_hardware`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,15 @@ from .objects import HardwareDevice, OrtHardwareDeviceType
 
 NVIDIA_VENDOR_ID = 0x10DE
 _CPU_VENDORS = {"GenuineIntel": ("Intel", 0x8086), "AuthenticAMD": ("AMD", 0x1022)}
+#: Vendors a ``--hardware`` spec may name: (vendor string, vendor id), per device type (AMD GPUs have their own
+#: PCI vendor id); other vendors are given by number.
+_NAMED_VENDORS = {
+    "intel": ("Intel", 0x8086, 0x8086),
+    "amd": ("AMD", 0x1022, 0x1002),
+    "nvidia": ("NVIDIA", NVIDIA_VENDOR_ID, NVIDIA_VENDOR_ID),
+    "arm": ("ARM", 0x41, 0x41),
+}
+_TYPES = {"cpu": OrtHardwareDeviceType.CPU, "gpu": OrtHardwareDeviceType.GPU, "npu": OrtHardwareDeviceType.NPU}
 
 
 def cpu_device(cpuinfo: Path = Path("/proc/cpuinfo")) -> HardwareDevice:
@@ -66,3 +76,54 @@ def cuda_gpu_count() -> int:
     from .cuda_arrays import _driver  # late: cuda_arrays needs numpy, hardware discovery does not
 
     return _driver().device_count()
+
+
+def parse_hardware(spec: str) -> HardwareDevice:
+    """A hardware device from ``TYPE[:VENDOR[:DEVICE_ID]][,KEY=VALUE...]``, the CLI's ``--hardware`` syntax.
+
+    TYPE is ``cpu``, ``gpu`` or ``npu``; VENDOR a name (``intel``, ``amd``, ``nvidia``, ``arm``) or a vendor id
+    (``0x8086``); DEVICE_ID a PCI device id (default 0); KEY=VALUE pairs are the device's metadata. ``cpu``
+    alone is this machine's CPU (:func:`cpu_device`); an NVIDIA GPU gets ``Discrete=1`` as discovered ones do.
+    Examples: ``cpu:intel`` (an Intel CPU, as OpenVINO's plugin needs), ``gpu:nvidia:0x2335,pci_bus_id=0000:01:00.0``.
+
+    Raises:
+        ValueError: the spec does not parse (the message says why).
+    """
+    head, *pairs = spec.strip().split(",")
+    metadata: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"hardware {spec!r}: metadata {pair!r} is not KEY=VALUE")
+        metadata[key] = value
+    kind, *rest = head.lower().split(":")
+    if kind not in _TYPES or len(rest) > 2:
+        raise ValueError(f"hardware {spec!r}: expected TYPE[:VENDOR[:DEVICE_ID]][,KEY=VALUE...] with TYPE cpu, "
+                         "gpu or npu")
+    if not rest:
+        if kind != "cpu":
+            raise ValueError(f"hardware {spec!r}: a {kind} needs a vendor ({', '.join(_NAMED_VENDORS)} or an id)")
+        cpu = cpu_device()
+        return HardwareDevice(cpu.type, cpu.vendor_id, cpu.vendor, cpu.device_id, metadata)
+    vendor_text = rest[0]
+    if vendor_text in _NAMED_VENDORS:
+        vendor, cpu_id, other_id = _NAMED_VENDORS[vendor_text]
+        vendor_id = cpu_id if kind == "cpu" else other_id
+    else:
+        vendor_id = _number(spec, "vendor", vendor_text)
+        vendor = next((v for v, cpu_id, other_id in _NAMED_VENDORS.values() if vendor_id in (cpu_id, other_id)),
+                      f"{vendor_id:#06x}")
+    device_id = _number(spec, "device id", rest[1]) if len(rest) == 2 else 0
+    if kind == "gpu" and vendor_id == NVIDIA_VENDOR_ID:
+        metadata = {"Discrete": "1", **metadata}
+    return HardwareDevice(_TYPES[kind], vendor_id, vendor, device_id, metadata)
+
+
+def _number(spec: str, what: str, text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 0xFFFFFFFF:
+        raise ValueError(f"hardware {spec!r}: {what} {text!r} is not a name or a number (0x8086, 4318)")
+    return value

@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from ._ffi import member_since
-from .cmd_common import PLUGIN_ERRORS, CliError, close_host, hardware, one_line, plugin_logs
+from .cmd_common import PLUGIN_ERRORS, CliError, close_host, hardware, no_device_hint, one_line, plugin_logs
 from .devices_cmd import ep_device_dict
 from .gating import host_reads
 from .host import Host
 from .library import Factory
+from .objects import HardwareDevice
 from .session_options import SessionOptions
 from .versions import EMULATED, NEWEST_EMULATED, OLDEST_EMULATED, RELEASES, since_label
 
@@ -108,16 +109,17 @@ def _factory_dict(host: Host, factory: Factory) -> dict[str, Any]:
 
 
 def inspect_version(library: str, version: int, name: str, cpu_only: bool,
-                    echo_level: int | None = None) -> dict[str, Any]:
+                    echo_level: int | None = None, offered: list[HardwareDevice] | None = None) -> dict[str, Any]:
     """Registers ``library`` in an emulated host of ``version`` and reports what that host sees.
 
+    ``offered``: the hardware devices the host offers (default: the CPU alone with ``cpu_only``, else discovery).
     Plugin errors are reported in the result (``error``), never raised; the host is always closed.
     """
     result: dict[str, Any] = {
         "api_version": version, "release": RELEASES[version], "registered": False, "error": None,
         "factories": [], "devices": [], "api_requested": [], "close_error": None, "log": [],
     }
-    host = Host(api_version=version, hardware=hardware(cpu_only))
+    host = Host(api_version=version, hardware=hardware(cpu_only) if offered is None else list(offered))
     with plugin_logs(echo_level) as log:
         try:
             host.register_execution_provider_library(name, library)
@@ -165,10 +167,16 @@ def _member_table(versions: list[dict[str, Any]]) -> dict[str, dict[str, dict[st
 
 
 def inspect_library(library: str, name: str = "inspect", cpu_only: bool = False,
-                    echo_level: int | None = None) -> dict[str, Any]:
-    """The full ``inspect`` report for one library: exports, then one entry per emulated API version."""
+                    echo_level: int | None = None, injected: list[HardwareDevice] | None = None) -> dict[str, Any]:
+    """The full ``inspect`` report for one library: exports, then one entry per emulated API version.
+
+    ``injected``: the hardware devices every host offers instead of the discovered ones (``--hardware``).
+    ``hint`` says what to try when a version registered the library but it listed no EP device."""
     exports, note = elf_exports(library)
-    versions = [inspect_version(library, v, name, cpu_only, echo_level) for v in EMULATED]
+    offered = hardware(cpu_only, injected)
+    versions = [inspect_version(library, v, name, cpu_only, echo_level, offered) for v in EMULATED]
+    empty = [v for v in versions if v["registered"] and not v["devices"]]
+    hint = no_device_hint(library, [f["name"] for f in empty[-1]["factories"]], offered) if empty else None
     return {
         "library": str(Path(library).resolve()),
         "registration_name": name,
@@ -180,6 +188,7 @@ def inspect_library(library: str, name: str = "inspect", cpu_only: bool = False,
                          for s in TABLES},
         "members": _member_table(versions),
         "versions": versions,
+        "hint": hint,
     }
 
 
@@ -219,6 +228,8 @@ def format_inspect(report: dict[str, Any]) -> list[str]:
             lines.append(f"  missing required exports: {', '.join(report['missing_required_exports'])}")
     lines.append("")
     lines += [_version_line(v) for v in report["versions"]]
+    if report.get("hint"):
+        lines.append(report["hint"])
     apis = [str(v["api_version"]) for v in report["versions"]]
     if not any(v["registered"] for v in report["versions"]):
         lines += ["", "members: no emulated host version could register the library"]
@@ -243,7 +254,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         raise CliError(f"no such file: {args.library}")
     if not path.is_file():
         raise CliError(f"not a file: {args.library}")
-    report = inspect_library(str(path), args.name, args.cpu_only, logging.INFO if args.verbose else None)
+    report = inspect_library(str(path), args.name, args.cpu_only, logging.INFO if args.verbose else None,
+                             args.hardware)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

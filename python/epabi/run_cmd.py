@@ -1,7 +1,9 @@
-"""``epabi run``: run an ONNX model (default: the built-in MLP) through the epabi plugin EP.
+"""``epabi run``: run an ONNX model (default: the built-in MLP) through the epabi plugin EP, or any plugin EP
+library (``--library PATH [--ep NAME]``) on that library's devices.
 
-Hosts: ``emulated`` (epabi's own host) or ``onnxruntime`` (a pip-installed onnxruntime in this environment).
-Prints each output's shape, dtype and checksums (sum, mean), which EP ran each node, and per-run times.
+Hosts: ``emulated`` (epabi's own host; ``--hardware`` injects the hardware it offers) or ``onnxruntime`` (a
+pip-installed onnxruntime in this environment). Prints each output's shape, dtype and checksums (sum, mean),
+the EP device, which EP ran each node, and per-run times.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ import numpy as np
 import onnx
 
 from . import EP_NAME
+from .cmd_common import hardware, no_device_hint
 from .errors import PluginLoadError
 from .models import mlp, sample_inputs
+from .objects import HardwareDevice
 from .versions import read_min_onnxruntime_version
 
 
@@ -32,8 +36,9 @@ class RunError(RuntimeError):
 
 def _parse_device(text: str) -> tuple[str, int | None]:
     kind, _, index = text.partition(":")
-    if kind not in ("auto", "software", "gpu") or (index and (kind != "gpu" or not index.isdigit())):
-        raise argparse.ArgumentTypeError(f"device {text!r}: expected auto, software, gpu or gpu:N")
+    if kind not in ("auto", "software", "cpu", "gpu", "npu") or \
+            (index and (kind not in ("cpu", "gpu", "npu") or not index.isdigit())):
+        raise argparse.ArgumentTypeError(f"device {text!r}: expected auto, software, cpu[:N], gpu[:N] or npu[:N]")
     return kind, int(index) if index else None
 
 
@@ -60,22 +65,70 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                          description="Run an ONNX model (default: a built-in 3-layer MLP, width 64) through the "
                                      "epabi plugin EP, on epabi's emulated host or on a real onnxruntime.")
     run.add_argument("model", nargs="?", default=None, help="ONNX model file (default: the built-in MLP)")
-    run.add_argument("--device", type=_parse_device, default=("auto", None), metavar="auto|software|gpu[:N]",
-                     help="EP device: auto (a GPU if there is one, else the CPU software adapter), software, "
-                          "gpu or gpu:N (default: auto)")
+    run.add_argument("--device", type=_parse_device, default=("auto", None), metavar="auto|software|cpu|gpu[:N]",
+                     help="EP device: auto (epabi's: a GPU if there is one, else the CPU software adapter; another "
+                          "plugin's: its first device), software (epabi's CPU software adapter), or the N-th EP "
+                          "device on a cpu, gpu or npu hardware device (default: auto)")
     run.add_argument("--host", choices=("emulated", "onnxruntime"), default="emulated",
                      help="which host loads the plugin (default: emulated)")
     run.add_argument("--input", type=_parse_input, action="append", default=[], metavar="NAME=FILE.npy",
                      help="input from a .npy file (repeatable); missing inputs are random with a fixed seed")
     run.add_argument("--runs", type=_positive, default=3, help="number of timed runs (default: 3)")
-    run.add_argument("--library", default=None, metavar="PATH", help="plugin library (default: epabi's own)")
+    run.add_argument("--library", default=None, metavar="PATH",
+                     help="plugin EP library (default: epabi's own); the run uses its devices")
+    run.add_argument("--ep", default=None, metavar="NAME",
+                     help="the EP whose devices the run uses (default: epabi's EP for its library; for another "
+                          "library the one EP it offers devices of)")
+    run.add_argument("--name", default=None,
+                     help="registration name (default: the --ep name, else epabi); some plugins (ggml) name "
+                          "their EP after it")
     run.set_defaults(func=cmd_run)
 
 
-def _select(devices: list[Any], kind: str, index: int | None, metadata: Any) -> Any:
+def _select(devices: list[Any], kind: str, index: int | None, metadata: Any, hw_type: Any,
+            ep: str | None = None, no_device: str = "") -> Any:
+    """The EP device a run uses among a host's devices: of EP ``ep`` (default: ours if it is there, else the
+    only EP listed), picked by ``kind``/``index``. ``metadata(d)`` gives a device's ep_metadata, ``hw_type(d)``
+    its hardware type name (CPU, GPU, NPU); ``no_device`` is the hint for an empty list."""
+    names = list(dict.fromkeys(d.ep_name for d in devices))
+    if ep is None:
+        if not names and no_device:
+            raise RunError(f"the plugin library lists no EP device. {no_device}")
+        if EP_NAME in names or not names:
+            ep = EP_NAME
+        elif len(names) == 1:
+            ep = names[0]
+        else:
+            raise RunError(f"the library lists devices of {len(names)} EPs ({', '.join(names)}): choose one with "
+                           "--ep NAME")
+    if ep not in names and (ep != EP_NAME or names):
+        listed = ", ".join(names) if names else "none"
+        raise RunError(f"--ep {ep}: the library lists no device of that EP (EPs with devices: {listed})"
+                       + (f". {no_device}" if no_device and not names else ""))
+    if ep == EP_NAME:
+        return _select_ours(devices, "software" if kind == "cpu" and not index else kind, index, metadata)
+    mine = [d for d in devices if d.ep_name == ep]
+    if kind == "software":
+        raise RunError(f"--device software is the epabi plugin's CPU software adapter; for {ep} use auto, cpu, "
+                       "gpu or npu")
+    if kind == "auto":
+        return mine[0]
+    typed = [d for d in mine if hw_type(d) == kind.upper()]
+    i = index or 0
+    if i >= len(typed):
+        have = ", ".join(hw_type(d) for d in mine)
+        raise RunError(f"device {kind}:{i}: {ep} lists {len(typed)} EP device(s) on a {kind.upper()} (its devices "
+                       f"are on: {have})")
+    return typed[i]
+
+
+def _select_ours(devices: list[Any], kind: str, index: int | None, metadata: Any) -> Any:
     ours = [d for d in devices if d.ep_name == EP_NAME]
     gpus = [d for d in ours if metadata(d).get("device_kind") == "gpu"]
     software = [d for d in ours if metadata(d).get("device_kind") == "software"]
+    if kind == "npu" or (kind == "cpu" and index):
+        raise RunError(f"device {kind}:{index or 0}: the epabi plugin offers GPU devices and one CPU software "
+                       "adapter")
     if kind == "gpu" or (kind == "auto" and gpus):
         i = index or 0
         if i >= len(gpus):
@@ -88,6 +141,14 @@ def _select(devices: list[Any], kind: str, index: int | None, metadata: Any) -> 
                            "the plugin only the CPU")
         raise RunError("no software-adapter device: set EPABI_ALLOW_SOFTWARE_ADAPTER=1")
     return software[0]
+
+
+def _device_facts(ep: str, kind: Any, hw: Any, vendor_id: int, vendor: str, device_id: int) -> dict[str, Any]:
+    """What the result says about the chosen EP device: its EP, kind (ours: device_kind; else the hardware
+    type) and the hardware device it is on."""
+    hw_name = getattr(hw, "name", str(hw))
+    return {"ep": ep, "device_kind": kind or hw_name.lower(),
+            "device": f"{hw_name} {vendor} ({vendor_id:#06x}) device_id {device_id:#x}"}
 
 
 def _feeds(model: onnx.ModelProto, inputs: list[tuple[str, str]]) -> dict[str, np.ndarray]:
@@ -113,22 +174,34 @@ def _time_runs(run: Any, runs: int) -> tuple[list[Any], list[float]]:
 
 
 def run_emulated(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device: tuple[str, int | None],
-                 runs: int, library: str, cpu_only: bool = False) -> dict[str, Any]:
+                 runs: int, library: str, cpu_only: bool = False, ep: str | None = None, name: str = "epabi",
+                 injected: list[HardwareDevice] | None = None) -> dict[str, Any]:
+    """One session of epabi's emulated host on the chosen EP device of ``library`` (registered as ``name``);
+    ``injected``: the hardware devices the host offers instead of the discovered ones."""
     import epabi
 
     # the software adapter is offered only when no GPU is listed, so asking for it means a CPU-only host
-    cpu_only = cpu_only or device[0] == "software"
-    with epabi.Host(hardware=[epabi.cpu_device()] if cpu_only else None) as host:
-        host.register_execution_provider_library("epabi", library)
-        dev = _select(host.get_ep_devices(), *device, metadata=lambda d: d.ep_metadata)
+    ours_cpu = device[0] == "software" or (device[0] == "cpu" and ep in (None, EP_NAME)
+                                           and Path(library).resolve() == Path(epabi.get_library_path()).resolve())
+    offered = hardware(cpu_only, injected) if injected or cpu_only else ([epabi.cpu_device()] if ours_cpu else None)
+    with epabi.Host(hardware=offered) as host:
+        host.register_execution_provider_library(name, library)
+        factories = [f.name for lib in host.libraries for f in lib.factories]
+        hint = no_device_hint(library, factories, host.hardware) if EP_NAME not in factories else ""
+        dev = _select(host.get_ep_devices(), *device, metadata=lambda d: d.ep_metadata,
+                      hw_type=lambda d: d.device.type.name, ep=ep, no_device=hint)
         so = epabi.SessionOptions()
         so.add_provider_for_devices([dev])
         with epabi.InferenceSession(model, so) as session:
             outputs, times = _time_runs(lambda: session.run(None, feeds), runs)
             names = [o.name for o in session.get_outputs()]
+            hw = dev.device
             return {"host": f"emulated ONNX Runtime {host.version_string}", "providers": session.get_providers(),
-                    "device_kind": dev.ep_metadata.get("device_kind"), "placement": dict(session.node_assignment),
-                    "outputs": dict(zip(names, outputs)), "run_ms": times}
+                    **_device_facts(dev.ep_name, dev.ep_metadata.get("device_kind"), hw.type, hw.vendor_id,
+                                    hw.vendor, hw.device_id),
+                    "cpu_fallback": session.cpu_fallback,
+                    "placement": dict(session.node_assignment), "outputs": dict(zip(names, outputs)),
+                    "run_ms": times}
 
 
 def _ort_placement(session: Any) -> dict[str, str]:
@@ -144,15 +217,19 @@ def _ort_placement(session: Any) -> dict[str, str]:
 
 
 def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device: tuple[str, int | None],
-                    runs: int, library: str, cpu_only: bool = False) -> dict[str, Any]:
+                    runs: int, library: str, cpu_only: bool = False, ep: str | None = None, name: str = "epabi",
+                    injected: list[HardwareDevice] | None = None) -> dict[str, Any]:
+    """One session of a real onnxruntime on the chosen EP device of ``library`` (registered as ``name``)."""
+    if injected:
+        raise RunError("--hardware injects hardware into the emulated host only; onnxruntime discovers its own")
     try:
         import onnxruntime as ort
     except ImportError as exc:
         raise RunError("--host onnxruntime: onnxruntime is not installed here "
                        f"(pip install 'onnxruntime>={read_min_onnxruntime_version()}')") from exc
-    ort.register_execution_provider_library("epabi", library)
+    ort.register_execution_provider_library(name, library)
     try:
-        return _ort_session_run(ort, model, feeds, device, runs)
+        return _ort_session_run(ort, model, feeds, device, runs, ep, library)
     except BaseException as exc:
         # the tracebacks' frames hold the session: drop their locals so it is released before the library is
         # unregistered (ORT crashes when a session outlives its EP library)
@@ -162,7 +239,7 @@ def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device
         import gc
 
         gc.collect()
-        ort.unregister_execution_provider_library("epabi")
+        ort.unregister_execution_provider_library(name)
 
 
 def _clear_frames(exc: BaseException) -> None:
@@ -179,10 +256,22 @@ def _clear_frames(exc: BaseException) -> None:
 
 
 def _ort_session_run(ort: Any, model: onnx.ModelProto, feeds: dict[str, np.ndarray],
-                     device: tuple[str, int | None], runs: int) -> dict[str, Any]:
-    """One onnxruntime session on our EP device: placement, outputs and per-run times (the library is registered)."""
-    dev = _select(ort.get_ep_devices(), *device, metadata=lambda d: dict(d.ep_metadata))
-    kind = dict(dev.ep_metadata).get("device_kind")
+                     device: tuple[str, int | None], runs: int, ep: str | None = None,
+                     library: str = "") -> dict[str, Any]:
+    """One onnxruntime session on the chosen EP device: placement, outputs and per-run times (the library is
+    registered)."""
+    def hw_type(d: Any) -> str:
+        return getattr(d.device.type, "name", str(d.device.type))
+
+    ours = library and Path(library).resolve() == Path(_our_library()).resolve()
+    hint = "" if ours else (f"hint: onnxruntime lists no EP device of {Path(library).name} on this machine; its "
+                            "hardware cannot be injected (--host emulated --hardware ... can)")
+    # ORT's own devices (CPUExecutionProvider...) are not the library's
+    listed = [d for d in ort.get_ep_devices() if d.ep_name not in _ORT_BUILTIN_EPS]
+    dev = _select(listed, *device, metadata=lambda d: dict(d.ep_metadata), hw_type=hw_type, ep=ep, no_device=hint)
+    hw = dev.device
+    facts = _device_facts(dev.ep_name, dict(dev.ep_metadata).get("device_kind"), hw.type, hw.vendor_id, hw.vendor,
+                          hw.device_id)
     so = ort.SessionOptions()
     if logging.getLogger("epabi").isEnabledFor(logging.INFO):
         so.log_severity_level = 1  # -v: show the plugin's INFO messages (why a node stays on the CPU)
@@ -190,16 +279,27 @@ def _ort_session_run(ort: Any, model: onnx.ModelProto, feeds: dict[str, np.ndarr
     so.add_provider_for_devices([dev], {})
     session = ort.InferenceSession(model.SerializeToString(), sess_options=so, enable_fallback=0)
     providers = session.get_providers()
-    if providers[0] != EP_NAME:
+    if providers[0] != dev.ep_name:
         raise RunError(f"onnxruntime did not use the plugin EP (providers: {providers})")
     placement = _ort_placement(session)
     # a partial, not a lambda: a closure cell would keep the session alive from a failed run's traceback
     outputs, times = _time_runs(functools.partial(session.run, None, feeds), runs)
     names = [o.name for o in session.get_outputs()]
-    result = {"host": f"onnxruntime {ort.__version__}", "providers": providers, "device_kind": kind,
-              "placement": placement, "outputs": dict(zip(names, outputs)), "run_ms": times}
+    result = {"host": f"onnxruntime {ort.__version__}", "providers": providers, **facts,
+              "cpu_fallback": "onnxruntime", "placement": placement, "outputs": dict(zip(names, outputs)),
+              "run_ms": times}
     session = dev = so = None  # released before the library is unregistered (ORT crashes otherwise)
     return result
+
+
+#: onnxruntime's built-in EPs, which ``get_ep_devices`` lists beside the plugin's.
+_ORT_BUILTIN_EPS = ("CPUExecutionProvider",)
+
+
+def _our_library() -> str:
+    import epabi
+
+    return epabi.get_library_path()
 
 
 def _summary(result: dict[str, Any]) -> dict[str, Any]:
@@ -219,8 +319,8 @@ def _gpu_unusable(exc: BaseException) -> bool:
 
 
 def _require_claims(result: dict[str, Any]) -> dict[str, Any]:
-    """A GPU EP device that claims no node (no CUDA driver or NVRTC): say so rather than run on the CPU."""
-    if result["device_kind"] == "gpu" and EP_NAME not in result["placement"].values():
+    """Our GPU EP device that claims no node (no CUDA driver or NVRTC): say so rather than run on the CPU."""
+    if result["ep"] == EP_NAME and result["device_kind"] == "gpu" and EP_NAME not in result["placement"].values():
         raise RunError("the GPU EP device claims no node: the CUDA backend is not available (run with -v for the "
                        "plugin's reason: the CUDA library it could not load)")
     return result
@@ -235,7 +335,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         logging.getLogger("epabi").addHandler(handler)
         logging.getLogger("epabi").setLevel(logging.INFO)
-    if args.device[0] in ("auto", "software"):
+    if args.device[0] in ("auto", "software", "cpu"):
         os.environ.setdefault("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
     try:
         if args.model is None:
@@ -246,13 +346,14 @@ def cmd_run(args: argparse.Namespace) -> int:
             model, label = epabi.session.load_model(args.model)[0], args.model
         feeds = _feeds(model, args.input)
         library = args.library or epabi.get_library_path()
-        runner = run_emulated if args.host == "emulated" else run_onnxruntime
+        runner = functools.partial(run_emulated if args.host == "emulated" else run_onnxruntime,
+                                   ep=args.ep, name=args.name or args.ep or "epabi", injected=args.hardware)
         try:
             raw = _require_claims(runner(model, feeds, args.device, args.runs, library, args.cpu_only))
         except (epabi.OrtStatusError, RunError) as exc:
             # auto on a GPU machine whose CUDA libraries are missing: the GPU device claims nothing, the CPU
             # software adapter (offered only when no GPU is listed) can run it
-            if args.device[0] != "auto" or args.cpu_only or not _gpu_unusable(exc):
+            if args.device[0] != "auto" or args.cpu_only or args.hardware or not _gpu_unusable(exc):
                 raise
             print(f"note: the GPU EP device cannot run this session ({str(exc).splitlines()[0]}); "
                   "using the CPU software adapter", file=sys.stderr)
@@ -269,13 +370,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
         return 0
     print(f"model: {label}")
-    print(f"host: {result['host']}; providers: {', '.join(result['providers'])}; device: {result['device_kind']}")
+    print(f"host: {result['host']}; providers: {', '.join(result['providers'])}; device: {result['device_kind']}"
+          f" ({result['device']})")
+    print(f"EP: {result['ep']}; CPU fallback: {result['cpu_fallback']}")
     for name, out in result["outputs"].items():
         sums = "" if out["sum"] is None else f" sum={out['sum']:.6g}"
         means = "" if out["mean"] is None else f" mean={out['mean']:.6g}"
         print(f"output {name}: {out['dtype']}{out['shape']}{sums}{means}")
-    on_ep = [n for n, ep in result["placement"].items() if ep == EP_NAME]
-    print(f"nodes on {EP_NAME}: {len(on_ep)} of {len(result['placement'])}")
+    on_ep = [n for n, ep in result["placement"].items() if ep == result["ep"]]
+    print(f"nodes on {result['ep']}: {len(on_ep)} of {len(result['placement'])}")
     for node, ep in result["placement"].items():
         print(f"  {node}: {ep}")
     print("run ms: " + ", ".join(f"{t:.3f}" for t in result["run_ms"]))

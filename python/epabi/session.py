@@ -2,7 +2,8 @@
 
 Session creation: load and shape-infer the model; ``CreateEp`` on the selected EP device; show the graph to
 ``GetCapability``; fuse each claimed group; ``Compile`` all fused nodes at once; ``CreateState`` per fused
-node. Unclaimed nodes run on the CPU through ``onnx.reference`` (a library, not epabi's kernels).
+node. Unclaimed nodes run on the CPU through :mod:`epabi.cpu_fallback`: onnxruntime's CPU EP when onnxruntime
+is installed, else ``onnx.reference`` (libraries, not epabi's kernels).
 A run: ``OnRunStart``, the units in topological order (fused nodes through ``Compute`` with an
 ``OrtKernelContext``), ``OnRunEnd(sync_stream=True)``. ``close()`` releases states, compute infos and the EP.
 Concurrent ``run`` calls run concurrently when the EP says so (``IsConcurrentRunSupported``), else one at a
@@ -19,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
-from onnx.reference import ReferenceEvaluator
 
 from ._ffi import ffi
 from .capture import GraphCapture, annotation_id
+from .cpu_fallback import CpuFallback
 from .device_memory import DataTransfer, DeviceAllocator, DeviceValue
 from .errors import ConductError, OrtErrorCode, OrtStatusError
-from .graph_view import GraphView, NodeView, model_graph
+from .graph_view import GraphView, model_graph
 from .io_binding import IOBinding
 from .objects import MemoryInfo, OrtDeviceMemoryType
 from .partition import FusedGroup, Unit, build_groups, order_units
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from .ep import Ep
 
 _log = logging.getLogger("epabi.session")
-_ONNX_DOMAINS = ("", "ai.onnx", "ai.onnx.ml")
 
 
 def _invalid(message: str) -> OrtStatusError:
@@ -130,6 +130,7 @@ class InferenceSession:
         self._allocator: DeviceAllocator | None = None
         self._transfer: DataTransfer | None = None
         self._device_initializers: dict[str, DeviceValue] = {}
+        self._cpu: CpuFallback | None = None
         self.options = sess_options or SessionOptions()
         self.model, model_path = load_model(path_or_bytes)
         self.graph = model_graph(self.model, model_path)
@@ -144,7 +145,7 @@ class InferenceSession:
                 self._create_ep()
             self._units = order_units(self.graph, self._groups)
             self._host_handed = _host_handed_values(self.graph, self._units)
-            self._evaluators = {id(u): self._evaluator(u.cpu_node) for u in self._units if u.cpu_node is not None}
+            self._cpu = CpuFallback(self.model, self.graph, self._units)
             for unit in self._units:
                 if unit.cpu_node is not None:
                     node = unit.cpu_node
@@ -232,31 +233,18 @@ class InferenceSession:
                 host.handles.drop(ctx.ptr)
             self._states.append(state[0])
 
-    def _evaluator(self, node: NodeView) -> ReferenceEvaluator:
-        domain = node.domain or ""
-        if domain not in _ONNX_DOMAINS:
-            raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, f"node '{node.name}' ({domain}:{node.op_type}) was not "
-                                 "claimed by any EP and has no CPU implementation")
-        try:
-            # One node wrapped as a model with the original opsets, so the evaluator picks the operator
-            # version the model means; subgraphs see their outer-scope values as extra graph inputs.
-            names = [v.name for v in (*node.inputs, *node.implicit_inputs) if v is not None]
-            graph = onnx.helper.make_graph(
-                [node.proto], "cpu_node", [onnx.helper.make_value_info(n, onnx.TypeProto()) for n in names],
-                [onnx.helper.make_value_info(v.name, onnx.TypeProto()) for v in node.outputs if v is not None])
-            model = onnx.helper.make_model(graph, ir_version=self.model.ir_version,
-                                           opset_imports=list(self.model.opset_import))
-            return ReferenceEvaluator(model)
-        except Exception as exc:
-            raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, f"no CPU implementation for node '{node.name}' "
-                                 f"({node.op_type}): {exc}") from exc
-
     # -- onnxruntime-style API ------------------------------------------------------------------------
 
     @property
     def ep(self) -> Ep | None:
         """The plugin EP this session created (None when every node runs on the CPU)."""
         return self._ep
+
+    @property
+    def cpu_fallback(self) -> str:
+        """What runs the nodes no EP claimed: ``"onnxruntime"`` (its CPU EP, one session per CPU partition) or
+        ``"onnx.reference"`` (onnxruntime not installed, or ``EPABI_CPU_FALLBACK=onnx.reference``)."""
+        return self._cpu.kind
 
     @property
     def ep_memory_info(self) -> MemoryInfo | None:
@@ -360,6 +348,8 @@ class InferenceSession:
         for graph in self._exposed:
             self.host.unexpose_graph(graph)
         self._exposed = []
+        if self._cpu is not None:
+            self._cpu.close()
 
     def __enter__(self) -> InferenceSession:
         return self
@@ -555,16 +545,7 @@ class InferenceSession:
         return run.on_device[name]
 
     def _run_cpu(self, unit: Unit, run: _Run) -> None:
-        node = unit.cpu_node
-        feeds = {v.name: self._host_value(v.name, run) for v in (*node.inputs, *node.implicit_inputs) if v is not None}
-        try:
-            results = self._evaluators[id(unit)].run(None, feeds)
-        except Exception as exc:
-            raise OrtStatusError(OrtErrorCode.RUNTIME_EXCEPTION, f"CPU fallback failed on node '{node.name}' "
-                                 f"({node.op_type}): {exc}") from exc
-        # the evaluator's outputs are the node's wired ones (an unwired output in between has no result)
-        for v, r in zip([v for v in node.outputs if v is not None], results, strict=False):
-            run.values[v.name] = r
+        run.values.update(self._cpu.run(unit, lambda name: self._host_value(name, run)))
 
     def _run_fused(self, unit: Unit, run: _Run, prealloc: dict[str, OrtValue]) -> None:
         host, ep, group = self.host, self._ep, unit.group
