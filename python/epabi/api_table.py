@@ -29,6 +29,7 @@ from .objects import (
     Status,
     pystr,
 )
+from .served_editor_stub import EditorApiStub
 from .served_graph import GraphApi
 from .served_values import EpGraphApi, ValueApi
 from .versions import RELEASES
@@ -186,7 +187,7 @@ class _OrtApiBaseImpl:
         return self.s.c_release
 
 
-class _OrtApiImpl(GraphApi, ValueApi):
+class _OrtApiImpl(GraphApi, ValueApi, EditorApiStub):
     """Served ``OrtApi`` members, named as in ONNX Runtime."""
 
     def __init__(self, served: ServedApi) -> None:

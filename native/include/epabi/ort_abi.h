@@ -66,6 +66,7 @@ typedef struct OrtLoopKernelHelper OrtLoopKernelHelper;
 typedef struct OrtMemoryDevice OrtMemoryDevice;
 typedef struct OrtMemoryInfo OrtMemoryInfo;
 typedef struct OrtModel OrtModel;
+typedef struct OrtModelEditorApi OrtModelEditorApi;
 typedef struct OrtNode OrtNode;
 typedef struct OrtNodeComputeContext OrtNodeComputeContext;
 typedef struct OrtNodeComputeInfo OrtNodeComputeInfo;
@@ -306,7 +307,8 @@ struct OrtApi {
     void (*ReleaseModel)(OrtModel*); /* 288 since 1.22 */
     OrtStatus* (*GetValueInfoName)(const OrtValueInfo* value_info, const char** name); /* 289 since 1.22 */
     OrtStatus* (*GetValueInfoTypeInfo)(const OrtValueInfo* value_info, const OrtTypeInfo** type_info); /* 290 since 1.22 */
-    void* reserved_291_294[4];
+    const OrtModelEditorApi* (*GetModelEditorApi)(void); /* 291 since 1.22 */
+    void* reserved_292_294[3];
     void (*CreateKeyValuePairs)(OrtKeyValuePairs** out); /* 295 since 1.22 */
     void (*AddKeyValuePair)(OrtKeyValuePairs* kvps, const char* key, const char* value); /* 296 since 1.22 */
     const char* (*GetKeyValue)(const OrtKeyValuePairs* kvps, const char* key); /* 297 since 1.22 */
