@@ -32,7 +32,7 @@ import onnx
 from ._ffi import ffi
 from .device_memory import DeviceAllocator, DeviceValue
 from .errors import ConductError, OrtErrorCode, OrtStatusError
-from .gating import host_reads, readable_members
+from .gating import readable_members
 from .graph_view import GraphView, NodeView
 from .host_allocators import HostAllocator
 from .kernel_registry import MEM_CPU_INPUT, MEM_CPU_OUTPUT, KernelDef, KernelEntry, KernelRegistry
@@ -111,6 +111,14 @@ class SyncStream:
         return ffi.NULL if self.impl.GetHandle == ffi.NULL else self.impl.GetHandle(self.impl)
 
 
+class WeightCache:
+    """``OrtSharedPrePackedWeightCache``: the buffers a kernel stored while pre-packing (the host owns them)."""
+
+    def __init__(self) -> None:
+        self.buffers: list[tuple[Any, int]] = []  # (pointer from the allocator given, size in bytes)
+        self.ptr: Any = ffi.NULL
+
+
 class KernelNode:
     """One node the EP runs with its own kernel: definition, create function, the kernel once created."""
 
@@ -139,9 +147,13 @@ class KernelNodes:
         self.transfer: DataTransfer | None = None
         self.stream: SyncStream | None = None
         self._memcpy: dict[tuple[str, str], KernelNode] = {}  # (direction, value) -> the Memcpy kernel ORT places
+        self._host_handed: set[str] = set()  # values a kernel gets in host memory though it asks for device memory
+        self._packed_away: set[str] = set()  # initializers ORT frees once kernels pre-packed them
+        self._shared_weights: list[tuple[HostAllocator, list[Any]]] = []  # pre-packed buffers the host owns
         self._memcpy_graphs: list[GraphView] = []
         self._device_initializers: dict[str, DeviceValue] = {}
         self._allocators: list[HostAllocator] = []
+        self._stream_checked = False
         self._infos: list[KernelInfo] = []
 
     # -- creation -------------------------------------------------------------------------------------
@@ -203,12 +215,15 @@ class KernelNodes:
             self.nodes[node.id] = KernelNode(node, entry)
         self._place_initializers()
         self._plan_memcpy(graph, units)
-        if allocator is not None:
-            self.stream = self._create_stream()
         for knode in [*self.nodes.values(), *self._memcpy.values()]:
             self._create_kernel(knode)
+        uses: dict[str, int] = {}
+        for node in graph.nodes:
+            for v in (*node.inputs, *node.implicit_inputs):
+                if v is not None:
+                    uses[v.name] = uses.get(v.name, 0) + 1
         for knode in self.nodes.values():
-            self._prepack(knode)
+            self._prepack(knode, uses)
 
     def device_input(self, kernel_def: KernelDef, index: int) -> bool:
         """Whether the kernel reads input ``index`` in EP device memory (else host memory)."""
@@ -265,8 +280,6 @@ class KernelNodes:
             return
         from_host = self.registry.find("MemcpyFromHost", "", self.ep.name)
         to_host = self.registry.find("MemcpyToHost", "", self.ep.name)
-        if from_host is None and to_host is None:
-            return
         cpu_made: set[str] = set()
         cpu_read: set[str] = set()
         device_read: set[str] = set()
@@ -285,17 +298,23 @@ class KernelNodes:
                 cpu_read.update(unit.inputs)
                 cpu_made.update(unit.outputs)
         graph_inputs = {v.name for v in graph.inputs if v.initializer is None}
+        crossing = sorted(n for n in device_read if n in cpu_made or (n in graph_inputs and n in cpu_read))
         wanted: list[tuple[str, str, KernelEntry]] = []
         if from_host is not None:
-            wanted += [("MemcpyFromHost", n, from_host) for n in sorted(device_read)
-                       if n in cpu_made or (n in graph_inputs and n in cpu_read)]
+            wanted += [("MemcpyFromHost", n, from_host) for n in crossing]
+        else:
+            # ORT's CPU-EP fallback Memcpy leaves these in host memory (the planner gap _host_handed_values of
+            # epabi.session describes for compile-based EPs): the kernel gets them there
+            self._host_handed = set(crossing)
         if to_host is not None:
             wanted += [("MemcpyToHost", n, to_host) for n in sorted(device_made & cpu_read)]
         if not wanted:
             return
         types = {v.name: v.type_info for v in graph.values.values()}
+        # named as ORT's graph names them: "Memcpy", then "Memcpy_token_<n>"
         protos = [onnx.helper.make_node(op, [name], [f"{name}_{self.ep.name}" if op == "MemcpyFromHost" else
-                                                     f"{name}_host"], name=f"{op}_{i}")
+                                                     f"{name}_host"], name="Memcpy" if i == 0 else
+                                        f"Memcpy_token_{i - 1}")
                   for i, (op, name, _) in enumerate(wanted)]
         value_types = {}
         for (_, name, _), proto in zip(wanted, protos, strict=True):
@@ -350,35 +369,73 @@ class KernelNodes:
         if knode.impl.Compute == ffi.NULL or knode.impl.Release == ffi.NULL:
             raise ConductError(f"{where}: the OrtKernelImpl has a NULL Compute or Release")
 
-    def _prepack(self, knode: KernelNode) -> None:
+    def _prepack(self, knode: KernelNode, uses: dict[str, int]) -> None:
+        """``PrePackWeight`` per constant initializer the kernel reads (ORT 1.24-1.32): with the allocator of the
+        kernel's device; with a weight cache when that allocator is host memory, whose buffers go back to the
+        kernel through ``SetSharedPrePackedWeight`` and are freed with the session. A packed initializer nothing
+        else reads is freed, as ORT frees it: the kernel then gets no such input (NULL) at Compute."""
         impl = knode.impl
-        version = int(impl.ort_version_supported)
-        if not host_reads(_KERNEL_SINCE, version, self.host.api_version) or "PrePackWeight" not in \
-                readable_members("OrtKernelImpl", impl, self.host.api_version):
+        members = readable_members("OrtKernelImpl", impl, self.host.api_version)
+        if "PrePackWeight" not in members:
             return
+        where = f"{self.ep.name}: PrePackWeight of node '{knode.node.name}'"
         for i, value in enumerate(knode.node.inputs):
             if value is None or value.initializer is None or not value.constant_initializer:
                 continue
             tensor = knode.info.constant_input(i)
             if tensor is None:
                 continue
-            allocator = self.new_allocator(self.device_input(knode.kernel_def, i))
+            on_device = self.device_input(knode.kernel_def, i)
+            allocator = self.new_allocator(on_device)
+            cache = None if on_device else WeightCache()
+            cache_ptr = ffi.NULL if cache is None else self.host.handles.issue(cache, "OrtSharedPrePackedWeightCache*")
             ptr = self.host.handles.issue(tensor, "OrtValue*")
             self.host.mark_host_owned(ptr)
             packed = ffi.new("bool*", False)
             try:
                 with self.host.calling(self.ep.factory.library, "OrtKernelImpl::PrePackWeight"):
-                    self.host.raise_status(impl.PrePackWeight(impl, ptr, i, allocator.ptr, ffi.NULL, packed),
-                                           f"{self.ep.name}: PrePackWeight of node '{knode.node.name}' input {i}")
+                    self.host.raise_status(impl.PrePackWeight(impl, ptr, i, allocator.ptr, cache_ptr, packed),
+                                           f"{where} input {i}")
             finally:
                 self.host.release_handle(ptr)
+                if cache is not None:
+                    self.host.handles.drop(cache_ptr)
+                    if cache.buffers:
+                        self._shared_weights.append((allocator, [b for b, _ in cache.buffers]))
+            if cache is not None and cache.buffers:
+                self._share(knode, members, cache, i, bool(packed[0]), where)
+            if packed[0]:
+                uses[value.name] -= 1
+                if uses[value.name] == 0:
+                    self._packed_away.add(value.name)
+
+    def _share(self, knode: KernelNode, members: dict[str, Any], cache: WeightCache, index: int, packed: bool,
+               where: str) -> None:
+        if not packed:
+            raise OrtStatusError(OrtErrorCode.FAIL, "OrtKernelImpl::PrePackWeight() tried to share packed weight "
+                                 "data but did not set the `is_packed` output parameter to true.", where)
+        if "SetSharedPrePackedWeight" not in members:
+            raise OrtStatusError(OrtErrorCode.FAIL, f"The kernel corresponding to the node {knode.node.name} doesn't "
+                                 "have an implementation that can consume provided pre-packed weights", where)
+        ptrs = ffi.new("void*[]", [b for b, _ in cache.buffers])
+        sizes = ffi.new("size_t[]", [s for _, s in cache.buffers])
+        impl = knode.impl
+        with self.host.calling(self.ep.factory.library, "OrtKernelImpl::SetSharedPrePackedWeight"):
+            self.host.raise_status(impl.SetSharedPrePackedWeight(impl, ptrs, sizes, len(cache.buffers), index),
+                                   f"{self.ep.name}: SetSharedPrePackedWeight of node '{knode.node.name}'")
 
     # -- running --------------------------------------------------------------------------------------
 
     def run(self, node: NodeView, run: Any) -> None:
-        """Computes one claimed node; its outputs go to ``run.values`` (raises OrtStatusError from Compute)."""
+        """Computes one claimed node; its outputs go to ``run.values`` (raises OrtStatusError from Compute).
+
+        The session's stream is made on the first run (as ORT makes device streams when it first runs)."""
+        if self.stream is None and self.allocator is not None and not self._stream_checked:
+            self._stream_checked = True
+            self.stream = self._create_stream()
         knode = self.nodes[node.id]
-        inputs = [None if v is None else self._input(v.name, self.device_input(knode.kernel_def, i), run)
+        inputs = [None if v is None or v.name in self._packed_away else
+                  self._input(v.name, self.device_input(knode.kernel_def, i), run)
                   for i, v in enumerate(node.inputs)]
         outputs = self._compute(knode, inputs, run)
         for v, value in zip(node.outputs, outputs, strict=True):
@@ -422,6 +479,8 @@ class KernelNodes:
     def _input(self, name: str, on_device: bool, run: Any) -> Any:
         """The value ``name`` in the memory a kernel reads it from, copied there once per run if needed."""
         x = run.values[name]
+        if name in self._host_handed and not isinstance(x, DeviceValue):
+            on_device = False
         if not on_device:
             if not isinstance(x, DeviceValue):
                 return as_ortvalue(x.array if isinstance(x, OrtValue) else x)
@@ -465,6 +524,12 @@ class KernelNodes:
     def close(self) -> None:
         """Releases kernels, infos, the stream, device copies and lent allocators; idempotent."""
         lib = self.ep.factory.library
+        if self.stream is not None:  # ORT releases its device streams before the kernels
+            stream, self.stream = self.stream, None
+            self.host.handles.drop(stream.ptr)
+            if stream.impl.Release != ffi.NULL:
+                with self.host.calling(lib, "OrtSyncStreamImpl::Release"):
+                    stream.impl.Release(stream.impl)
         for knode in [*self.nodes.values(), *self._memcpy.values()]:
             impl, knode.impl = knode.impl, ffi.NULL
             if impl != ffi.NULL:
@@ -473,12 +538,10 @@ class KernelNodes:
         for info in self._infos:
             self.host.handles.drop(info.ptr)
         self._infos = []
-        if self.stream is not None:
-            stream, self.stream = self.stream, None
-            self.host.handles.drop(stream.ptr)
-            if stream.impl.Release != ffi.NULL:
-                with self.host.calling(lib, "OrtSyncStreamImpl::Release"):
-                    stream.impl.Release(stream.impl)
+        for allocator, buffers in self._shared_weights:
+            for buffer in buffers:
+                allocator.free(buffer)
+        self._shared_weights = []
         for value in self._device_initializers.values():
             value.release()
         self._device_initializers = {}

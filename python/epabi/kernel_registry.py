@@ -204,6 +204,25 @@ def _formal_params(node: Any) -> tuple[list[tuple[str, str, bool]], list[tuple[s
             [(p.name, p.type_str) for p in schema.outputs], {c.type_param_str for c in schema.type_constraints})
 
 
+def default_attribute(node: Any, name: str) -> onnx.AttributeProto | None:
+    """The schema default of attribute ``name`` for ``node`` (ORT adds every defaulted attribute a node leaves out
+    when it resolves the graph, so kernels read it); None when the schema has no default for it."""
+    domain = node.domain or ""
+    if domain == NHWC_DOMAIN:
+        domain = ""
+    try:
+        schema = onnx.defs.get_schema(node.op_type, node.since_version, domain)
+    except Exception:  # no schema known: no defaults
+        return None
+    attr = schema.attributes.get(name)
+    if attr is None or not attr.default_value.name:
+        return None
+    value = onnx.AttributeProto()
+    value.CopyFrom(attr.default_value)
+    value.name = name
+    return value
+
+
 def _bound_type(node: Any, constraint: str) -> int | None:
     """Element type of the first present argument bound to a type constraint; None when none is (or no schema).
 

@@ -23,7 +23,7 @@ from ._ffi import ffi
 from .errors import OrtErrorCode
 from .handles import address
 from .host_allocators import lookup as lookup_allocator
-from .kernel_registry import DataType, KernelDef, KernelDefBuilder, KernelRegistry
+from .kernel_registry import DataType, KernelDef, KernelDefBuilder, KernelRegistry, default_attribute
 from .objects import KeyValuePairs, MemoryInfo, pystr
 from .values import OrtValue, TensorTypeAndShapeInfo, TypeInfo
 
@@ -82,12 +82,13 @@ class KernelOrtApi:
     def _attribute(self, info: Any, name: Any, kind: str) -> Any:
         """The node attribute ``name`` of ONNX type ``kind``, or an error status (``ORT_FAIL``, as ORT)."""
         key = pystr(name) or ""
-        for attr in self._info(info).node.proto.attribute:
-            if attr.name == key:
-                if attr.type != _ONNX_ATTR[kind]:
-                    return None, self.s.error(OrtErrorCode.FAIL, f"Attribute name and type don't match for '{key}'")
-                return attr, ffi.NULL
-        return None, self.s.error(OrtErrorCode.FAIL, f"No attribute with name:'{key}'is defined.")
+        node = self._info(info).node
+        attr = next((a for a in node.proto.attribute if a.name == key), None) or default_attribute(node, key)
+        if attr is None:
+            return None, self.s.error(OrtErrorCode.FAIL, f"No attribute with name:'{key}'is defined.")
+        if attr.type != _ONNX_ATTR[kind]:
+            return None, self.s.error(OrtErrorCode.FAIL, f"Attribute name and type don't match for '{key}'")
+        return attr, ffi.NULL
 
     def KernelInfoGetAttribute_float(self, info: Any, name: Any, out: Any) -> Any:
         attr, status = self._attribute(info, name, "FLOAT")
@@ -545,6 +546,21 @@ class KernelEpApi:
             return self._invalid(f"node '{view.name}' was already claimed")
         support.claimed.add(view.id)
         support.single_nodes.append(view)
+        return ffi.NULL
+
+    def SharedPrePackedWeightCache_StoreWeightData(self, cache: Any, ptrs: Any, sizes: Any, n: int) -> Any:
+        from .kernel_nodes import WeightCache
+
+        if address(cache) == 0:
+            return self._invalid("Must specify a valid OrtPrePackedWeightsCache instance")
+        if address(ptrs) == 0:
+            return self._invalid("Must specify a valid array of buffer data pointers")
+        if address(sizes) == 0:
+            return self._invalid("Must specify a valid array of buffer data sizes")
+        if n == 0:
+            return self._invalid("Must specify at least one weight data buffer")
+        weights = self.s.get(cache, WeightCache, "shared pre-packed weight cache")
+        weights.buffers = [(ptrs[i], int(sizes[i])) for i in range(n)]  # the host owns them from here on
         return ffi.NULL
 
     def KernelInfo_GetEp(self, info: Any, out: Any) -> Any:
