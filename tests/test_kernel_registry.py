@@ -96,30 +96,50 @@ def _run_epabi(lib: Path, model: onnx.ModelProto, log: Path, monkeypatch: pytest
 
 
 _REAL_SCRIPT = '''
-import os, sys
+import gc, json, os, sys
 import numpy as np
-lib, model_path, feed_path = sys.argv[1:4]
-ort.register_execution_provider_library("kreg", lib)
-so = ort.SessionOptions()
-so.add_provider_for_devices([d for d in ort.get_ep_devices() if d.ep_name == "KregEp"], {})
-so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-sess = ort.InferenceSession(model_path, sess_options=so)
-feed = {sess.get_inputs()[0].name: np.load(feed_path)}
-sess.run(None, feed)
-outputs = sess.run(None, feed)
-del sess
-emit(outputs=[o.tolist() for o in outputs], log=open(os.environ["KREG_LOG"]).read().splitlines())
+lib, jobs = sys.argv[1], json.loads(sys.argv[2])
+results = []
+for job in jobs:  # each with the plugin registered afresh, so it reads its environment again
+    for key in [k for k in os.environ if k.startswith("KREG_")]:
+        del os.environ[key]
+    os.environ.update(job["env"])
+    ort.register_execution_provider_library("kreg", lib)
+    so = ort.SessionOptions()
+    so.add_provider_for_devices([d for d in ort.get_ep_devices() if d.ep_name == "KregEp"], {})
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    sess = ort.InferenceSession(job["model"], sess_options=so)
+    feed = {sess.get_inputs()[0].name: np.load(job["feed"])}
+    sess.run(None, feed)
+    outputs = sess.run(None, feed)
+    del sess, so
+    gc.collect()
+    ort.unregister_execution_provider_library("kreg")
+    results.append({"outputs": [o.tolist() for o in outputs], "log": open(job["env"]["KREG_LOG"]).read().splitlines()})
+emit(results=results)
 '''
 
 
-def _run_real(version: str, lib: Path, model: onnx.ModelProto, tmp: Path, env: dict[str, str]) -> tuple[list, list]:
-    model_path, feed_path, log = tmp / "model.onnx", tmp / "feed.npy", tmp / f"real-{version}.log"
-    onnx.save(model, model_path)
-    np.save(feed_path, _feed(model))
-    log.write_text("")
-    result, _, _ = run_json(version, _REAL_SCRIPT, {"KREG_LOG": str(log), **env},
-                            [str(lib), str(model_path), str(feed_path)])
-    return result["outputs"], result["log"]
+@pytest.fixture(scope="module")
+def real_runs(kreg: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[int, tuple[list, list]]]:
+    """Every scenario of :data:`SCENARIOS` and :data:`NHWC` under each real onnxruntime, one process per release:
+    ``{version: {scenario index: (outputs, event log)}}``."""
+    folder = tmp_path_factory.mktemp("kreg-real")
+    jobs = []
+    for i, (name, env) in enumerate([*SCENARIOS, NHWC]):
+        model = MODELS[name]()
+        onnx.save(model, folder / f"{i}.onnx")
+        np.save(folder / f"{i}.npy", _feed(model))
+        jobs.append({"model": str(folder / f"{i}.onnx"), "feed": str(folder / f"{i}.npy"),
+                     "env": dict(env)})
+    out: dict[str, dict[int, tuple[list, list]]] = {}
+    for version in (MIN, NEWEST):
+        for i, job in enumerate(jobs):
+            job["env"]["KREG_LOG"] = str(folder / f"{version}-{i}.log")
+            Path(job["env"]["KREG_LOG"]).write_text("")
+        result, _, _ = run_json(version, _REAL_SCRIPT, None, [str(kreg), json.dumps(jobs)], timeout=600)
+        out[version] = {i: (r["outputs"], r["log"]) for i, r in enumerate(result["results"])}
+    return out
 
 
 # -- the registry ---------------------------------------------------------------------------------------------
@@ -274,14 +294,18 @@ SCENARIOS = [("mlp", {}), ("mlp", {"KREG_DEVICE": "0"}), ("mlp", {"KREG_PACK": "
              ("pool", {})]
 
 
+NHWC = ("pool", {"KREG_NHWC": "1", "KREG_MEMCPY": "1"})
+
+
 @pytest.mark.real_ort
 @pytest.mark.parametrize("version", [MIN, NEWEST])
-@pytest.mark.parametrize(("name", "env"), SCENARIOS, ids=[f"{n}-{'-'.join(e) or 'plain'}" for n, e in SCENARIOS])
+@pytest.mark.parametrize("index", range(len(SCENARIOS)),
+                         ids=[f"{n}-{'-'.join(e) or 'plain'}" for n, e in SCENARIOS])
 def test_epabi_drives_the_plugin_as_real_onnxruntime_does(kreg: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                          version: str, name: str, env: dict[str, str]) -> None:
-    model = MODELS[name]()
-    real_outputs, real_log = _run_real(version, kreg, model, tmp_path, env)
-    outputs, log, _, _ = _run_epabi(kreg, model, tmp_path / "epabi.log", monkeypatch, env)
+                                                          real_runs: dict, version: str, index: int) -> None:
+    name, env = SCENARIOS[index]
+    real_outputs, real_log = real_runs[version][index]
+    outputs, log, _, _ = _run_epabi(kreg, MODELS[name](), tmp_path / "epabi.log", monkeypatch, env)
     assert log == real_log
     assert json.dumps([o.tolist() for o in outputs]) == json.dumps(real_outputs)
 
@@ -289,12 +313,12 @@ def test_epabi_drives_the_plugin_as_real_onnxruntime_does(kreg: Path, tmp_path: 
 @pytest.mark.real_ort
 @pytest.mark.parametrize("version", [MIN, NEWEST])
 def test_nhwc_conversion_computes_what_real_onnxruntime_computes(kreg: Path, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch, version: str) -> None:
+                                                                monkeypatch: pytest.MonkeyPatch, real_runs: dict,
+                                                                version: str) -> None:
     """ORT's transpose optimizer then moves and renames the Transposes (the README lists that difference), so the
     logs agree on what was converted and ran in NHWC, and the outputs agree exactly."""
-    env = {"KREG_NHWC": "1", "KREG_MEMCPY": "1"}
-    real_outputs, real_log = _run_real(version, kreg, _pool(), tmp_path, env)
-    outputs, log, _, _ = _run_epabi(kreg, _pool(), tmp_path / "epabi.log", monkeypatch, env)
+    real_outputs, real_log = real_runs[version][len(SCENARIOS)]
+    outputs, log, _, _ = _run_epabi(kreg, _pool(), tmp_path / "epabi.log", monkeypatch, NHWC[1])
     assert json.dumps([o.tolist() for o in outputs]) == json.dumps(real_outputs)
     for lines in (log, real_log):
         assert sum(line.startswith("claim com.ms.internal.nhwc:GlobalMaxPool ") for line in lines) == 1
