@@ -1,35 +1,34 @@
 """The per-node execution path of a kernel-registry plugin EP, as ONNX Runtime's core runs one.
 
-Session creation (after ``CreateEp``): ``OrtEp::GetKernelRegistry`` (plugin version >= 24) gives a registry
-the host copies; ``GetCapability`` claims nodes one by one (``EpGraphSupportInfo_AddSingleNode``, after
-``EpGraphSupportInfo_LookUpKernel`` against that copy). For each claimed node the host then, in ORT's order:
-places the constant initializers it reads in the memory its kernel definition asks for (EP device memory,
-through the plugin's allocator and data transfer, or host memory for ``OrtMemTypeCPUInput``), calls the
-kernel's ``OrtKernelCreateFunc`` with an ``OrtKernelInfo``, and offers each constant initializer to
-``OrtKernelImpl::PrePackWeight`` (with no shared weight cache: ORT passes one only with a user-provided
-prepacked-weights container).
+Session creation (the session drives it): right after ``CreateEp``, ``OrtEp::GetKernelRegistry`` (plugin version
+>= 24) gives a registry the host copies; ``GetCapability`` claims nodes one by one (``EpGraphSupportInfo_AddSingleNode``
+after ``EpGraphSupportInfo_LookUpKernel`` against that copy). For the claimed nodes the host then, in ORT's order:
+places the constant initializers they read in the memory their kernel definitions ask for (EP device memory, from
+the EP device's read-only allocator when it has one, through the plugin's data transfer; host memory for the CPU
+memory types), calls each kernel's ``OrtKernelCreateFunc`` with an ``OrtKernelInfo``, and offers each constant
+initializer to ``OrtKernelImpl::PrePackWeight`` (with a shared weight cache when the allocator is host memory).
 
 A run calls ``Compute`` per node with an ``OrtKernelContext``: inputs in the memory the definition asks for,
-outputs allocated on ``KernelContext_GetOutput`` in EP device memory (``OrtMemTypeCPUOutput``: host memory),
-the session's sync stream when the factory is stream aware. A value crosses between host and device memory
-where a node needs it on the other side: through the plugin's own ``MemcpyFromHost``/``MemcpyToHost`` kernels
-when its registry has them and ORT would put a Memcpy node there (between nodes, and for a graph input that CPU
-nodes read too), else through the plugin's data transfer (graph inputs, initializers, outputs, and plugins
-without Memcpy kernels, where ORT falls back to its CPU EP's Memcpy kernels over the same data transfer).
+outputs allocated on ``KernelContext_GetOutput`` in EP device memory (the CPU memory types: host memory), the
+session's sync stream (made at the first run) when the factory is stream aware. A value crosses between host and
+device memory where a node needs it on the other side: through the plugin's own ``MemcpyFromHost``/``MemcpyToHost``
+kernels when its registry has them and ORT would put a Memcpy node there (between nodes, and for a graph input that
+CPU nodes read too), else through the plugin's data transfer; without a ``MemcpyFromHost`` kernel, values from the
+CPU side reach the kernel in host memory, as ORT's CPU-EP fallback Memcpy leaves them.
 
-``close`` releases every kernel (``OrtKernelImpl::Release``), the stream and the device copies. Runs may call
-``run`` concurrently only when the EP supports concurrent runs (the session serialises otherwise).
+``close`` releases the stream, every kernel (``OrtKernelImpl::Release``), pre-packed buffers and device copies.
+Runs may call ``run`` concurrently only when the EP supports concurrent runs (the session serialises otherwise).
 """
 
 from __future__ import annotations
 
-import logging
+import threading
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
-from ._ffi import ffi
+from ._ffi import ffi, member_since
 from .device_memory import DeviceAllocator, DeviceValue
 from .errors import ConductError, OrtErrorCode, OrtStatusError
 from .gating import readable_members
@@ -44,8 +43,8 @@ if TYPE_CHECKING:
     from .device_memory import DataTransfer
     from .ep import Ep
 
-_log = logging.getLogger("epabi.session")
-_KERNEL_SINCE = 24  # OrtEp::GetKernelRegistry and every OrtKernelImpl member appeared in API 24
+#: ``OrtEp::GetKernelRegistry``: the host reads it only from a plugin that declares this API or newer.
+_KERNEL_SINCE = member_since("OrtEp")["GetKernelRegistry"]
 
 
 class KernelInfo:
@@ -154,6 +153,7 @@ class KernelNodes:
         self._device_initializers: dict[str, DeviceValue] = {}
         self._allocators: list[HostAllocator] = []
         self._stream_checked = False
+        self._lock = threading.Lock()  # concurrent runs: the first makes the stream; kernels may ask for allocators
         self._infos: list[KernelInfo] = []
 
     # -- creation -------------------------------------------------------------------------------------
@@ -244,7 +244,8 @@ class KernelNodes:
             allocator = HostAllocator(self.allocator.memory_info, self.host.handles, self.allocator)
         else:
             allocator = HostAllocator(self.host.cpu_memory, self.host.handles)
-        self._allocators.append(allocator)  # memory stays valid until the session closes, as in ORT
+        with self._lock:
+            self._allocators.append(allocator)  # memory stays valid until the session closes, as in ORT
         return allocator
 
     def open_initializer_allocator(self) -> None:
@@ -430,9 +431,11 @@ class KernelNodes:
         """Computes one claimed node; its outputs go to ``run.values`` (raises OrtStatusError from Compute).
 
         The session's stream is made on the first run (as ORT makes device streams when it first runs)."""
-        if self.stream is None and self.allocator is not None and not self._stream_checked:
-            self._stream_checked = True
-            self.stream = self._create_stream()
+        if not self._stream_checked and self.allocator is not None:
+            with self._lock:
+                if not self._stream_checked:
+                    self.stream = self._create_stream()
+                    self._stream_checked = True
         knode = self.nodes[node.id]
         inputs = [None if v is None or v.name in self._packed_away else
                   self._input(v.name, self.device_input(knode.kernel_def, i), run)
