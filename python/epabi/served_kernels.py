@@ -310,9 +310,11 @@ class KernelOrtApi:
         ctx = self._kctx(c)
         info = self.s.get(mem_info, MemoryInfo, "memory info")
         nodes = getattr(ctx, "nodes", None)
-        if nodes is None:
-            return self.s.error(OrtErrorCode.NOT_IMPLEMENTED, "KernelContext_GetAllocator is served to kernels of "
-                                "kernel-registry EPs only by the epabi host")
+        if nodes is None:  # a fused node's context: as before kernel-registry EPs were served
+            self.s.host.conduct.limitation("OrtApi::KernelContext_GetAllocator is not implemented by the epabi host "
+                                           "for fused nodes")
+            return self.s.error(OrtErrorCode.NOT_IMPLEMENTED, "KernelContext_GetAllocator is not implemented by the "
+                                "epabi host for fused nodes")
         device = nodes.allocator
         on_device = device is not None and info.device == device.memory_info.device
         if not on_device and info.device != self.s.host.cpu_memory.device:

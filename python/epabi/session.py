@@ -6,7 +6,8 @@ node. Nodes a kernel-registry EP claims one by one run with its own kernels (:mo
 that prefers NHWC gets them converted first, :mod:`epabi.layout`). Unclaimed nodes run on the CPU through
 ``onnx.reference`` (a library, not epabi's kernels).
 A run: ``OnRunStart``, the units in topological order (fused nodes through ``Compute`` with an
-``OrtKernelContext``, single nodes through their kernel's ``Compute``), ``OnRunEnd(sync_stream=True)``. ``close()`` releases states, compute infos and the EP.
+``OrtKernelContext``, single nodes through their kernel's ``Compute``), ``OnRunEnd(sync_stream=True)``.
+``close()`` releases states, compute infos, kernels and the EP.
 Concurrent ``run`` calls run concurrently when the EP says so (``IsConcurrentRunSupported``), else one at a
 time, as in ORT; creation and close are not thread-safe.
 """
