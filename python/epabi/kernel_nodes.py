@@ -203,7 +203,7 @@ class KernelNodes:
 
     def create(self, graph: GraphView, claimed: list[NodeView], units: list[Any], allocator: DeviceAllocator | None,
                transfer: DataTransfer | None) -> None:
-        """Creates the kernels of ``claimed`` (graph order), the Memcpy kernels ``units`` need, the stream.
+        """Creates the kernels of ``claimed`` (graph order) and the Memcpy kernels ``units`` need, and pre-packs.
 
         Raises OrtStatusError (a create function or PrePackWeight failed) or ConductError."""
         self.allocator, self.transfer = allocator, transfer
@@ -266,7 +266,8 @@ class KernelNodes:
         allocator = self.initializer_allocator or self.allocator
         for knode in self.nodes.values():
             for i, value in enumerate(knode.node.inputs):
-                if value is None or value.initializer is None or value.name in self._device_initializers:
+                if value is None or value.initializer is None or not value.constant_initializer or \
+                        value.name in self._device_initializers:  # a feed may override the others: copied per run
                     continue
                 if self.device_input(knode.kernel_def, i):
                     self._device_initializers[value.name] = self.transfer.to_device(value.initializer, allocator)
