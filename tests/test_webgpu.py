@@ -38,7 +38,12 @@ with epabi.Host(api_version=api) as host:
     devices = host.get_ep_devices()
     so = epabi.SessionOptions()
     so.add_provider_for_devices([d for d in devices if d.ep_name == "WebGpuExecutionProvider"])
-    with epabi.InferenceSession(model_path, so) as sess:
+    try:
+        sess = epabi.InferenceSession(model_path, so)
+    except epabi.OrtStatusError as exc:
+        emit(error=exc.message, code=exc.code.name)
+        sys.exit(0)
+    with sess:
         outputs = sess.run(None, {sess.get_inputs()[0].name: feed})
         assignment = dict(sess.node_assignment)
     emit(devices=[describe(d) for d in devices], outputs=[o.tolist() for o in outputs], assignment=assignment,
@@ -50,7 +55,11 @@ ort.register_execution_provider_library("webgpu", lib)
 devices = ort.get_ep_devices()
 so = ort.SessionOptions()
 so.add_provider_for_devices([d for d in devices if d.ep_name == "WebGpuExecutionProvider"], {})
-sess = ort.InferenceSession(model_path, sess_options=so, enable_fallback=0)
+try:
+    sess = ort.InferenceSession(model_path, sess_options=so, enable_fallback=0)
+except Exception as exc:
+    emit(error=str(exc))
+    sys.exit(0)
 outputs = sess.run(None, {sess.get_inputs()[0].name: feed})
 emit(devices=[describe(d) for d in devices if d.ep_name == "WebGpuExecutionProvider"],
      outputs=[o.tolist() for o in outputs], providers=sess.get_providers())
@@ -116,3 +125,15 @@ def test_webgpu_computes_what_real_onnxruntime_computes(webgpu: tuple[Path, dict
         real = _real(version, str(plugin), *map(str, models[name]), tuple(env.items()))
         assert real["providers"][0] == EP
         assert mine["outputs"] == real["outputs"], f"epabi (API {api}) and onnxruntime {version} differ"
+
+
+@pytest.mark.real_ort
+def test_webgpu_is_refused_where_onnxruntime_1_26_refuses_it(webgpu: tuple[Path, dict[str, str]],
+                                                             models: dict[str, tuple[Path, Path]]) -> None:
+    """The plugin's OrtEp declares API 30; 1.26.0 alone checks that when it creates a kernel."""
+    plugin, env = webgpu
+    mine = _epabi(plugin, env, models["mlp"], "26")
+    real = _real("1.26.0", str(plugin), *map(str, models["mlp"]), tuple(env.items()))
+    assert mine["code"] == "FAIL"
+    reason = "OrtEp for 'WebGpuExecutionProvider' has invalid ort_version_supported=30 (expected 1..26)"
+    assert reason in mine["error"] and reason in real["error"]

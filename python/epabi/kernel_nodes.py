@@ -356,6 +356,11 @@ class KernelNodes:
         return stream
 
     def _create_kernel(self, knode: KernelNode) -> None:
+        version = int(self.ep.ptr.ort_version_supported)
+        if self.host.behaviour.limits_kernel_ep_version and not 0 < version <= self.host.api_version:
+            raise OrtStatusError(OrtErrorCode.FAIL, f"Exception during initialization: OrtEp for '{self.ep.name}' has "
+                                 f"invalid ort_version_supported={version} (expected 1..{self.host.api_version}). "
+                                 "Possible pointer corruption or stale plugin DLL.")
         info = KernelInfo(knode.node, knode.kernel_def, self)
         info.ptr = self.host.handles.issue(info, "OrtKernelInfo*")
         self._infos.append(info)
