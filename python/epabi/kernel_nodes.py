@@ -552,8 +552,12 @@ class KernelNodes:
                 allocator.free(buffer)
         self._shared_weights = []
         for value in self._device_initializers.values():
+            self.host.release_handle(value.ptr)  # lent to kernels by KernelInfoGetConstantInput_tensor
             value.release()
         self._device_initializers = {}
+        for entry in self.registry.entries:  # lent to GetCapability by EpGraphSupportInfo_LookUpKernel
+            self.host.release_handle(entry.kernel_def.ptr)
+            entry.kernel_def.ptr = ffi.NULL
         if self.initializer_allocator is not None:
             self.initializer_allocator.close()
             self.initializer_allocator = None

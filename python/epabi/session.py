@@ -179,8 +179,8 @@ class InferenceSession:
             self._kernels.open_initializer_allocator()
         support = self._get_capability()
         self._kernel_nodes = list(support.single_nodes)
-        if support.single_nodes and self._kernels is not None and self._kernels.preferred_layout_nhwc():
-            self._convert_layout(support)
+        if support.single_nodes and self._kernels is not None and self._kernels.preferred_layout_nhwc() and \
+                self._convert_layout(support):
             support = self._get_capability()
             claimed = {n.id for n in self._kernel_nodes}
             self._kernel_nodes += [n for n in support.single_nodes if n.id not in claimed]
@@ -210,18 +210,20 @@ class InferenceSession:
             self._make_subgraph(group)
         self._compile()
 
-    def _convert_layout(self, support: GraphSupportInfo) -> None:
+    def _convert_layout(self, support: GraphSupportInfo) -> bool:
         """As ORT's partitioner for an NHWC EP: the claimed nodes are assigned to the EP, the claimed
-        layout-sensitive ones converted (:mod:`epabi.layout`); the EP is then asked again about the new graph, in
-        which the nodes it kept stay assigned to it (``Node_GetEpName``) and the converted ones are new."""
+        layout-sensitive ones converted (:mod:`epabi.layout`); when that changed the graph, the EP is then asked
+        again about the new one (True), in which the nodes it kept stay assigned to it (``Node_GetEpName``) and the
+        converted ones are new."""
         converted = transform_layout(self.model, {n.id for n in support.single_nodes}, self._kernels.should_convert)
         if converted is None:
-            return
+            return False
         self.model, kept = converted
         self.graph = model_graph(self.model, self.graph.model_path)
         self._kernel_nodes = [self.graph.nodes[kept[n.id]] for n in self._kernel_nodes if n.id in kept]
         for node in self._kernel_nodes:
             node.assign(self._ep.name)
+        return True
 
     def _get_capability(self) -> GraphSupportInfo:
         """``OrtEp::GetCapability`` on the session graph: what the EP claimed."""
