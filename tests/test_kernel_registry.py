@@ -324,3 +324,22 @@ def test_nhwc_conversion_computes_what_real_onnxruntime_computes(kreg: Path, tmp
         assert sum(line.startswith("claim com.ms.internal.nhwc:GlobalMaxPool ") for line in lines) == 1
         assert sum(line.startswith("compute GlobalMaxPool ") for line in lines) == 2
         assert not any(line.startswith("create Memcpy") for line in lines)
+
+
+def test_sessions_leave_no_handles_behind(kreg: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kernels, infos, lent definitions and initializers, allocators, streams and converted graphs all go with
+    their session."""
+    for key, value in {"KREG_LOG": str(tmp_path / "log"), "KREG_NHWC": "1", "KREG_MEMCPY": "1", "KREG_STREAM": "1",
+                       "KREG_PACK": "1"}.items():
+        monkeypatch.setenv(key, value)
+    with epabi.Host(hardware=[epabi.cpu_device()]) as host:
+        host.register_execution_provider_library("kreg", kreg)
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices(host.get_ep_devices())
+        counts = []
+        for _ in range(3):
+            for model in (MODELS["mlp"](), _boundary(), _pool()):
+                with epabi.InferenceSession(model.SerializeToString(), so) as sess:
+                    sess.run(None, {sess.get_inputs()[0].name: _feed(model)})
+            counts.append(len(host.handles.live(object)))
+        assert counts[0] == counts[1] == counts[2]
