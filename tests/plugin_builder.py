@@ -1,4 +1,5 @@
-"""Builds tests/plugins/misbehaving_plugin.c into one shared library per misbehaviour flag (cached per session)."""
+"""Builds the test plugins in tests/plugins/: misbehaving_plugin.c into one shared library per misbehaviour flag, and
+kernel_plugin.c (a kernel-registry EP, configured by environment variables) into one."""
 
 from __future__ import annotations
 
@@ -9,21 +10,30 @@ from pathlib import Path
 from epabi._ffi import header_path
 
 SOURCE = Path(__file__).parent / "plugins" / "misbehaving_plugin.c"
+KERNEL_SOURCE = Path(__file__).parent / "plugins" / "kernel_plugin.c"
 
 
 def build_plugin(out_dir: Path, flag: str | None) -> Path:
-    """Compiles the test plugin with ``-D<flag>`` (None: well behaved); returns the .so path.
+    """Compiles the misbehaving test plugin with ``-D<flag>`` (None: well behaved); returns the .so path.
 
     Raises:
         RuntimeError: no C compiler, or the build failed (with the compiler's output).
     """
+    return _build(SOURCE, out_dir / f"libmisbehaving_{(flag or 'good').lower()}.so", flag)
+
+
+def build_kernel_plugin(out_dir: Path) -> Path:
+    """Compiles the kernel-registry test plugin ("KregEp"); returns the .so path. Raises as :func:`build_plugin`."""
+    return _build(KERNEL_SOURCE, out_dir / "libkreg.so", None)
+
+
+def _build(source: Path, lib: Path, flag: str | None) -> Path:
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         raise RuntimeError("no C compiler (cc/gcc/clang) on PATH to build the test plugins")
-    lib = out_dir / f"libmisbehaving_{(flag or 'good').lower()}.so"
     include = header_path().parent.parent
     cmd = [cc, "-std=c11", "-shared", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror",
-           f"-I{include}", str(SOURCE), "-o", str(lib)]
+           f"-I{include}", str(source), "-o", str(lib)]
     if flag:
         cmd.insert(1, f"-D{flag}")
     proc = subprocess.run(cmd, capture_output=True, text=True)

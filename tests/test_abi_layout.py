@@ -29,7 +29,10 @@ FACTS_TABLES = {
     "OrtSyncNotificationImpl": "OrtSyncNotificationImpl:",
     "OrtAllocator": "OrtAllocator (returned",
     "OrtEpApi": "## 5. OrtEpApi",
+    "OrtKernelImpl": "OrtKernelImpl (kernel-registry",
 }
+# Plain data fields the facts sheet gives by byte offset in prose instead of in a table row.
+DATA_FIELDS = {"OrtKernelImpl": {"ort_version_supported": 0, "flags": 4}}
 
 
 def _facts_text(name: str) -> str:
@@ -82,6 +85,10 @@ def test_every_declared_member_matches_the_facts_sheet(struct: str) -> None:
             assert (first, last) == (slot, slot + ctype.length - 1), f"{struct}.{name} spans the wrong slots"
             continue
         named += 1
+        if name in DATA_FIELDS.get(struct, {}):
+            assert ffi.offsetof(struct, name) == DATA_FIELDS[struct][name], f"{struct}.{name} is at the wrong offset"
+            expected.setdefault(name, (slot, since[name]))
+            continue
         assert name in expected, f"{struct}.{name} is not in the facts sheet"
         assert slot == expected[name][0], f"{struct}.{name}: slot {slot}, facts say {expected[name][0]}"
         assert since[name] == expected[name][1], f"{struct}.{name}: since {since[name]}, facts say {expected[name][1]}"
@@ -98,6 +105,7 @@ def test_table_sizes_match_the_releases_we_declare() -> None:
     assert ffi.sizeof("OrtApi") // ptr == 426  # 1.30
     assert ffi.sizeof("OrtNodeFusionOptions") == 8
     assert ffi.sizeof("OrtResourceCount") == 56
+    assert ffi.sizeof("OrtKernelImpl") // ptr == 5  # 1.24-1.30
 
 
 def test_c_compiler_and_cffi_agree_on_every_offset(tmp_path: Path) -> None:

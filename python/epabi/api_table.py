@@ -29,7 +29,9 @@ from .objects import (
     Status,
     pystr,
 )
+from .served_editor_stub import EditorApiStub
 from .served_graph import GraphApi
+from .served_kernels import KernelEpApi, KernelOrtApi
 from .served_values import EpGraphApi, ValueApi
 from .versions import RELEASES
 
@@ -186,7 +188,7 @@ class _OrtApiBaseImpl:
         return self.s.c_release
 
 
-class _OrtApiImpl(GraphApi, ValueApi):
+class _OrtApiImpl(GraphApi, ValueApi, KernelOrtApi, EditorApiStub):
     """Served ``OrtApi`` members, named as in ONNX Runtime."""
 
     def __init__(self, served: ServedApi) -> None:
@@ -412,7 +414,7 @@ class _OrtApiImpl(GraphApi, ValueApi):
         return self.s.get(options, RunOptions, "run options").c_value(pystr(key) or "")
 
 
-class _OrtEpApiImpl(EpGraphApi):
+class _OrtEpApiImpl(EpGraphApi, KernelEpApi):
     """Served ``OrtEpApi`` members, named as in ONNX Runtime."""
 
     def __init__(self, served: ServedApi) -> None:

@@ -165,17 +165,22 @@ class DeviceValue(OrtValue):
 
 
 class DeviceAllocator:
-    """The plugin's ``OrtAllocator`` for one memory info, made by ``OrtEpFactory::CreateAllocator``."""
+    """The plugin's ``OrtAllocator`` for one memory info, made by ``OrtEpFactory::CreateAllocator``, or for a
+    session's allocators by ``OrtEp::CreateAllocator`` when the EP has it (ORT prefers the EP's; either way it
+    releases them with ``OrtEpFactory::ReleaseAllocator``)."""
 
-    def __init__(self, host: Host, factory: Factory, memory_info: MemoryInfo) -> None:
+    def __init__(self, host: Host, factory: Factory, memory_info: MemoryInfo, ep: Any = None) -> None:
         self.host = host
         self.factory = factory
         self.memory_info = memory_info
-        if "CreateAllocator" not in factory.members:
+        out = ffi.new("OrtAllocator**")
+        if ep is not None and "CreateAllocator" in ep.members:
+            ep.call_status("CreateAllocator", memory_info.ptr, out)
+        elif "CreateAllocator" not in factory.members:
             raise ConductError(f"{factory.name}: the EP device registers memory '{memory_info.name}' but "
                                "OrtEpFactory::CreateAllocator is NULL")
-        out = ffi.new("OrtAllocator**")
-        factory.call_status("CreateAllocator", memory_info.ptr, ffi.NULL, out)
+        else:
+            factory.call_status("CreateAllocator", memory_info.ptr, ffi.NULL, out)
         self.ptr = out[0]
         if self.ptr == ffi.NULL:
             raise ConductError(f"{factory.name}: CreateAllocator for '{memory_info.name}' returned NULL")

@@ -198,6 +198,8 @@ def outer_scope_names(node: onnx.NodeProto) -> list[str]:
 
 
 def _schema_since(op_type: str, domain: str, opset: int) -> int:
+    if domain == "com.ms.internal.nhwc":  # ORT's layout-transformed ops take their ONNX schema
+        domain = ""
     try:
         return onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain).since_version
     except Exception:  # unknown op: ORT would fail graph resolution; report the opset

@@ -28,9 +28,10 @@ class HandleTable:
         self._lock = threading.Lock()
         self._objects: dict[int, tuple[Any, Any]] = {}
 
-    def issue(self, obj: object, ctype: str) -> Any:
-        """New opaque pointer of C type ``ctype`` (e.g. ``"OrtStatus*"``) naming ``obj``."""
-        cell = ffi.new("char[8]")
+    def issue(self, obj: object, ctype: str, cell: Any = None) -> Any:
+        """New opaque pointer of C type ``ctype`` (e.g. ``"OrtStatus*"``) naming ``obj``; ``cell`` is the memory it
+        points at when the plugin is to find bytes there (kept alive with the handle), else 8 fresh bytes."""
+        cell = ffi.new("char[8]") if cell is None else cell
         ptr = ffi.cast(ctype, cell)
         with self._lock:
             self._objects[address(ptr)] = (obj, cell)

@@ -38,6 +38,7 @@ class Unit:
     outputs: list[str]
     cpu_node: NodeView | None = None
     group: FusedGroup | None = None
+    kernel_node: NodeView | None = None  # a node a kernel-registry EP runs with its own kernel
     order_key: int = 0
     deps: set[int] = field(default_factory=set)
 
@@ -74,8 +75,9 @@ def build_groups(graph: GraphView, groups: list[tuple[list[NodeView], bool]], ep
     return out
 
 
-def order_units(graph: GraphView, groups: list[FusedGroup]) -> list[Unit]:
-    """Units in a topological order (stable: by the position of each unit's first node)."""
+def order_units(graph: GraphView, groups: list[FusedGroup], kernel_nodes: frozenset[int] = frozenset()) -> list[Unit]:
+    """Units in a topological order (stable: by the position of each unit's first node); nodes whose ids are in
+    ``kernel_nodes`` are units the EP runs with its kernels, the other ungrouped nodes run on the CPU."""
     in_group = {node.id: g for g in groups for node in g.nodes}
     position = {node.id: i for i, node in enumerate(graph.nodes)}
     units: list[Unit] = []
@@ -83,10 +85,11 @@ def order_units(graph: GraphView, groups: list[FusedGroup]) -> list[Unit]:
         units.append(Unit(list(g.inputs), list(g.outputs), group=g, order_key=position[g.nodes[0].id]))
     for node in graph.nodes:
         if node.id not in in_group:
+            kernel = node.id in kernel_nodes
             units.append(Unit([v.name for v in node.inputs if v is not None] +
                               [v.name for v in node.implicit_inputs],
-                              [v.name for v in node.outputs if v is not None], cpu_node=node,
-                              order_key=position[node.id]))
+                              [v.name for v in node.outputs if v is not None], cpu_node=None if kernel else node,
+                              kernel_node=node if kernel else None, order_key=position[node.id]))
     producer = {name: i for i, unit in enumerate(units) for name in unit.outputs}
     for unit in units:
         unit.deps = {producer[name] for name in unit.inputs if name in producer}
@@ -96,7 +99,8 @@ def order_units(graph: GraphView, groups: list[FusedGroup]) -> list[Unit]:
     while pending:
         ready = next((i for i in pending if units[i].deps <= done), None)
         if ready is None:
-            names = [units[i].group.name if units[i].group else units[i].cpu_node.name for i in pending]
+            names = [units[i].group.name if units[i].group else (units[i].cpu_node or units[i].kernel_node).name
+                     for i in pending]
             raise ValueError(f"the claimed node groups form a cycle with the rest of the graph: {names}")
         pending.remove(ready)
         done.add(ready)

@@ -323,4 +323,7 @@ class GraphApi:
         self._release_owned(t, TensorTypeAndShapeInfo, "tensor type-and-shape info")
 
     def ReleaseTypeInfo(self, t: Any) -> None:
+        info = self.s.host.handles.lookup(t, TypeInfo)
         self._release_owned(t, TypeInfo, "type info")
+        if info is not None and info.tensor is not None and info.tensor.ptr != ffi.NULL:
+            self.s.host.release_handle(info.tensor.ptr)  # the plugin's copy: its tensor part goes with it

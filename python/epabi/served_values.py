@@ -36,6 +36,10 @@ class KernelContext:
         self.logger = logger
         self.ptr: Any = ffi.NULL
 
+    def allocator_for(self, index: int) -> Any:
+        """The DeviceAllocator output ``index`` is allocated with (None: host memory)."""
+        return self.allocator
+
 
 class NodeComputeContext:
     """``OrtNodeComputeContext`` passed to ``CreateState``: names the fused node."""
@@ -152,6 +156,9 @@ class ValueApi:
         if not 0 <= index < len(ctx.outputs):
             return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"KernelContext_GetOutput: index {index} out of "
                                 f"range [0, {len(ctx.outputs)})")
+        if not ctx.output_names[index]:  # an optional output the node leaves out: there is none to write
+            out[0] = ffi.NULL
+            return ffi.NULL
         shape = [int(dims[i]) for i in range(n)]
         if any(d < 0 for d in shape):
             return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"KernelContext_GetOutput: output "
@@ -170,10 +177,10 @@ class ValueApi:
         target = ctx.preallocated.get(index)
         if target is not None and target.shape() == shape and target.element_type() == ctx.output_types[index]:
             value = target  # a bound output (host or EP device memory): the EP writes straight into it
-        elif ctx.allocator is not None:
+        elif ctx.allocator_for(index) is not None:
             from .device_memory import DeviceValue
 
-            value = DeviceValue(ctx.allocator, shape, ctx.output_types[index])
+            value = DeviceValue(ctx.allocator_for(index), shape, ctx.output_types[index])
         else:
             value = OrtValue(np.empty(shape, dtype=dtype))
         ctx.outputs[index] = value
@@ -186,19 +193,16 @@ class ValueApi:
         out[0] = self._ctx(c).logger.ptr
         return ffi.NULL
 
-    def KernelContext_GetGPUComputeStream(self, c: Any, out: Any) -> Any:
-        self._ctx(c)
-        out[0] = ffi.NULL  # the host runs no device streams
-        return ffi.NULL
-
 
 class GraphSupportInfo:
-    """``OrtEpGraphSupportInfo``: what GetCapability claimed, as groups of nodes to fuse (the host serves no
-    ``AddSingleNode``: kernel-registry EPs are not supported)."""
+    """``OrtEpGraphSupportInfo``: what GetCapability claimed: groups of nodes to fuse, and single nodes a
+    kernel-registry EP runs with its own kernels (found with ``kernel_lookup``, the session's registry search)."""
 
-    def __init__(self, graph: Any) -> None:
+    def __init__(self, graph: Any, kernel_lookup: Any = None) -> None:
         self.graph = graph
         self.groups: list[tuple[list[Any], bool]] = []  # (nodes, drop_constant_initializers)
+        self.single_nodes: list[Any] = []
+        self.kernel_lookup = kernel_lookup  # NodeView -> KernelDef | None; None: the EP has no kernel registry
         self.claimed: set[int] = set()
         self.ptr: Any = ffi.NULL
 
@@ -231,12 +235,6 @@ class EpGraphApi:
             support.claimed.add(node.id)
         support.groups.append((group, drop))
         return ffi.NULL
-
-    def EpGraphSupportInfo_AddSingleNode(self, info: Any, node: Any) -> Any:
-        self.s.get(info, GraphSupportInfo, "graph support info")
-        self.s.host.conduct.limitation("EpGraphSupportInfo_AddSingleNode (kernel-registry EPs) is not implemented "
-                                       "by the epabi host")
-        return self.s.error(OrtErrorCode.NOT_IMPLEMENTED, "kernel-registry EPs are not supported by the epabi host")
 
     def NodeComputeContext_NodeName(self, c: Any) -> Any:
         return self.s.get(c, NodeComputeContext, "node compute context").c_name

@@ -2,10 +2,13 @@
 
 Session creation: load and shape-infer the model; ``CreateEp`` on the selected EP device; show the graph to
 ``GetCapability``; fuse each claimed group; ``Compile`` all fused nodes at once; ``CreateState`` per fused
-node. Unclaimed nodes run on the CPU through :mod:`epabi.cpu_fallback`: onnxruntime's CPU EP when onnxruntime
-is installed, else ``onnx.reference`` (libraries, not epabi's kernels).
+node. Nodes a kernel-registry EP claims one by one run with its own kernels (:mod:`epabi.kernel_nodes`; an EP
+that prefers NHWC gets them converted first, :mod:`epabi.layout`). Unclaimed nodes run on the CPU through
+:mod:`epabi.cpu_fallback`: onnxruntime's CPU EP when onnxruntime is installed, else ``onnx.reference``
+(libraries, not epabi's kernels).
 A run: ``OnRunStart``, the units in topological order (fused nodes through ``Compute`` with an
-``OrtKernelContext``), ``OnRunEnd(sync_stream=True)``. ``close()`` releases states, compute infos and the EP.
+``OrtKernelContext``, single nodes through their kernel's ``Compute``), ``OnRunEnd(sync_stream=True)``.
+``close()`` releases states, compute infos, kernels and the EP.
 Concurrent ``run`` calls run concurrently when the EP says so (``IsConcurrentRunSupported``), else one at a
 time, as in ORT; creation and close are not thread-safe.
 """
@@ -26,8 +29,10 @@ from .capture import GraphCapture, annotation_id
 from .cpu_fallback import CpuFallback
 from .device_memory import DataTransfer, DeviceAllocator, DeviceValue
 from .errors import ConductError, OrtErrorCode, OrtStatusError
-from .graph_view import GraphView, model_graph
+from .graph_view import GraphView, NodeView, model_graph
 from .io_binding import IOBinding
+from .kernel_nodes import KernelNodes
+from .layout import transform_layout
 from .objects import MemoryInfo, OrtDeviceMemoryType
 from .partition import FusedGroup, Unit, build_groups, order_units
 from .run_options import RunOptions
@@ -131,6 +136,8 @@ class InferenceSession:
         self._transfer: DataTransfer | None = None
         self._device_initializers: dict[str, DeviceValue] = {}
         self._cpu: CpuFallback | None = None
+        self._kernels: KernelNodes | None = None
+        self._kernel_nodes: list[NodeView] = []
         self.options = sess_options or SessionOptions()
         self.model, model_path = load_model(path_or_bytes)
         self.graph = model_graph(self.model, model_path)
@@ -143,7 +150,9 @@ class InferenceSession:
         try:
             if devices:
                 self._create_ep()
-            self._units = order_units(self.graph, self._groups)
+            self._units = order_units(self.graph, self._groups, frozenset(n.id for n in self._kernel_nodes))
+            if self._kernel_nodes:
+                self._kernels.create(self.graph, self._kernel_nodes, self._units, self._allocator, self._transfer)
             self._host_handed = _host_handed_values(self.graph, self._units)
             self._cpu = CpuFallback(self.model, self.graph, self._units)
             for unit in self._units:
@@ -162,21 +171,37 @@ class InferenceSession:
         self._ep = host.create_ep(self.options)
         ep = self._ep
         ep.factory.library.sessions.add(self)
-        host.expose_graph(self.graph)
-        self._exposed.append(self.graph)
-        support = GraphSupportInfo(self.graph)
-        support.ptr = host.handles.issue(support, "OrtEpGraphSupportInfo*")
-        try:
-            ep.call_status("GetCapability", self.graph.ptr, support.ptr)
-        finally:
-            host.handles.drop(support.ptr)
-        self._groups = build_groups(self.graph, support.groups, ep.name)
-        if not self._groups:
-            return  # nothing runs on the EP: no device memory is needed
+        self._kernels = KernelNodes.for_ep(ep)
         memory = self.options.provider_devices[0].memory_info(OrtDeviceMemoryType.DEFAULT)
-        if memory is not None:  # the EP computes in its own memory: allocate and copy through the plugin
-            self._allocator = DeviceAllocator(host, ep.factory, memory)
+        if memory is not None and self._kernels is not None:
+            # ORT makes a session's allocators before it partitions; a kernel-registry EP may set itself up there
+            self._allocator = DeviceAllocator(host, ep.factory, memory, ep)
             self._transfer = DataTransfer(host, ep.factory, memory)
+            self._kernels.open_initializer_allocator()
+        support = self._get_capability()
+        self._kernel_nodes = list(support.single_nodes)
+        if support.single_nodes and self._kernels is not None and self._kernels.preferred_layout_nhwc() and \
+                self._convert_layout(support):
+            support = self._get_capability()
+            claimed = {n.id for n in self._kernel_nodes}
+            self._kernel_nodes += [n for n in support.single_nodes if n.id not in claimed]
+            self._kernel_nodes.sort(key=lambda n: n.id)
+        self._groups = build_groups(self.graph, support.groups, ep.name)
+        if not self._groups and not self._kernel_nodes:
+            return  # nothing runs on the EP: no device memory is needed
+        if self._kernel_nodes and self._kernels is None:
+            node = self._kernel_nodes[0]
+            raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, f"Could not find an implementation for "
+                                 f"{node.op_type}({node.since_version}) node with name '{node.name}': {ep.name} "
+                                 "claimed it as a single node but has no kernel registry")
+        if memory is not None and self._allocator is None:  # the EP computes in its own memory: through the plugin
+            self._allocator = DeviceAllocator(host, ep.factory, memory, ep)
+            self._transfer = DataTransfer(host, ep.factory, memory)
+        for node in self._kernel_nodes:
+            node.assign(ep.name)
+            self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = ep.name
+        if not self._groups:
+            return
         if "Compile" not in ep.members:
             raise ConductError(f"{ep.name} claimed {len(self._groups)} node group(s) but OrtEp::Compile is NULL")
         for group in self._groups:
@@ -185,6 +210,34 @@ class InferenceSession:
                 self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = ep.name
             self._make_subgraph(group)
         self._compile()
+
+    def _convert_layout(self, support: GraphSupportInfo) -> bool:
+        """As ORT's partitioner for an NHWC EP: the claimed nodes are assigned to the EP, the claimed
+        layout-sensitive ones converted (:mod:`epabi.layout`); when that changed the graph, the EP is then asked
+        again about the new one (True), in which the nodes it kept stay assigned to it (``Node_GetEpName``) and the
+        converted ones are new."""
+        converted = transform_layout(self.model, {n.id for n in support.single_nodes}, self._kernels.should_convert)
+        if converted is None:
+            return False
+        self.model, kept = converted
+        self.graph = model_graph(self.model, self.graph.model_path)
+        self._kernel_nodes = [self.graph.nodes[kept[n.id]] for n in self._kernel_nodes if n.id in kept]
+        for node in self._kernel_nodes:
+            node.assign(self._ep.name)
+        return True
+
+    def _get_capability(self) -> GraphSupportInfo:
+        """``OrtEp::GetCapability`` on the session graph: what the EP claimed."""
+        host, ep = self.host, self._ep
+        host.expose_graph(self.graph)
+        self._exposed.append(self.graph)
+        support = GraphSupportInfo(self.graph, None if self._kernels is None else self._kernels.lookup)
+        support.ptr = host.handles.issue(support, "OrtEpGraphSupportInfo*")
+        try:
+            ep.call_status("GetCapability", self.graph.ptr, support.ptr)
+        finally:
+            host.handles.drop(support.ptr)
+        return support
 
     def _make_subgraph(self, group: FusedGroup) -> None:
         g = self.graph
@@ -342,6 +395,8 @@ class InferenceSession:
             for value in self._device_initializers.values():
                 value.release()
             self._device_initializers = {}
+            if self._kernels is not None:
+                self._kernels.close()
             if self._allocator is not None:
                 self._allocator.close()
             ep.close()
@@ -456,10 +511,14 @@ class InferenceSession:
             for unit in self._units:
                 if unit.cpu_node is not None:
                     self._run_cpu(unit, run)
+                elif unit.kernel_node is not None:
+                    self._kernels.run(unit.kernel_node, run)
                 else:
                     self._run_fused(unit, run, prealloc)
             if ep is not None and "OnRunEnd" in ep.members:
                 ep.call_status("OnRunEnd", run_options.ptr, True)
+            if self._kernels is not None:
+                self._kernels.end_run()
             out: dict[str, Any] = {}
             for arg in self._outputs:
                 target = prealloc.get(arg.name)

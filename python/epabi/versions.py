@@ -30,11 +30,16 @@ class HostBehaviour:
         release: what ``GetVersionString()`` returns: the patch release of 1.<api> checked in the facts sheet.
         syncs_after_replay: the host calls ``OrtEp::Sync`` right after a successful ``ReplayGraph`` (when the
             plugin's table has ``Sync``). Observed on 1.27 and newer; 1.26.0 does not (facts sheet, section 3).
+        limits_kernel_ep_version: creating a kernel of a kernel-registry EP fails (``ORT_FAIL``) when the EP's
+            ``ort_version_supported`` is 0 or above the host's API. Observed on 1.26.0 (the WebGPU plugin, which
+            declares 30, runs on 1.24.4 and 1.32.0 but not there); the facts sheet finds the check in no other
+            release.
     """
 
     api: int
     release: str
     syncs_after_replay: bool
+    limits_kernel_ep_version: bool = False
 
 
 #: One row per emulated API version, oldest first.
@@ -43,7 +48,7 @@ BEHAVIOURS: tuple[HostBehaviour, ...] = (
     HostBehaviour(23, "1.23.2", syncs_after_replay=False),
     HostBehaviour(24, "1.24.4", syncs_after_replay=False),
     HostBehaviour(25, "1.25.1", syncs_after_replay=False),
-    HostBehaviour(26, "1.26.0", syncs_after_replay=False),
+    HostBehaviour(26, "1.26.0", syncs_after_replay=False, limits_kernel_ep_version=True),
     HostBehaviour(27, "1.27.0", syncs_after_replay=True),
     HostBehaviour(28, "1.28.0", syncs_after_replay=True),
     HostBehaviour(29, "1.29.0", syncs_after_replay=True),

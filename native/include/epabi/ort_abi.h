@@ -66,6 +66,7 @@ typedef struct OrtLoopKernelHelper OrtLoopKernelHelper;
 typedef struct OrtMemoryDevice OrtMemoryDevice;
 typedef struct OrtMemoryInfo OrtMemoryInfo;
 typedef struct OrtModel OrtModel;
+typedef struct OrtModelEditorApi OrtModelEditorApi;
 typedef struct OrtNode OrtNode;
 typedef struct OrtNodeComputeContext OrtNodeComputeContext;
 typedef struct OrtNodeComputeInfo OrtNodeComputeInfo;
@@ -88,8 +89,10 @@ typedef struct OrtTypeInfo OrtTypeInfo;
 typedef struct OrtValue OrtValue;
 typedef struct OrtValueInfo OrtValueInfo;
 
-/* Pointer-sized callbacks that epabi passes through but never calls; declared without parameters. */
-typedef void (*OrtKernelCreateFunc)(void);
+/* Made by a kernel-registry plugin for KernelRegistry_AddKernel; the host calls it once per node it assigns to
+ * that kernel, with the state the plugin registered and the node's kernel info (since 1.24). */
+typedef OrtStatus* (*OrtKernelCreateFunc)(void* kernel_create_func_state, const OrtKernelInfo* info, OrtKernelImpl** kernel_out);
+/* A pointer-sized callback that epabi passes through but never calls; declared without parameters. */
 typedef void (*OrtExperimentalFnPtr)(void);
 
 /* ---- enums (values fixed by ONNX Runtime; a C enum is 4 bytes) ------------------------------- */
@@ -236,7 +239,10 @@ struct OrtApi {
     OrtStatus* (*AllocatorFree)(OrtAllocator* ort_allocator, void* p); /* 76 since v1 */
     OrtStatus* (*AllocatorGetInfo)(const OrtAllocator* ort_allocator, const OrtMemoryInfo** out); /* 77 since v1 */
     OrtStatus* (*GetAllocatorWithDefaultOptions)(OrtAllocator** out); /* 78 since v1 */
-    void* reserved_79_87[9];
+    void* reserved_79_84[6];
+    OrtStatus* (*KernelInfoGetAttribute_float)(const OrtKernelInfo* info, const char* name, float* out); /* 85 since v1 */
+    OrtStatus* (*KernelInfoGetAttribute_int64)(const OrtKernelInfo* info, const char* name, int64_t* out); /* 86 since v1 */
+    OrtStatus* (*KernelInfoGetAttribute_string)(const OrtKernelInfo* info, const char* name, char* out, size_t* size); /* 87 since v1 */
     OrtStatus* (*KernelContext_GetInputCount)(const OrtKernelContext* context, size_t* out); /* 88 since v1 */
     OrtStatus* (*KernelContext_GetOutputCount)(const OrtKernelContext* context, size_t* out); /* 89 since v1 */
     OrtStatus* (*KernelContext_GetInput)(const OrtKernelContext* context, size_t index, const OrtValue** out); /* 90 since v1 */
@@ -251,34 +257,58 @@ struct OrtApi {
     void (*ReleaseTensorTypeAndShapeInfo)(OrtTensorTypeAndShapeInfo*); /* 99 since v1 */
     void* reserved_100_129[30];
     OrtStatus* (*AddSessionConfigEntry)(OrtSessionOptions* options, const char* config_key, const char* config_value); /* 130 since v5 */
-    void* reserved_131_164[34];
+    void* reserved_131_131[1];
+    void (*ReleaseAllocator)(OrtAllocator*); /* 132 since v5 */
+    void* reserved_133_161[29];
+    OrtStatus* (*KernelInfoGetAttributeArray_float)(const OrtKernelInfo* info, const char* name, float* out, size_t* size); /* 162 since v8 */
+    OrtStatus* (*KernelInfoGetAttributeArray_int64)(const OrtKernelInfo* info, const char* name, int64_t* out, size_t* size); /* 163 since v8 */
+    void* reserved_164_164[1];
     OrtStatus* (*AddRunConfigEntry)(OrtRunOptions* options, const char* config_key, const char* config_value); /* 165 since v8 */
     void* reserved_166_192[27];
     OrtStatus* (*KernelContext_GetGPUComputeStream)(const OrtKernelContext* context, void** out); /* 193 since v10 */
     OrtStatus* (*GetTensorMemoryInfo)(const OrtValue* value, const OrtMemoryInfo** mem_info); /* 194 since v10 */
-    void* reserved_195_224[30];
+    void* reserved_195_216[22];
+    OrtStatus* (*CopyKernelInfo)(const OrtKernelInfo* info, OrtKernelInfo** info_copy); /* 217 since 1.12 */
+    void (*ReleaseKernelInfo)(OrtKernelInfo*); /* 218 since 1.12 */
+    void* reserved_219_224[6];
     void (*MemoryInfoGetDeviceType)(const OrtMemoryInfo* ptr, OrtMemoryInfoDeviceType* out); /* 225 since 1.14 */
-    void* reserved_226_236[11];
+    void* reserved_226_229[4];
+    OrtStatus* (*KernelInfo_GetInputCount)(const OrtKernelInfo* info, size_t* out); /* 230 since 1.14 */
+    OrtStatus* (*KernelInfo_GetOutputCount)(const OrtKernelInfo* info, size_t* out); /* 231 since 1.14 */
+    OrtStatus* (*KernelInfo_GetInputName)(const OrtKernelInfo* info, size_t index, char* out, size_t* size); /* 232 since 1.14 */
+    OrtStatus* (*KernelInfo_GetOutputName)(const OrtKernelInfo* info, size_t index, char* out, size_t* size); /* 233 since 1.14 */
+    OrtStatus* (*KernelInfo_GetInputTypeInfo)(const OrtKernelInfo* info, size_t index, OrtTypeInfo** type_info); /* 234 since 1.14 */
+    OrtStatus* (*KernelInfo_GetOutputTypeInfo)(const OrtKernelInfo* info, size_t index, OrtTypeInfo** type_info); /* 235 since 1.14 */
+    OrtStatus* (*KernelInfoGetAttribute_tensor)(const OrtKernelInfo* info, const char* name, OrtAllocator* allocator, OrtValue** out); /* 236 since v14 */
     OrtStatus* (*HasSessionConfigEntry)(const OrtSessionOptions* options, const char* config_key, int* out); /* 237 since 1.14 */
     OrtStatus* (*GetSessionConfigEntry)(const OrtSessionOptions* options, const char* config_key, char* config_value, size_t* size); /* 238 since 1.14 */
-    void* reserved_239_245[7];
+    void* reserved_239_243[5];
+    OrtStatus* (*KernelInfo_GetNodeName)(const OrtKernelInfo* info, char* out, size_t* size); /* 244 since 1.15 */
+    OrtStatus* (*KernelInfo_GetLogger)(const OrtKernelInfo* info, const OrtLogger** logger); /* 245 since 1.15 */
     OrtStatus* (*KernelContext_GetLogger)(const OrtKernelContext* context, const OrtLogger** logger); /* 246 since 1.15 */
     OrtStatus* (*Logger_LogMessage)(const OrtLogger* logger, OrtLoggingLevel log_severity_level, const char* message, const ORTCHAR_T* file_path, int line_number, const char* func_name); /* 247 since 1.15 */
     OrtStatus* (*Logger_GetLoggingSeverityLevel)(const OrtLogger* logger, OrtLoggingLevel* out); /* 248 since 1.15 */
-    void* reserved_249_252[4];
+    OrtStatus* (*KernelInfoGetConstantInput_tensor)(const OrtKernelInfo* info, size_t index, int* is_constant, const OrtValue** out); /* 249 since 1.15 */
+    void* reserved_250_252[3];
     OrtStatus* (*KernelContext_GetAllocator)(const OrtKernelContext* context, const OrtMemoryInfo* mem_info, OrtAllocator** out); /* 253 since 1.15 */
     void* reserved_254_264[11];
     OrtStatus* (*KernelContext_GetResource)(const OrtKernelContext* context, int resource_version, int resource_id, void** resource); /* 265 since 1.16 */
     void* reserved_266_271[6];
     OrtStatus* (*ReadOpAttr)(const OrtOpAttr* op_attr, OrtOpAttrType type, void* data, size_t len, size_t* out); /* 272 since 1.17 */
-    void* reserved_273_284[12];
+    void* reserved_273_273[1];
+    OrtStatus* (*KernelContext_ParallelFor)(const OrtKernelContext* context, void (*fn)(void*, size_t), size_t total, size_t num_batch, void* usr_data); /* 274 since 1.17 */
+    void* reserved_275_276[2];
+    OrtStatus* (*KernelContext_GetScratchBuffer)(const OrtKernelContext* context, const OrtMemoryInfo* mem_info, size_t count_or_bytes, void** out); /* 277 since 1.18 */
+    OrtStatus* (*KernelInfoGetAllocator)(const OrtKernelInfo* info, OrtMemType mem_type, OrtAllocator** out); /* 278 since 1.18 */
+    void* reserved_279_284[6];
     void (*ReleaseValueInfo)(OrtValueInfo*); /* 285 since 1.22 */
     void (*ReleaseNode)(OrtNode*); /* 286 since 1.22 */
     void (*ReleaseGraph)(OrtGraph*); /* 287 since 1.22 */
     void (*ReleaseModel)(OrtModel*); /* 288 since 1.22 */
     OrtStatus* (*GetValueInfoName)(const OrtValueInfo* value_info, const char** name); /* 289 since 1.22 */
     OrtStatus* (*GetValueInfoTypeInfo)(const OrtValueInfo* value_info, const OrtTypeInfo** type_info); /* 290 since 1.22 */
-    void* reserved_291_294[4];
+    const OrtModelEditorApi* (*GetModelEditorApi)(void); /* 291 since 1.22 */
+    void* reserved_292_294[3];
     void (*CreateKeyValuePairs)(OrtKeyValuePairs** out); /* 295 since 1.22 */
     void (*AddKeyValuePair)(OrtKeyValuePairs* kvps, const char* key, const char* value); /* 296 since 1.22 */
     const char* (*GetKeyValue)(const OrtKeyValuePairs* kvps, const char* key); /* 297 since 1.22 */
@@ -365,9 +395,15 @@ struct OrtApi {
     OrtStatus* (*CopyTensors)(const OrtEnv* env, const OrtValue* const* src_tensors, OrtValue* const* dst_tensors, OrtSyncStream* stream, size_t num_tensors); /* 386 since 1.23 */
     void* reserved_387_389[3];
     bool (*TensorTypeAndShape_HasShape)(const OrtTensorTypeAndShapeInfo* info); /* 390 since 1.24 */
-    void* reserved_391_413[23];
+    OrtStatus* (*KernelInfo_GetConfigEntries)(const OrtKernelInfo* info, OrtKeyValuePairs** out); /* 391 since 1.24 */
+    OrtStatus* (*KernelInfo_GetOperatorDomain)(const OrtKernelInfo* info, char* out, size_t* size); /* 392 since 1.24 */
+    OrtStatus* (*KernelInfo_GetOperatorType)(const OrtKernelInfo* info, char* out, size_t* size); /* 393 since 1.24 */
+    OrtStatus* (*KernelInfo_GetOperatorSinceVersion)(const OrtKernelInfo* info, int* since_version); /* 394 since 1.24 */
+    void* reserved_395_413[19];
     OrtStatus* (*GetTensorElementTypeAndShapeDataReference)(const OrtValue* value, ONNXTensorElementDataType* elem_type, const int64_t** shape_data, size_t* shape_data_count); /* 414 since 1.24 */
-    void* reserved_415_420[6];
+    void* reserved_415_416[2];
+    OrtStatus* (*KernelInfoGetAttributeArray_string)(const OrtKernelInfo* info, const char* name, OrtAllocator* allocator, char*** out, size_t* size); /* 417 since 1.25 */
+    void* reserved_418_420[3];
     OrtStatus* (*SessionReleaseCapturedGraph)(OrtSession* session, int graph_annotation_id); /* 421 since 1.27 */
     OrtExperimentalFnPtr (*GetExperimentalFunction)(const char* name); /* 422 since 1.28 */
     OrtStatus* (*KernelContext_GetSyncStream)(const OrtKernelContext* context, OrtSyncStream** out); /* 423 since 1.28 */
@@ -515,6 +551,18 @@ struct OrtNodeComputeInfo {
     OrtStatus* (*CreateState)(OrtNodeComputeInfo* this_ptr, OrtNodeComputeContext* compute_context, void** compute_state); /* 1 since 1.23 */
     OrtStatus* (*Compute)(OrtNodeComputeInfo* this_ptr, void* compute_state, OrtKernelContext* kernel_context); /* 2 since 1.23 */
     void (*ReleaseState)(OrtNodeComputeInfo* this_ptr, void* compute_state); /* 3 since 1.23 */
+};
+
+/* One per node a kernel-registry EP runs, made by its OrtKernelCreateFunc; the host calls Release when the
+ * session ends. Two 4-byte fields share slot 0 (ort_version_supported @0, flags @4); PrePackWeight and
+ * SetSharedPrePackedWeight are read only when ort_version_supported >= 24, Compute and Release always. */
+struct OrtKernelImpl {
+    uint32_t ort_version_supported; /* 0 since 1.24 */
+    uint32_t flags; /* 0 since 1.24 */
+    OrtStatus* (*Compute)(OrtKernelImpl* this_ptr, OrtKernelContext* context); /* 1 since 1.24 */
+    void (*Release)(OrtKernelImpl* this_ptr); /* 2 since 1.24 */
+    OrtStatus* (*PrePackWeight)(OrtKernelImpl* this_ptr, const OrtValue* tensor, int input_index, OrtAllocator* allocator, OrtSharedPrePackedWeightCache* prepacked_weight_cache, bool* is_packed); /* 3 since 1.24 */
+    OrtStatus* (*SetSharedPrePackedWeight)(OrtKernelImpl* this_ptr, const void* const* buffer_data_ptrs, const size_t* buffer_data_sizes, size_t num_buffers, int input_index); /* 4 since 1.24 */
 };
 
 /* Returned by OrtEpFactory::CreateDataTransfer; the host calls Release when done with it. */
