@@ -75,6 +75,10 @@ bool epabi_attr_floats(const struct epabi_node* node, const char* name, float* o
 bool epabi_attr_string(const struct epabi_node* node, const char* name, char* buf, size_t cap);
 /* True when the node has an attribute of that name (any type). */
 bool epabi_attr_has(const struct epabi_node* node, const char* name);
+/* A tensor attribute (ConstantOfShape's value): its dtype and element count, and up to cap bytes of its data
+ * copied into out. False when absent, not a tensor, or unreadable. */
+bool epabi_attr_tensor(const struct epabi_node* node, const char* name, ONNXTensorElementDataType* dtype, void* out,
+                       size_t cap, size_t* count);
 
 /* The run context the executor passes to run(). Opaque to kernels. */
 struct epabi_exec;
