@@ -23,7 +23,8 @@ from onnx.reference import ReferenceEvaluator
 KERNEL_OPS = frozenset(
     "MatMul Gemm Add Sub Mul Div Pow Max Min Sqrt Reciprocal Exp Erf Tanh Relu Sigmoid Abs Softmax LayerNormalization "
     "ReduceSum ReduceMean ReduceMax Transpose Reshape Squeeze Unsqueeze Identity Cast Concat Slice Expand Equal "
-    "Where Gather Conv GlobalMaxPool Shape".split()
+    "Where Gather Conv GlobalMaxPool Shape "
+    "Split Flatten Tile Pad".split()
 )
 
 

@@ -60,6 +60,7 @@ static_assert(sizeof(layernorm_launch) == 296, "layernorm_launch layout");
 static_assert(sizeof(gmaxpool_launch) == 32, "gmaxpool_launch layout");
 static_assert(sizeof(reduce_launch) == 136, "reduce_launch layout");
 static_assert(sizeof(softmax_launch) == 56, "softmax_launch layout");
+static_assert(sizeof(pad_args) == 304, "pad_args layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -200,6 +201,17 @@ static_assert(EP_OFF(softmax_launch, sum) == 24, "softmax_launch.sum");
 static_assert(EP_OFF(softmax_launch, outer) == 32, "softmax_launch.outer");
 static_assert(EP_OFF(softmax_launch, len) == 40, "softmax_launch.len");
 static_assert(EP_OFF(softmax_launch, inner) == 48, "softmax_launch.inner");
+static_assert(EP_OFF(pad_args, src) == 0, "pad_args.src");
+static_assert(EP_OFF(pad_args, dst) == 8, "pad_args.dst");
+static_assert(EP_OFF(pad_args, elsize) == 16, "pad_args.elsize");
+static_assert(EP_OFF(pad_args, mode) == 24, "pad_args.mode");
+static_assert(EP_OFF(pad_args, rank) == 28, "pad_args.rank");
+static_assert(EP_OFF(pad_args, in_dims) == 32, "pad_args.in_dims");
+static_assert(EP_OFF(pad_args, in_strides) == 96, "pad_args.in_strides");
+static_assert(EP_OFF(pad_args, out_dims) == 160, "pad_args.out_dims");
+static_assert(EP_OFF(pad_args, begin) == 224, "pad_args.begin");
+static_assert(EP_OFF(pad_args, value_src) == 288, "pad_args.value_src");
+static_assert(EP_OFF(pad_args, value) == 296, "pad_args.value");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -1115,3 +1127,50 @@ EP_KERNEL softmax_strided_f32(const EP_GC softmax_launch L, int64_t n_items) {
         for (int64_t j = 0; j < L.len; ++j) y[j * L.inner] = expf(x[j * L.inner] - m) * inv;
     }
 }
+
+/* ---- Pad / Tile (struct pad_args) --------------------------------------------------------------------- */
+
+/* Where view index i lands in an axis of n elements, as padded_copy.c's epabi_pad_map_index: -1 is CONSTANT's
+ * "no element". */
+EP_DEV int64_t pad_map(int mode, int64_t i, int64_t n) {
+    if (i >= 0 && i < n) return i;
+    if (mode == PAD_EDGE) return i < 0 ? 0 : n - 1;
+    if (mode == PAD_WRAP) {
+        const int64_t m = i % n;
+        return m < 0 ? m + n : m;
+    }
+    if (mode == PAD_REFLECT) {
+        if (n == 1) return 0;
+        const int64_t period = 2 * (n - 1);
+        int64_t m = i % period;
+        if (m < 0) m += period;
+        return m < n ? m : period - m;
+    }
+    return -1;
+}
+
+/* One thread per output element; T is the unsigned integer of elsize bytes (the constant: value_src's element, or
+ * the low bytes of value). */
+template <typename T> EP_DEV void pad_copy(const pad_args& a, int64_t n) {
+    const T* src = (const T*)a.src;
+    T* dst = (T*)a.dst;
+    const T value = a.value_src != nullptr ? *(const T*)a.value_src : (T)a.value;
+    GRID_LOOP(e, n) {
+        int64_t rem = e, off = 0;
+        bool hole = false;
+        for (int d = a.rank - 1; d >= 0; --d) {
+            const int64_t od = rem % a.out_dims[d];
+            rem /= a.out_dims[d];
+            const int64_t m = pad_map(a.mode, od - a.begin[d], a.in_dims[d]);
+            if (m < 0) hole = true;
+            off += m * a.in_strides[d];
+        }
+        dst[e] = hole ? value : src[off];
+    }
+}
+
+EP_KERNEL pad_copy_1(const EP_GC pad_args a, int64_t n) { pad_copy<uint8_t>(a, n); }
+EP_KERNEL pad_copy_2(const EP_GC pad_args a, int64_t n) { pad_copy<uint16_t>(a, n); }
+EP_KERNEL pad_copy_4(const EP_GC pad_args a, int64_t n) { pad_copy<uint32_t>(a, n); }
+EP_KERNEL pad_copy_8(const EP_GC pad_args a, int64_t n) { pad_copy<uint64_t>(a, n); }
+

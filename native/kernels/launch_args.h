@@ -65,7 +65,8 @@ enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
     X(LAYERNORM, layernorm, layernorm_launch)                  \
     X(GLOBAL_MAXPOOL, gmaxpool, gmaxpool_launch)               \
     X(REDUCE, reduce, reduce_launch)                           \
-    X(SOFTMAX, softmax, softmax_launch)
+    X(SOFTMAX, softmax, softmax_launch)                        \
+    X(PAD, pad, pad_args)
 
 enum epabi_launch_kind {
 #define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
@@ -243,6 +244,26 @@ struct softmax_launch {
     float* max;       /* inner floats of scratch (inner > 1 only) */
     float* sum;
     int64_t outer, len, inner;
+};
+
+/* Pad and Tile: output element (o_0..o_r-1) reads view element (m_0..m_r-1), m_k = o_k - begin[k] mapped into
+ * [0, in_dims[k]) by the mode: CONSTANT leaves an index outside as "no element" (the output gets `value`), REFLECT
+ * mirrors about the first and last element (without repeating them), EDGE clamps, WRAP takes it modulo in_dims[k].
+ * Tile is WRAP with begin 0. The view is the input after negative pads cropped it. */
+enum pad_mode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
+
+struct pad_args {
+    const unsigned char* src;             /* view element (0, ..., 0); unused when the view is empty */
+    unsigned char* dst;
+    size_t elsize;                        /* 1, 2, 4 or 8 */
+    enum pad_mode mode;
+    int rank;                             /* >= 1 */
+    int64_t in_dims[EPABI_MAX_RANK];      /* the view; >= 1 wherever a mode other than CONSTANT maps */
+    int64_t in_strides[EPABI_MAX_RANK];   /* elements */
+    int64_t out_dims[EPABI_MAX_RANK];
+    int64_t begin[EPABI_MAX_RANK];        /* >= 0 */
+    const unsigned char* value_src;       /* CONSTANT's element (Pad's constant_value input); NULL: value */
+    uint64_t value;                       /* else the element in its first elsize bytes (memory order) */
 };
 
 #endif

@@ -23,6 +23,7 @@ import ort_smoke as S
 
 F, I32, I64, B = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL
 NPT = {F: np.float32, I32: np.int32, I64: np.int64, B: np.bool_}
+TN = {F: "f32", I32: "i32", I64: "i64", B: "bool"}
 rng = np.random.default_rng(7)
 
 
@@ -128,6 +129,56 @@ for t in (F, I32, I64, B):
     one_node(f"shape15b_{tn}", "Shape", [("x", t, x)], {"start": 1, "end": -1}, opset=21, out_type=I64, symbolic=True)
 
 
+def multi_out(name, op, inputs, n_out, attrs=None, opset=18, as_init=()):
+    """one_node for ops with several outputs (Split)."""
+    vis, feeds, inits, names = [], {}, [], []
+    for nm, t, a in inputs:
+        names.append(nm)
+        if nm in as_init:
+            inits.append(S.init(nm, a))
+        else:
+            vis.append(S.vi(nm, t, list(np.asarray(a).shape)))
+            feeds[nm] = a
+    outs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op, names, outs, name=f"n_{name}", **(attrs or {}))
+    m = S.make_model([node], vis, [S.vi(o, inputs[0][1], None) for o in outs], inits, opset=opset)
+    cases.append((name, m, feeds, {"expect_ours": 1}))
+
+
+def copy_ops():
+    """Split, Flatten, Tile and Pad: one-node models, their shape inputs at run time and as initializers."""
+    value = {F: 1.5, I32: -7, I64: 2 ** 40, B: True}
+    for t in (F, I32, I64, B):
+        tn = TN[t]
+        x = data((2, 6, 4), t)
+        multi_out(f"split13_{tn}", "Split", [("x", t, x), ("s", I64, np.array([1, 5]))], 2, {"axis": 1}, opset=13)
+        multi_out(f"split13_init_{tn}", "Split", [("x", t, x), ("s", I64, np.array([3, 1]))], 2, {"axis": -1},
+                  opset=13, as_init=("s",))
+        multi_out(f"split18_{tn}", "Split", [("x", t, x)], 3, {"axis": 1, "num_outputs": 3})
+        multi_out(f"split11_{tn}", "Split", [("x", t, x)], 2, {"split": [2, 4], "axis": 1}, opset=11)
+        for ax in (0, 2, -1):
+            one_node(f"flatten_{tn}_ax{ax}", "Flatten", [("x", t, x)], {"axis": ax}, opset=13)
+        for init in ((), ("r",)):
+            tag = "init" if init else "rt"
+            one_node(f"tile_{tn}_{tag}", "Tile", [("x", t, x), ("r", I64, np.array([2, 1, 3]))], opset=13,
+                     as_init=init)
+            one_node(f"pad_{tn}_{tag}", "Pad", [("x", t, x), ("p", I64, np.array([0, 1, 2, 1, 0, 3]))], opset=18,
+                     as_init=init)
+            for mode in ("edge", "reflect"):
+                one_node(f"pad_{mode}_{tn}_{tag}", "Pad", [("x", t, x), ("p", I64, np.array([1, 2, 0, 0, 3, 1]))],
+                         {"mode": mode}, opset=18, as_init=init)
+        for init in ((), ("v",)):
+            one_node(f"pad_value_axes_{tn}_{'init' if init else 'rt'}", "Pad",
+                     [("x", t, x), ("p", I64, np.array([1, -1])), ("v", t, np.array(value[t], NPT[t])),
+                      ("a", I64, np.array([-2]))], opset=18, as_init=init)
+        # pads within the axis lengths: ORT before 1.32 wraps a longer pre-pad wrongly (shape_cases.py checks those)
+        one_node(f"pad_wrap_{tn}", "Pad", [("x", t, x), ("p", I64, np.array([0, 2, 3, 0, 5, 1]))], {"mode": "wrap"},
+                 opset=19)
+
+
+copy_ops()
+
+
 def chain():
     """Magika-style shape plumbing: everything runtime-computed, int64 and int32 mixed."""
     n = helper.make_node
@@ -182,6 +233,15 @@ def errors():
     m = S.make_model([n("Gather", ["x", "i"], ["y"], name="ga")], [S.vi("x", F, [2, 3]), S.vi("i", I64, [2])],
                      [S.vi("y", F, None)], opset=13)
     out.append(("gather_oob", m, {"x": data((2, 3), F), "i": np.array([1, 2])}, "Gather"))
+    m = S.make_model([n("Pad", ["x", "p"], ["y"], mode="reflect", name="pd")],
+                     [S.vi("x", F, [2, 3]), S.vi("p", I64, [4])], [S.vi("y", F, None)], opset=18)
+    out.append(("pad_reflect_too_far", m, {"x": data((2, 3), F), "p": np.array([0, 3, 0, 0])}, "Pad"))
+    m = S.make_model([n("Tile", ["x", "r"], ["y"], name="tl")], [S.vi("x", F, [2, 3]), S.vi("r", I64, [2])],
+                     [S.vi("y", F, None)], opset=13)
+    out.append(("tile_negative", m, {"x": data((2, 3), F), "r": np.array([1, -2])}, "Tile"))
+    m = S.make_model([n("Split", ["x", "s"], ["y0", "y1"], name="sp")], [S.vi("x", F, [5]), S.vi("s", I64, [2])],
+                     [S.vi("y0", F, None), S.vi("y1", F, None)], opset=13)
+    out.append(("split_sum", m, {"x": data((5,), F), "s": np.array([2, 2])}, "Split"))
     fails = 0
     for name, m, feeds, word in out:
         sess = S.session(m, True)

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks the data-movement kernels (transpose, reshape, squeeze/unsqueeze/identity, expand, concat, slice,
-gather, shape) through shape_harness.c.
+gather, shape; split, flatten, tile, pad) through
+shape_harness.c.
 
 Builds the harness (harness_build.py: every native/kernels/*.c plus native/api.c), feeds it every case on
 stdin, and compares each result exactly with onnx.reference.ReferenceEvaluator on a one-node model, or with
@@ -34,7 +35,8 @@ from shape_check import DT, I32MAX, I64MAX, I64MIN, Case, run_cases
 
 ALL_DT = [np.float32, np.int32, np.int64, np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.float16, np.float64,
           np.uint32, np.uint64]
-OPS = {"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Expand", "Concat", "Slice", "Gather", "Shape"}
+OPS = {"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Expand", "Concat", "Slice", "Gather", "Shape",
+       "Split", "Flatten", "Tile", "Pad"}
 
 
 def spec_slice(x, starts, ends, axes=None, steps=None):
@@ -354,14 +356,194 @@ def all_cases(substring: str = "") -> list[Case]:
     add("sh_v13_ignores_start", "Shape", 13, [(arr((2, 3, 4)), "")], {"start": 1},
         expect=[np.array([2, 3, 4], np.int64)])
 
+    cases += movement_cases()
     cases = [c for c in cases if substring in c.name]
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "duplicate case names"
     return cases
 
 
+def movement_cases() -> list[Case]:
+    """Split, Flatten, Tile and Pad, from a generator of their
+    own so the other ops' inputs stay as they were. Explicit expectations mark where ONNX Runtime's CPU EP, which
+    the kernels follow, and the reference differ (or the reference lacks the case)."""
+    rng = np.random.default_rng(16)
+    cases = []
+
+    def add(*a, **k):
+        cases.append(Case(*a, **k))
+
+    def arr(shape, dtype=np.float32):
+        n = int(np.prod(shape)) if len(shape) else 1
+        if np.dtype(dtype) == np.bool_:
+            return (rng.integers(0, 2, n) == 1).reshape(shape)
+        if np.dtype(dtype).kind == "f":
+            return rng.standard_normal(n).astype(dtype).reshape(shape)
+        info = np.iinfo(dtype)
+        return rng.integers(max(info.min, -100), min(info.max, 100), n, endpoint=True).astype(dtype).reshape(shape)
+
+    def i64(*v):
+        return np.array(v, dtype=np.int64)
+
+    def i32(*v):
+        return np.array(v, dtype=np.int32)
+
+    def f32(*v):
+        return np.array(v, dtype=np.float32)
+
+    # ---- Split ----------------------------------------------------------------------------------------
+    x64 = arr((6, 4))
+    add("sp_v2_attr", "Split", 2, [(x64, "")], {"split": [2, 4]}, nout=2)
+    add("sp_v11_neg_axis", "Split", 11, [(x64, "")], {"axis": -1, "split": [1, 3]}, nout=2)
+    add("sp_v11_equal", "Split", 11, [(x64, "")], {"axis": 1}, nout=2)
+    add("sp_v13_input", "Split", 13, [(x64, ""), (i64(2, 0, 4), "s")], nout=3)
+    add("sp_v13_input_const", "Split", 13, [(x64, ""), (i64(1, 3), "sc")], {"axis": 1}, nout=2)
+    add("sp_v13_input_i32", "Split", 13, [(x64, ""), (i32(5, 1), "s")], nout=2, expect=[x64[:5], x64[5:]])
+    add("sp_v13_empty_input", "Split", 13, [(x64, ""), (np.zeros((0,), np.int64), "s")], nout=3,
+        expect=[x64[:2], x64[2:4], x64[4:]])  # ONNX Runtime: an empty split means "not given"
+    add("sp_v13_absent_input", "Split", 13, [(x64, ""), None], {"axis": 0}, nout=2)
+    add("sp_v18_num_outputs", "Split", 18, [(arr((7, 2)), "")], {"num_outputs": 3}, nout=3)
+    x4 = arr((4, 3), np.int32)
+    add("sp_v18_num_outputs_empty_last", "Split", 18, [(x4, "")], {"num_outputs": 3}, nout=3,
+        expect=[x4[:2], x4[2:4], x4[4:]])
+    add("sp_v18_input", "Split", 18, [(x64, ""), (i64(3, 3), "s")], nout=2)
+    for dt in ALL_DT:
+        add(f"sp_dt_{np.dtype(dt).name}", "Split", 13, [(arr((4, 3, 2), dt), "")], {"axis": 1}, nout=3)
+    add("sp_rank8", "Split", 13, [(arr((2, 1, 2, 1, 2, 3, 1, 2)), ""), (i64(1, 2), "s")], {"axis": 5}, nout=2)
+    add("sp_empty_axis", "Split", 13, [(arr((0, 3)), "")], nout=2)
+    add("sp_empty_outer", "Split", 13, [(arr((0, 4)), ""), (i64(1, 3), "s")], {"axis": 1}, nout=2)
+    add("sp_one", "Split", 13, [(x64, "")], nout=1)
+    add("sp_many", "Split", 13, [(arr((40, 2), np.int64), "")], nout=40)
+    add("sp_big", "Split", 13, [(arr((30, 70, 9)), ""), (i64(20, 50), "s")], {"axis": 1}, nout=2)
+    add("sp_err_sum", "Split", 13, [(arr((5,)), ""), (i64(2, 2), "s")], nout=2, expect="error", match="sum")
+    add("sp_err_negative", "Split", 13, [(arr((5,)), ""), (i64(-1, 6), "s")], nout=2, expect="error")
+    add("sp_err_count", "Split", 13, [(arr((5,)), ""), (i64(1, 1, 3), "s")], nout=2, expect="error")
+    add("sp_err_uneven", "Split", 13, [(arr((5,)), "")], nout=2, expect="error", match="evenly")
+    add("sp_err_attr_sum", "Split", 11, [(arr((5,)), "")], {"split": [2, 2]}, nout=2, expect="error")
+    add("sp_err_num_outputs_negative", "Split", 18, [(arr((5,)), "")], {"num_outputs": 4}, nout=4, expect="error",
+        match="negative")
+    add("sp_refuse_num_outputs", "Split", 18, [(arr((6,)), "")], {"num_outputs": 2}, nout=3, expect="refused")
+    add("sp_refuse_both", "Split", 18, [(arr((6,)), ""), (i64(3, 3), "s")], {"num_outputs": 2}, nout=2,
+        expect="refused")
+    add("sp_refuse_axis", "Split", 13, [(x64, "")], {"axis": 2}, nout=2, expect="refused")
+    add("sp_refuse_attr_count", "Split", 11, [(x64, "")], {"split": [2, 2, 2]}, nout=2, expect="refused")
+    add("sp_refuse_float_split", "Split", 13, [(x64, ""), (f32(3, 3), "s")], nout=2, expect="refused")
+
+    # ---- Flatten --------------------------------------------------------------------------------------
+    x234 = arr((2, 3, 4))
+    for v in (1, 9, 11, 13, 21, 23, 24, 25):
+        add(f"fl_v{v}", "Flatten", v, [(x234, "")])
+    for ax in (-3, -2, -1, 0, 1, 2, 3):
+        add(f"fl_axis{ax}", "Flatten", 13, [(x234, "")], {"axis": ax})
+    for dt in ALL_DT:
+        add(f"fl_dt_{np.dtype(dt).name}", "Flatten", 13, [(arr((2, 2, 3), dt), "")], {"axis": 2})
+    add("fl_scalar", "Flatten", 13, [(np.array(2.5, np.float32), "")], {"axis": 0})
+    add("fl_empty", "Flatten", 13, [(arr((0, 3, 2)), "")], {"axis": 2}, expect=[np.zeros((0, 2), np.float32)])
+    add("fl_rank8", "Flatten", 13, [(arr((2, 1, 2, 1, 2, 1, 2, 1)), "")], {"axis": 5})
+    add("fl_refuse_axis", "Flatten", 13, [(x234, "")], {"axis": 4}, expect="refused")
+    add("fl_err_axis_unknown_rank", "Flatten", 13, [(x234, "u")], {"axis": -4}, expect="error")
+
+    # ---- Tile -----------------------------------------------------------------------------------------
+    x23 = arr((2, 3))
+    for v in (6, 13):
+        add(f"tl_v{v}", "Tile", v, [(x23, ""), (i64(2, 1), "s")])
+    for dt in ALL_DT:
+        add(f"tl_dt_{np.dtype(dt).name}", "Tile", 13, [(arr((2, 1, 2), dt), ""), (i64(1, 2, 3), "s")])
+    add("tl_const", "Tile", 13, [(x23, ""), (i64(3, 2), "sc")])
+    add("tl_int32_repeats", "Tile", 13, [(x23, ""), (i32(1, 3), "s")], expect=[np.tile(x23, (1, 3))])
+    add("tl_zero", "Tile", 13, [(x23, ""), (i64(0, 2), "s")])
+    add("tl_ones", "Tile", 13, [(arr((1, 5, 1)), ""), (i64(1, 1, 1), "s")])
+    add("tl_scalar", "Tile", 13, [(np.array(7, np.int64), ""), (np.zeros((0,), np.int64), "s")],
+        expect=[np.array(7, np.int64)])
+    add("tl_empty", "Tile", 13, [(arr((0, 3)), ""), (i64(4, 2), "s")])
+    add("tl_rank8", "Tile", 13, [(arr((1, 2, 1, 2, 1, 2, 1, 2)), ""), (i64(2, 1, 2, 1, 3, 1, 1, 2), "s")])
+    add("tl_big", "Tile", 13, [(arr((30, 50)), ""), (i64(3, 4), "s")])
+    add("tl_inner_one", "Tile", 13, [(arr((4, 1)), ""), (i64(2, 7), "s")])
+    add("tl_err_negative", "Tile", 13, [(x23, ""), (i64(1, -1), "s")], expect="error", match="negative")
+    add("tl_err_length", "Tile", 13, [(x23, ""), (i64(2), "s")], expect="error")
+    add("tl_err_2d", "Tile", 13, [(x23, ""), (np.array([[1, 2]], np.int64), "s")], expect="error")
+    add("tl_refuse_float_repeats", "Tile", 13, [(x23, ""), (f32(1, 2), "s")], expect="refused")
+
+    # ---- Pad ------------------------------------------------------------------------------------------
+    x34 = arr((3, 4))
+    for mode in ("constant", "reflect", "edge"):
+        add(f"pd_v2_{mode}", "Pad", 2, [(x34, "")], {"mode": mode, "pads": [1, 2, 2, 1], "value": 1.5})
+        add(f"pd_v11_{mode}", "Pad", 11, [(x34, ""), (i64(1, 2, 2, 1), "s")], {"mode": mode})
+        add(f"pd_v13_{mode}_const", "Pad", 13, [(x34, ""), (i64(0, 3, 1, 0), "sc")], {"mode": mode})
+        add(f"pd_v18_{mode}_axes", "Pad", 18, [(x34, ""), (i64(2, 1), "s"), None, (i64(-1), "s")], {"mode": mode})
+    add("pd_v11_value", "Pad", 11, [(x34, ""), (i64(1, 1, 1, 1), "s"), (f32(-7.5), "")])
+    add("pd_v2_double", "Pad", 2, [(x34.astype(np.float64), "")], {"pads": [0, 1, 1, 0], "value": 2.0})
+    add("pd_v19_wrap", "Pad", 19, [(x34, ""), (i64(1, 2, 2, 3), "s")], {"mode": "wrap"})
+    add("pd_v19_wrap_large", "Pad", 19, [(x34, ""), (i64(0, 9, 0, 5), "s")], {"mode": "wrap"},
+        expect=[np.pad(x34, ((0, 0), (9, 5)), mode="wrap")])
+    add("pd_v21_constant", "Pad", 21, [(x34, ""), (i64(1, 0, 0, 1), "s")])
+    for dt in ALL_DT:
+        t = np.dtype(dt).name
+        xd = arr((2, 3), dt)
+        add(f"pd_dt_{t}_value", "Pad", 13, [(xd, ""), (i64(1, 0, 2, 2), "s"), (arr((), dt), "")])
+        add(f"pd_dt_{t}_edge", "Pad", 13, [(xd, ""), (i64(0, 2, 1, 1), "s")], {"mode": "edge"})
+        add(f"pd_dt_{t}_reflect", "Pad", 13, [(xd, ""), (i64(1, 2, 0, 1), "s")], {"mode": "reflect"})
+    x56 = arr((5, 6))
+    # negative pads crop, then the padding applies to what is left (ONNX Runtime; the reference pads first)
+    add("pd_crop_constant", "Pad", 13, [(x56, ""), (i64(-1, 2, -2, -3), "s")],
+        expect=[np.pad(x56[1:3, :3], ((0, 0), (2, 0)))])
+    add("pd_crop_reflect", "Pad", 13, [(x56, ""), (i64(-1, -2, 2, 3), "s")], {"mode": "reflect"},
+        expect=[np.pad(x56[1:, 2:], ((0, 2), (0, 3)), mode="reflect")])
+    add("pd_crop_edge", "Pad", 13, [(x56, ""), (i64(2, -3, 0, 4), "s")], {"mode": "edge"},
+        expect=[np.pad(x56[:, 3:], ((2, 0), (0, 4)), mode="edge")])
+    add("pd_crop_wrap", "Pad", 19, [(x56, ""), (i64(0, -1, 0, 4), "s")], {"mode": "wrap"},
+        expect=[np.pad(x56[:, 1:], ((0, 0), (0, 4)), mode="wrap")])
+    add("pd_crop_all", "Pad", 13, [(x56, ""), (i64(0, -3, 0, -3), "s")], expect=[x56[:, 3:3]])
+    # a crop past the end leaves only padding: output index o reads input index o - pre (ONNX Runtime)
+    add("pd_crop_past_end", "Pad", 13, [(x56, ""), (i64(0, -8, 0, 4), "s"), (f32(2.0), "")],
+        expect=[np.full((5, 2), 2.0, np.float32)])
+    add("pd_pad_then_crop", "Pad", 13, [(x56, ""), (i64(0, 4, 0, -7), "s")],
+        expect=[np.concatenate([np.zeros((5, 3), np.float32), x56[:, :0]], 1)])
+    add("pd_pad_then_crop_edge", "Pad", 13, [(x56, ""), (i64(0, 3, 0, -5), "s")], {"mode": "edge"},
+        expect=[np.repeat(x56[:, :1], 4, 1)])
+    x4d = arr((1, 2, 5, 5))
+    add("pd_nchw_constant", "Pad", 13, [(x4d, ""), (i64(0, 0, 1, 1, 0, 0, 1, 1), "s")])
+    add("pd_nchw_reflect", "Pad", 13, [(x4d, ""), (i64(0, 0, 2, 2, 0, 0, 2, 2), "s")], {"mode": "reflect"})
+    add("pd_nchw_edge", "Pad", 13, [(x4d, ""), (i64(0, 0, 3, 1, 0, 0, 0, 2), "s")], {"mode": "edge"})
+    add("pd_1d", "Pad", 13, [(arr((4,), np.int64), ""), (i64(2, 3), "s")], {"mode": "reflect"})
+    add("pd_rank8", "Pad", 13, [(arr((1, 2, 1, 2, 1, 2, 1, 2)), ""),
+                                (i64(0, 1, 0, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 0, 1, 0), "s")])
+    add("pd_big", "Pad", 13, [(arr((3, 64, 65)), ""), (i64(0, 3, 4, 0, 5, 6), "s")], {"mode": "reflect"})
+    add("pd_empty_input", "Pad", 13, [(arr((2, 0)), ""), (i64(0, 1, 0, 2), "s"), (f32(5.0), "")],
+        expect=[np.full((2, 3), 5.0, np.float32)])
+    add("pd_zero_pads", "Pad", 13, [(x34, ""), (i64(0, 0, 0, 0), "s")], {"mode": "reflect"})
+    add("pd_dup_axes", "Pad", 18, [(x34, ""), (i64(1, 2, 1, 1), "s"), None, (i64(1, -1), "s")],
+        expect=[np.pad(x34, ((0, 0), (2, 1)))])  # ONNX Runtime: an axis named twice takes the later pads
+    add("pd_i32_pads", "Pad", 13, [(x34, ""), (i32(1, 0, 0, 1), "s")], expect=[np.pad(x34, ((1, 0), (0, 1)))])
+    add("pd_err_reflect_big", "Pad", 13, [(x34, ""), (i64(0, 4, 0, 0), "s")], {"mode": "reflect"}, expect="error",
+        match="reflect")
+    add("pd_err_reflect_one", "Pad", 13, [(arr((2, 1)), ""), (i64(0, 1, 0, 0), "s")], {"mode": "reflect"},
+        expect="error")
+    add("pd_err_reflect_after_crop", "Pad", 13, [(x34, ""), (i64(0, -2, 0, 2), "s")], {"mode": "reflect"},
+        expect="error")
+    add("pd_err_edge_empty", "Pad", 13, [(arr((2, 0)), ""), (i64(0, 1, 0, 1), "s")], {"mode": "edge"},
+        expect="error", match="empty")
+    add("pd_err_wrap_empty", "Pad", 19, [(arr((2, 0)), ""), (i64(0, 1, 0, 1), "s")], {"mode": "wrap"},
+        expect="error")
+    add("pd_err_crop", "Pad", 13, [(x34, ""), (i64(0, -3, 0, -2), "s")], expect="error")
+    add("pd_err_pads_length", "Pad", 13, [(x34, ""), (i64(0, 1, 0), "s")], expect="error")
+    add("pd_err_pads_2d", "Pad", 13, [(x34, ""), (np.array([[0, 1], [0, 1]], np.int64), "s")], expect="error")
+    add("pd_err_value_size", "Pad", 13, [(x34, ""), (i64(0, 1, 0, 1), "s"), (f32(1, 2), "")], expect="error")
+    add("pd_err_axis", "Pad", 18, [(x34, ""), (i64(1, 1), "s"), None, (i64(2), "s")], expect="error")
+    add("pd_refuse_scalar", "Pad", 13, [(np.array(1.0, np.float32), ""), (np.zeros((0,), np.int64), "s")],
+        expect="refused")
+    add("pd_refuse_wrap_v18", "Pad", 18, [(x34, ""), (i64(0, 1, 0, 1), "s")], {"mode": "wrap"}, expect="refused")
+    add("pd_refuse_mode", "Pad", 13, [(x34, ""), (i64(0, 1, 0, 1), "s")], {"mode": "mirror"}, expect="refused")
+    add("pd_refuse_float_pads", "Pad", 13, [(x34, ""), (f32(0, 1, 0, 1), "s")], expect="refused")
+    add("pd_refuse_value_dtype", "Pad", 13, [(x34, ""), (i64(0, 1, 0, 1), "s"), (i64(3), "")], expect="refused")
+    add("pd_refuse_v2_int", "Pad", 2, [(arr((2, 2), np.int32), "")], {"pads": [0, 1, 0, 1]}, expect="refused")
+
+    return cases
+
+
 # The ONNX backend node cases of our ops; the inputs run() may read (shapes, axes, Gather's indices) are marked "s".
-SHAPE_IN = {"Reshape": {1}, "Expand": {1}, "Slice": {1, 2, 3, 4}, "Squeeze": {1}, "Unsqueeze": {1}, "Gather": {1}}
+SHAPE_IN = {"Reshape": {1}, "Expand": {1}, "Slice": {1, 2, 3, 4}, "Squeeze": {1}, "Unsqueeze": {1}, "Gather": {1},
+            "Split": {1}, "Tile": {1}, "Pad": {1, 3}}
 
 
 def onnx_backend_cases(substring: str = "") -> list[Case]:

@@ -1,0 +1,47 @@
+/*
+ * cuda_launch_index.c - the launchers of the kinds whose kernels compute, per output element, which input element
+ * (or constant) it takes: PAD (Pad, Tile). Which nodes they cover is stated on the kernel descriptors (pad.c,
+ * tile.c); like every launcher (cuda_launch.c) each computes what its kind's host function computes, issues
+ * nothing for empty work, never allocates and never synchronizes. Thread-safety: no state.
+ */
+#include <stdint.h>
+
+#include "cuda_launch_internal.h"
+#include "ep_factory.h"   /* EPABI_EP_NAME */
+
+static OrtStatus* unsupported(const struct epabi_cuda_launch_env* env, const char* what, const char* detail,
+                              int value) {
+    return epabi_error(env->api, ORT_NOT_IMPLEMENTED, EPABI_EP_NAME ": the CUDA kernels do not cover %s with %s %d",
+                       what, detail, value);
+}
+
+static int64_t numel(int rank, const int64_t* dims) {
+    int64_t n = 1;
+    for (int d = 0; d < rank; ++d) n *= dims[d];
+    return n;
+}
+
+/* The kernel of an element size among four consecutive ids (1, 2, 4, 8 bytes); -1 for another size. */
+static int by_elsize(enum epabi_cuda_kernel_id first, size_t elsize) {
+    switch (elsize) {
+    case 1: return (int)first;
+    case 2: return (int)first + 1;
+    case 4: return (int)first + 2;
+    case 8: return (int)first + 3;
+    default: return -1;
+    }
+}
+
+_Static_assert(EPABI_CK_pad_copy_8 - EPABI_CK_pad_copy_1 == 3, "pad_copy kernels in size order");
+
+OrtStatus* epabi_cuda_launch_pad(const struct epabi_cuda_launch_env* env, const struct pad_args* in) {
+    struct pad_args a = *in;
+    if (a.rank < 1 || a.rank > EPABI_MAX_RANK) return unsupported(env, "Pad", "rank", a.rank);
+    int64_t n = numel(a.rank, a.out_dims);
+    if (n <= 0) return NULL;
+    const int id = by_elsize(EPABI_CK_pad_copy_1, a.elsize);
+    if (id < 0) return unsupported(env, "Pad", "element size", (int)a.elsize);
+    void* params[] = {&a, &n};
+    return epabi_cuda_run(env, "Pad", (enum epabi_cuda_kernel_id)id, epabi_cuda_grid(n, EPABI_CUDA_BLOCK), 1, 1,
+                          EPABI_CUDA_BLOCK, params);
+}
