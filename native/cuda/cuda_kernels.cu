@@ -61,6 +61,8 @@ static_assert(sizeof(gmaxpool_launch) == 32, "gmaxpool_launch layout");
 static_assert(sizeof(reduce_launch) == 136, "reduce_launch layout");
 static_assert(sizeof(softmax_launch) == 56, "softmax_launch layout");
 static_assert(sizeof(pad_args) == 304, "pad_args layout");
+static_assert(sizeof(fill_args) == 32, "fill_args layout");
+static_assert(sizeof(range_args) == 56, "range_args layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -212,6 +214,18 @@ static_assert(EP_OFF(pad_args, out_dims) == 160, "pad_args.out_dims");
 static_assert(EP_OFF(pad_args, begin) == 224, "pad_args.begin");
 static_assert(EP_OFF(pad_args, value_src) == 288, "pad_args.value_src");
 static_assert(EP_OFF(pad_args, value) == 296, "pad_args.value");
+static_assert(EP_OFF(fill_args, dst) == 0, "fill_args.dst");
+static_assert(EP_OFF(fill_args, n) == 8, "fill_args.n");
+static_assert(EP_OFF(fill_args, elsize) == 16, "fill_args.elsize");
+static_assert(EP_OFF(fill_args, value) == 24, "fill_args.value");
+static_assert(EP_OFF(range_args, dst) == 0, "range_args.dst");
+static_assert(EP_OFF(range_args, dtype) == 8, "range_args.dtype");
+static_assert(EP_OFF(range_args, pad_) == 12, "range_args.pad_");
+static_assert(EP_OFF(range_args, n) == 16, "range_args.n");
+static_assert(EP_OFF(range_args, start_f) == 24, "range_args.start_f");
+static_assert(EP_OFF(range_args, delta_f) == 32, "range_args.delta_f");
+static_assert(EP_OFF(range_args, start_i) == 40, "range_args.start_i");
+static_assert(EP_OFF(range_args, delta_i) == 48, "range_args.delta_i");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -1173,4 +1187,36 @@ EP_KERNEL pad_copy_1(const EP_GC pad_args a, int64_t n) { pad_copy<uint8_t>(a, n
 EP_KERNEL pad_copy_2(const EP_GC pad_args a, int64_t n) { pad_copy<uint16_t>(a, n); }
 EP_KERNEL pad_copy_4(const EP_GC pad_args a, int64_t n) { pad_copy<uint32_t>(a, n); }
 EP_KERNEL pad_copy_8(const EP_GC pad_args a, int64_t n) { pad_copy<uint64_t>(a, n); }
+
+/* ---- ConstantOfShape (struct fill_args) --------------------------------------------------------------- */
+
+template <typename T> EP_DEV void fill_loop(const fill_args& a) {
+    T* dst = (T*)a.dst;
+    const T value = (T)a.value;
+    GRID_LOOP(i, a.n) dst[i] = value;
+}
+
+EP_KERNEL fill_1(const EP_GC fill_args a) { fill_loop<uint8_t>(a); }
+EP_KERNEL fill_2(const EP_GC fill_args a) { fill_loop<uint16_t>(a); }
+EP_KERNEL fill_4(const EP_GC fill_args a) { fill_loop<uint32_t>(a); }
+EP_KERNEL fill_8(const EP_GC fill_args a) { fill_loop<uint64_t>(a); }
+
+/* ---- Range (struct range_args) ------------------------------------------------------------------------ */
+
+/* start + i * delta in the dtype, as ORT's CUDA EP (the host accumulates, as ORT's CPU EP: range.c); integers
+ * wrap through uint64. */
+EP_KERNEL range_fill(const EP_GC range_args a) {
+    GRID_LOOP(i, a.n) {
+        const uint64_t v = (uint64_t)a.start_i + (uint64_t)i * (uint64_t)a.delta_i;
+        switch (a.dtype) {
+        case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+            ((float*)a.dst)[i] = (float)a.start_f + (float)i * (float)a.delta_f;
+            break;
+        case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: ((double*)a.dst)[i] = a.start_f + (double)i * a.delta_f; break;
+        case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: ((int16_t*)a.dst)[i] = (int16_t)(uint16_t)v; break;
+        case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: ((int32_t*)a.dst)[i] = (int32_t)(uint32_t)v; break;
+        default: ((int64_t*)a.dst)[i] = (int64_t)v; break;
+        }
+    }
+}
 

@@ -1,8 +1,9 @@
 /*
  * cuda_launch_index.c - the launchers of the kinds whose kernels compute, per output element, which input element
- * (or constant) it takes: PAD (Pad, Tile). Which nodes they cover is stated on the kernel descriptors (pad.c,
- * tile.c); like every launcher (cuda_launch.c) each computes what its kind's host function computes, issues
- * nothing for empty work, never allocates and never synchronizes. Thread-safety: no state.
+ * (or constant) it takes: PAD (Pad, Tile), FILL (ConstantOfShape) and RANGE.
+ * Which nodes they cover is stated on the kernel descriptors (pad.c, tile.c, constant_of_shape.c, range.c); like
+ * every launcher (cuda_launch.c) each computes what its kind's host function computes, issues nothing for empty
+ * work, never allocates and never synchronizes. Thread-safety: no state.
  */
 #include <stdint.h>
 
@@ -43,5 +44,33 @@ OrtStatus* epabi_cuda_launch_pad(const struct epabi_cuda_launch_env* env, const 
     if (id < 0) return unsupported(env, "Pad", "element size", (int)a.elsize);
     void* params[] = {&a, &n};
     return epabi_cuda_run(env, "Pad", (enum epabi_cuda_kernel_id)id, epabi_cuda_grid(n, EPABI_CUDA_BLOCK), 1, 1,
+                          EPABI_CUDA_BLOCK, params);
+}
+
+_Static_assert(EPABI_CK_fill_8 - EPABI_CK_fill_1 == 3, "fill kernels in size order");
+
+OrtStatus* epabi_cuda_launch_fill(const struct epabi_cuda_launch_env* env, const struct fill_args* in) {
+    struct fill_args a = *in;
+    if (a.n <= 0) return NULL;
+    const int id = by_elsize(EPABI_CK_fill_1, a.elsize);
+    if (id < 0) return unsupported(env, "ConstantOfShape", "element size", (int)a.elsize);
+    void* params[] = {&a};
+    return epabi_cuda_run(env, "ConstantOfShape", (enum epabi_cuda_kernel_id)id, epabi_cuda_grid(a.n, EPABI_CUDA_BLOCK),
+                          1, 1, EPABI_CUDA_BLOCK, params);
+}
+
+OrtStatus* epabi_cuda_launch_range(const struct epabi_cuda_launch_env* env, const struct range_args* in) {
+    struct range_args a = *in;
+    if (a.n <= 0) return NULL;
+    switch (a.dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: break;
+    default: return unsupported(env, "Range", "dtype", (int)a.dtype);
+    }
+    void* params[] = {&a};
+    return epabi_cuda_run(env, "Range", EPABI_CK_range_fill, epabi_cuda_grid(a.n, EPABI_CUDA_BLOCK), 1, 1,
                           EPABI_CUDA_BLOCK, params);
 }

@@ -66,7 +66,9 @@ enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
     X(GLOBAL_MAXPOOL, gmaxpool, gmaxpool_launch)               \
     X(REDUCE, reduce, reduce_launch)                           \
     X(SOFTMAX, softmax, softmax_launch)                        \
-    X(PAD, pad, pad_args)
+    X(PAD, pad, pad_args)                                      \
+    X(FILL, fill, fill_args)                                   \
+    X(RANGE, range, range_args)
 
 enum epabi_launch_kind {
 #define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
@@ -264,6 +266,25 @@ struct pad_args {
     int64_t begin[EPABI_MAX_RANK];        /* >= 0 */
     const unsigned char* value_src;       /* CONSTANT's element (Pad's constant_value input); NULL: value */
     uint64_t value;                       /* else the element in its first elsize bytes (memory order) */
+};
+
+/* ConstantOfShape: n copies of one element. */
+struct fill_args {
+    unsigned char* dst;
+    int64_t n;
+    size_t elsize;                        /* 1, 2, 4 or 8 */
+    uint64_t value;                       /* the element in its first elsize bytes (memory order) */
+};
+
+/* Range: n values from start by delta, of dtype float, double, int16, int32 or int64 (start/delta in the field of
+ * the dtype's kind; a float's values are exact in double). */
+struct range_args {
+    void* dst;
+    ONNXTensorElementDataType dtype;
+    int32_t pad_;
+    int64_t n;
+    double start_f, delta_f;
+    int64_t start_i, delta_i;
 };
 
 #endif

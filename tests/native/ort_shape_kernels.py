@@ -179,6 +179,23 @@ def copy_ops():
 copy_ops()
 
 
+def generator_ops():
+    """ConstantOfShape of every dtype here and Range of its five dtypes, their inputs at run time."""
+    value = {F: 1.5, I32: -7, I64: 2 ** 40, B: True}
+    for t in (F, I32, I64, B):
+        v = helper.make_tensor("value", t, [1], [value[t]])
+        one_node(f"constantofshape_{TN[t]}", "ConstantOfShape", [("s", I64, np.array([2, 3, 1]))], {"value": v},
+                 opset=20, out_type=t)
+    for t, npt, (a, b, d) in [(F, np.float32, (0.5, 7.25, 0.75)), (TensorProto.DOUBLE, np.float64, (1.0, -2.0, -0.3)),
+                              (TensorProto.INT16, np.int16, (-4, 9, 3)), (I32, np.int32, (9, -9, -2)),
+                              (I64, np.int64, (0, 10, 1))]:
+        one_node(f"range_{np.dtype(npt).name}", "Range", [("a", t, np.array(a, npt)), ("b", t, np.array(b, npt)),
+                                                          ("d", t, np.array(d, npt))], opset=11)
+
+
+generator_ops()
+
+
 def chain():
     """Magika-style shape plumbing: everything runtime-computed, int64 and int32 mixed."""
     n = helper.make_node
@@ -239,6 +256,9 @@ def errors():
     m = S.make_model([n("Tile", ["x", "r"], ["y"], name="tl")], [S.vi("x", F, [2, 3]), S.vi("r", I64, [2])],
                      [S.vi("y", F, None)], opset=13)
     out.append(("tile_negative", m, {"x": data((2, 3), F), "r": np.array([1, -2])}, "Tile"))
+    m = S.make_model([n("Range", ["a", "b", "d"], ["y"], name="ra")], [S.vi(k, I64, []) for k in "abd"],
+                     [S.vi("y", I64, None)], opset=11)
+    out.append(("range_delta0", m, {"a": np.array(0), "b": np.array(5), "d": np.array(0)}, "Range"))
     m = S.make_model([n("Split", ["x", "s"], ["y0", "y1"], name="sp")], [S.vi("x", F, [5]), S.vi("s", I64, [2])],
                      [S.vi("y0", F, None), S.vi("y1", F, None)], opset=13)
     out.append(("split_sum", m, {"x": data((5,), F), "s": np.array([2, 2])}, "Split"))

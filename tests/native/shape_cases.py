@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks the data-movement kernels (transpose, reshape, squeeze/unsqueeze/identity, expand, concat, slice,
-gather, shape; split, flatten, tile, pad) through
+gather, shape; split, flatten, tile, pad, range, constant-of-shape) through
 shape_harness.c.
 
 Builds the harness (harness_build.py: every native/kernels/*.c plus native/api.c), feeds it every case on
@@ -36,7 +36,7 @@ from shape_check import DT, I32MAX, I64MAX, I64MIN, Case, run_cases
 ALL_DT = [np.float32, np.int32, np.int64, np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.float16, np.float64,
           np.uint32, np.uint64]
 OPS = {"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Expand", "Concat", "Slice", "Gather", "Shape",
-       "Split", "Flatten", "Tile", "Pad"}
+       "Split", "Flatten", "Tile", "Range", "ConstantOfShape", "Pad"}
 
 
 def spec_slice(x, starts, ends, axes=None, steps=None):
@@ -364,7 +364,7 @@ def all_cases(substring: str = "") -> list[Case]:
 
 
 def movement_cases() -> list[Case]:
-    """Split, Flatten, Tile and Pad, from a generator of their
+    """Split, Flatten, Tile, Pad, Range and ConstantOfShape, from a generator of their
     own so the other ops' inputs stay as they were. Explicit expectations mark where ONNX Runtime's CPU EP, which
     the kernels follow, and the reference differ (or the reference lacks the case)."""
     rng = np.random.default_rng(16)
@@ -538,12 +538,68 @@ def movement_cases() -> list[Case]:
     add("pd_refuse_value_dtype", "Pad", 13, [(x34, ""), (i64(0, 1, 0, 1), "s"), (i64(3), "")], expect="refused")
     add("pd_refuse_v2_int", "Pad", 2, [(arr((2, 2), np.int32), "")], {"pads": [0, 1, 0, 1]}, expect="refused")
 
+    # ---- Range ----------------------------------------------------------------------------------------
+    for dt, (s0, lim, d) in [(np.float32, (0.5, 3.0, 0.5)), (np.float64, (-1.0, 2.0, 0.75)), (np.int16, (1, 9, 3)),
+                             (np.int32, (10, 1, -3)), (np.int64, (-5, 5, 1))]:
+        t = np.dtype(dt).name
+        add(f"ra_{t}", "Range", 11, [(np.array(s0, dt), "s"), (np.array(lim, dt), "s"), (np.array(d, dt), "s")])
+        add(f"ra_{t}_empty", "Range", 11, [(np.array(lim, dt), "s"), (np.array(s0, dt), "s"), (np.array(d, dt), "s")])
+    # the CPU EP accumulates (value += delta) in float; the reference computes start + i * delta
+    acc, v = [], np.float32(0.1)
+    for _ in range(int(np.ceil((10.0 - float(np.float32(0.1))) / float(np.float32(0.1))))):   # 99, in double
+        acc.append(v)
+        v = np.float32(v + np.float32(0.1))
+    add("ra_float_accumulates", "Range", 11, [(f32(0.1), "s"), (f32(10.0), "s"), (f32(0.1), "s")],
+        expect=[np.array(acc, np.float32)])
+    add("ra_const", "Range", 11, [(np.array(0, np.int64), "sc"), (np.array(7, np.int64), "sc"),
+                                 (np.array(2, np.int64), "sc")])
+    add("ra_v27", "Range", 27, [(np.array(3, np.int32), "s"), (np.array(-3, np.int32), "s"),
+                               (np.array(-2, np.int32), "s")], expect=[i32(3, 1, -1)])
+    add("ra_shape1", "Range", 11, [(i64(1), "s"), (np.array(4, np.int64), "s"), (np.array(1, np.int64), "s")],
+        expect=[i64(1, 2, 3)])
+    big = 2 ** 61
+    add("ra_int64_big", "Range", 11, [(np.array(-2 * big, np.int64), "s"), (np.array(2 * big, np.int64), "s"),
+                                     (np.array(big, np.int64), "s")], expect=[i64(-2 * big, -big, 0, big)])
+    add("ra_err_delta0", "Range", 11, [(np.array(1, np.int64), "s"), (np.array(5, np.int64), "s"),
+                                      (np.array(0, np.int64), "s")], expect="error", match="zero")
+    add("ra_err_nan", "Range", 11, [(f32(0.0).reshape(()), "s"), (np.array(np.nan, np.float32), "s"),
+                                   (np.array(1.0, np.float32), "s")], expect="error", match="finite")
+    add("ra_err_vector", "Range", 11, [(i64(1, 2), "s"), (np.array(5, np.int64), "s"), (np.array(1, np.int64), "s")],
+        expect="error")
+    add("ra_refuse_uint8", "Range", 11, [(np.array(1, np.uint8), "s"), (np.array(5, np.uint8), "s"),
+                                        (np.array(1, np.uint8), "s")], expect="refused")
+    add("ra_refuse_mixed", "Range", 11, [(np.array(1, np.int32), "s"), (np.array(5, np.int64), "s"),
+                                        (np.array(1, np.int32), "s")], expect="refused")
+
+    # ---- ConstantOfShape ------------------------------------------------------------------------------
+    for v in (9, 20, 21, 23, 24, 25):
+        add(f"cos_v{v}", "ConstantOfShape", v, [(i64(2, 3), "s")])
+    for dt, val in [(np.float32, -2.5), (np.float64, 1e300), (np.int64, -(2 ** 40)), (np.int32, 7), (np.int8, -3),
+                    (np.uint8, 250), (np.int16, -300), (np.uint16, 60000), (np.uint32, 4000000000),
+                    (np.uint64, 2 ** 63 + 5), (np.bool_, True), (np.float16, 0.333)]:
+        value = onnx.numpy_helper.from_array(np.array([val], dt), "value")
+        add(f"cos_{np.dtype(dt).name}", "ConstantOfShape", 20, [(i64(3, 1, 2), "s")], {"value": value})
+    one = onnx.numpy_helper.from_array(np.array([4], np.int64), "value")
+    add("cos_scalar", "ConstantOfShape", 9, [(np.zeros((0,), np.int64), "s")], {"value": one})
+    add("cos_zero_dim", "ConstantOfShape", 9, [(i64(2, 0), "s")], {"value": one})
+    add("cos_const_shape", "ConstantOfShape", 9, [(i64(4), "sc")], {"value": one})
+    add("cos_int32_shape", "ConstantOfShape", 9, [(i32(2, 2), "s")], {"value": one},
+        expect=[np.full((2, 2), 4, np.int64)])
+    add("cos_big", "ConstantOfShape", 9, [(i64(300, 301), "s")], {"value": one})
+    add("cos_err_negative", "ConstantOfShape", 9, [(i64(2, -1), "s")], expect="error", match="negative")
+    add("cos_err_2d", "ConstantOfShape", 9, [(np.array([[2]], np.int64), "s")], expect="error")
+    add("cos_refuse_float_shape", "ConstantOfShape", 9, [(f32(2.0), "s")], expect="refused")
+
     return cases
 
 
 # The ONNX backend node cases of our ops; the inputs run() may read (shapes, axes, Gather's indices) are marked "s".
 SHAPE_IN = {"Reshape": {1}, "Expand": {1}, "Slice": {1, 2, 3, 4}, "Squeeze": {1}, "Unsqueeze": {1}, "Gather": {1},
-            "Split": {1}, "Tile": {1}, "Pad": {1, 3}}
+            "Split": {1}, "Tile": {1}, "Range": {0, 1, 2}, "ConstantOfShape": {0}, "Pad": {1, 3}}
+
+
+# Ops whose kernels leave some of the backend cases to others (Range: float16 and bfloat16).
+MAY_REFUSE = {"Range"}
 
 
 def onnx_backend_cases(substring: str = "") -> list[Case]:
@@ -581,7 +637,7 @@ def onnx_backend_cases(substring: str = "") -> list[Case]:
             v = onnx.helper.get_attribute_value(at)
             attrs[at.name] = list(v) if isinstance(v, (list, tuple)) else v
         cases.append(Case(f"onnx_{tc.name}", n.op_type, since, ins, attrs, expect=[np.asarray(o) for o in outs],
-                          nout=len(n.output)))
+                          nout=len(n.output), may_refuse=n.op_type in MAY_REFUSE))
     return cases
 
 
