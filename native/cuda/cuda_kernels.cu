@@ -63,6 +63,7 @@ static_assert(sizeof(softmax_launch) == 56, "softmax_launch layout");
 static_assert(sizeof(pad_args) == 304, "pad_args layout");
 static_assert(sizeof(fill_args) == 32, "fill_args layout");
 static_assert(sizeof(range_args) == 56, "range_args layout");
+static_assert(sizeof(argreduce_args) == 48, "argreduce_args layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -226,6 +227,14 @@ static_assert(EP_OFF(range_args, start_f) == 24, "range_args.start_f");
 static_assert(EP_OFF(range_args, delta_f) == 32, "range_args.delta_f");
 static_assert(EP_OFF(range_args, start_i) == 40, "range_args.start_i");
 static_assert(EP_OFF(range_args, delta_i) == 48, "range_args.delta_i");
+static_assert(EP_OFF(argreduce_args, x) == 0, "argreduce_args.x");
+static_assert(EP_OFF(argreduce_args, y) == 8, "argreduce_args.y");
+static_assert(EP_OFF(argreduce_args, dtype) == 16, "argreduce_args.dtype");
+static_assert(EP_OFF(argreduce_args, is_min) == 20, "argreduce_args.is_min");
+static_assert(EP_OFF(argreduce_args, last) == 21, "argreduce_args.last");
+static_assert(EP_OFF(argreduce_args, outer) == 24, "argreduce_args.outer");
+static_assert(EP_OFF(argreduce_args, len) == 32, "argreduce_args.len");
+static_assert(EP_OFF(argreduce_args, inner) == 40, "argreduce_args.inner");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -1007,7 +1016,7 @@ EP_KERNEL gmaxpool_f32(const EP_GC gmaxpool_launch L) {
     }
 }
 
-/* ---- ReduceSum / ReduceMean / ReduceMax (struct reduce_launch) ------------------------------------- */
+/* ---- ReduceSum / Mean / Max / Min / Prod / L2 (struct reduce_launch) ----------------------------- */
 
 /* The geometry of a reduction: output element o (row-major over the kept merged dims) starts at input
  * offset base(o); the reduced elements of it are enumerated row-major over the reduced merged dims. */
@@ -1062,7 +1071,23 @@ EP_DEV int64_t red_offset(const red_geom& g, int64_t q) {
 EP_DEV float red_finish(const reduce_launch& L, double acc) {
     double scale = 1.0;
     if (L.op == REDUCE_MEAN) scale = L.count == 0 ? nan_d() : 1.0 / (double)L.count;
+    if (L.op == REDUCE_L2) return (float)sqrt(acc);
     return (float)(acc * scale);
+}
+
+/* the running min of ReduceMin, as the host's `if (x < m || x != x) m = x`, and the combination of two */
+EP_DEV float sticky_min(float m, float x) { return (x < m || x != x) ? x : m; }
+EP_DEV float sticky_min_combine(float a, float b) { return (a != a) ? a : ((b < a || b != b) ? b : a); }
+struct op_sticky_min_f {
+    __device__ float operator()(float a, float b) const { return sticky_min_combine(a, b); }
+};
+struct op_mul_d {
+    __device__ double operator()(double a, double b) const { return a * b; }
+};
+
+/* What an accumulating reduction adds (or, for ReduceProd, multiplies) in per element. */
+EP_DEV double red_term(const reduce_launch& L, float v) {
+    return L.op == REDUCE_L2 ? (double)v * (double)v : (double)v;
 }
 
 /* One thread per output element (small reductions). */
@@ -1071,13 +1096,21 @@ EP_KERNEL reduce_thread_f32(const EP_GC reduce_launch L) {
     red_geom_init(L, g);
     GRID_LOOP(o, L.out_numel) {
         const float* x = L.x + red_base(g, o);
-        if (L.op == REDUCE_MAX) {
-            float m = -inf_f();
-            for (int64_t q = 0; q < g.rcount; ++q) m = sticky_max(m, x[red_offset(g, q)]);
+        if (L.op == REDUCE_MAX || L.op == REDUCE_MIN) {
+            const bool mx = L.op == REDUCE_MAX;
+            float m = mx ? -inf_f() : inf_f();
+            for (int64_t q = 0; q < g.rcount; ++q) {
+                const float v = x[red_offset(g, q)];
+                m = mx ? sticky_max(m, v) : sticky_min(m, v);
+            }
             L.y[o] = m;
+        } else if (L.op == REDUCE_PROD) {
+            double a = 1.0;
+            for (int64_t q = 0; q < g.rcount; ++q) a *= (double)x[red_offset(g, q)];
+            L.y[o] = (float)a;
         } else {
             double a = 0.0;
-            for (int64_t q = 0; q < g.rcount; ++q) a += (double)x[red_offset(g, q)];
+            for (int64_t q = 0; q < g.rcount; ++q) a += red_term(L, x[red_offset(g, q)]);
             L.y[o] = red_finish(L, a);
         }
     }
@@ -1096,9 +1129,19 @@ EP_KERNEL reduce_block_f32(const EP_GC reduce_launch L) {
             for (int64_t q = threadIdx.x; q < g.rcount; q += blockDim.x) m = sticky_max(m, x[red_offset(g, q)]);
             m = block_reduce(m, op_sticky_f(), -inf_f(), fsm);
             if (threadIdx.x == 0) L.y[o] = m;
+        } else if (L.op == REDUCE_MIN) {
+            float m = inf_f();
+            for (int64_t q = threadIdx.x; q < g.rcount; q += blockDim.x) m = sticky_min(m, x[red_offset(g, q)]);
+            m = block_reduce(m, op_sticky_min_f(), inf_f(), fsm);
+            if (threadIdx.x == 0) L.y[o] = m;
+        } else if (L.op == REDUCE_PROD) {
+            double a = 1.0;
+            for (int64_t q = threadIdx.x; q < g.rcount; q += blockDim.x) a *= (double)x[red_offset(g, q)];
+            a = block_reduce(a, op_mul_d(), 1.0, dsm);
+            if (threadIdx.x == 0) L.y[o] = (float)a;
         } else {
             double a = 0.0;
-            for (int64_t q = threadIdx.x; q < g.rcount; q += blockDim.x) a += (double)x[red_offset(g, q)];
+            for (int64_t q = threadIdx.x; q < g.rcount; q += blockDim.x) a += red_term(L, x[red_offset(g, q)]);
             a = block_reduce(a, op_add_d(), 0.0, dsm);
             if (threadIdx.x == 0) L.y[o] = red_finish(L, a);
         }
@@ -1217,6 +1260,41 @@ EP_KERNEL range_fill(const EP_GC range_args a) {
         case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: ((int32_t*)a.dst)[i] = (int32_t)(uint32_t)v; break;
         default: ((int64_t*)a.dst)[i] = (int64_t)v; break;
         }
+    }
+}
+
+/* ---- ArgMax / ArgMin (struct argreduce_args) ---------------------------------------------------------- */
+
+/* One thread per output element (o, i): the scan of argreduce.c, which takes a later element only when it
+ * compares greater / less (or equal, with last), so a NaN is never taken unless it comes first. n = outer * inner. */
+template <typename T> EP_DEV void argreduce_loop(const argreduce_args& a, int64_t n) {
+    const T* x = (const T*)a.x;
+    GRID_LOOP(e, n) {
+        const int64_t o = e / a.inner, i = e - o * a.inner;
+        const T* p = x + o * a.len * a.inner + i;
+        T best = p[0];
+        int64_t at = 0;
+        for (int64_t j = 1; j < a.len; ++j) {
+            const T v = p[j * a.inner];
+            const bool take = a.is_min ? (a.last ? v <= best : v < best) : (a.last ? v >= best : v > best);
+            if (take) {
+                best = v;
+                at = j;
+            }
+        }
+        a.y[e] = at;
+    }
+}
+
+EP_KERNEL argreduce(const EP_GC argreduce_args a, int64_t n) {
+    switch (a.dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: argreduce_loop<float>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: argreduce_loop<double>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: argreduce_loop<int8_t>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: argreduce_loop<uint8_t>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: argreduce_loop<int32_t>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: argreduce_loop<int64_t>(a, n); break;
+    default: break;
     }
 }
 

@@ -1,9 +1,9 @@
 /*
  * cuda_launch_index.c - the launchers of the kinds whose kernels compute, per output element, which input element
- * (or constant) it takes: PAD (Pad, Tile), FILL (ConstantOfShape) and RANGE.
- * Which nodes they cover is stated on the kernel descriptors (pad.c, tile.c, constant_of_shape.c, range.c); like
- * every launcher (cuda_launch.c) each computes what its kind's host function computes, issues nothing for empty
- * work, never allocates and never synchronizes. Thread-safety: no state.
+ * (or constant) it takes: PAD (Pad, Tile), FILL (ConstantOfShape), RANGE and ARGREDUCE (ArgMax, ArgMin).
+ * Which nodes they cover is stated on the kernel descriptors (pad.c, tile.c, constant_of_shape.c, range.c,
+ * argreduce.c); like every launcher (cuda_launch.c) each computes what its kind's host function computes,
+ * issues nothing for empty work, never allocates and never synchronizes. Thread-safety: no state.
  */
 #include <stdint.h>
 
@@ -72,5 +72,23 @@ OrtStatus* epabi_cuda_launch_range(const struct epabi_cuda_launch_env* env, cons
     }
     void* params[] = {&a};
     return epabi_cuda_run(env, "Range", EPABI_CK_range_fill, epabi_cuda_grid(a.n, EPABI_CUDA_BLOCK), 1, 1,
+                          EPABI_CUDA_BLOCK, params);
+}
+
+OrtStatus* epabi_cuda_launch_argreduce(const struct epabi_cuda_launch_env* env, const struct argreduce_args* in) {
+    struct argreduce_args a = *in;
+    int64_t n = a.outer * a.inner;
+    if (n <= 0 || a.len <= 0) return NULL;
+    switch (a.dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: break;
+    default: return unsupported(env, "ArgMax/ArgMin", "dtype", (int)a.dtype);
+    }
+    void* params[] = {&a, &n};
+    return epabi_cuda_run(env, "ArgMax/ArgMin", EPABI_CK_argreduce, epabi_cuda_grid(n, EPABI_CUDA_BLOCK), 1, 1,
                           EPABI_CUDA_BLOCK, params);
 }

@@ -68,7 +68,8 @@ enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
     X(SOFTMAX, softmax, softmax_launch)                        \
     X(PAD, pad, pad_args)                                      \
     X(FILL, fill, fill_args)                                   \
-    X(RANGE, range, range_args)
+    X(RANGE, range, range_args)                                \
+    X(ARGREDUCE, argreduce, argreduce_args)
 
 enum epabi_launch_kind {
 #define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
@@ -226,12 +227,12 @@ struct gmaxpool_launch {
     int64_t size;     /* spatial positions per plane, >= 1 */
 };
 
-enum reduce_op { REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX };
+enum reduce_op { REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD, REDUCE_L2 };
 
 struct reduce_launch {
     const float* x;
     float* y;
-    double* acc;                     /* out_numel sums (SUM, MEAN) */
+    double* acc;                     /* out_numel sums (SUM, MEAN, L2: of squares) or products (PROD) */
     enum reduce_op op;
     bool copy;                       /* noop_with_empty_axes with no axes: Y = X */
     int rank;                        /* merged axes, >= 1 */
@@ -285,6 +286,18 @@ struct range_args {
     int64_t n;
     double start_f, delta_f;
     int64_t start_i, delta_i;
+};
+
+/* ArgMax / ArgMin over the middle dim of x viewed as [outer, len, inner] (len >= 1) into int64 y [outer, inner]:
+ * the first (last: the last) index of the extreme value; a NaN is never taken unless it is the first element, as
+ * ORT's CPU EP gives (every comparison with NaN is false). */
+struct argreduce_args {
+    const void* x;
+    int64_t* y;
+    ONNXTensorElementDataType dtype;
+    bool is_min;
+    bool last;                            /* select_last_index */
+    int64_t outer, len, inner;
 };
 
 #endif

@@ -357,7 +357,56 @@ def unary_cases():
     return c
 
 
-ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases]
+def reduce_more_cases():
+    """ReduceMin, ReduceProd, ReduceL2: axes as an attribute (opsets 1-17) and as an input (18), from a generator of
+    their own so the other groups' inputs are unchanged."""
+    c = []
+    rng = np.random.default_rng(16)
+
+    def x(*shape):
+        return np.asarray(rng.standard_normal(shape), dtype=np.float32)
+
+    x4 = x(2, 3, 4, 5)
+    xn = x(3, 4)
+    xn[1, 2] = np.nan
+    numpy_of = {"ReduceMin": np.min, "ReduceProd": np.prod,
+                "ReduceL2": lambda a, axis=None, keepdims=False: np.sqrt(np.sum(a.astype(np.float64) ** 2, axis=axis,
+                                                                                 keepdims=keepdims))}
+    axes_sets = [None, [1], [0, 2], [-1], [3, 1], [0, 1, 2, 3], [-4, 2]]
+    for op, attr_opset in (("ReduceMin", 13), ("ReduceMin", 1), ("ReduceProd", 13), ("ReduceProd", 11),
+                           ("ReduceL2", 13), ("ReduceL2", 1)):
+        tag = f"{op}{attr_opset}"
+        input_opset = 20 if op == "ReduceMin" and attr_opset == 13 else 18
+        for ai, axes in enumerate(axes_sets):
+            for keep in (1, 0):
+                attrs = {"keepdims": keep}
+                attrs_a = dict(attrs, axes=axes) if axes is not None else attrs
+                c.append(Case(f"{tag}_a{ai}_k{keep}_attr", op, attr_opset, [x4], attrs=attrs_a))
+                ins = [x4] + ([i64(*axes)] if axes is not None else [])
+                c.append(Case(f"{tag}_a{ai}_k{keep}_in{input_opset}", op, input_opset, ins, attrs=attrs,
+                              const=(1,) if ai % 2 else ()))
+        if attr_opset != 13:
+            continue
+        c.append(Case(f"{op}_scalar", op, 18, [np.array(-2.5, dtype=np.float32)]))
+        c.append(Case(f"{op}_noop", op, 18, [x4, i64()], attrs={"noop_with_empty_axes": 1}))
+        c.append(Case(f"{op}_empty_axes", op, 18, [x4, i64()]))
+        c.append(Case(f"{op}_big", op, 18, [x(64, 1000) * np.float32(0.01 if op == "ReduceProd" else 1) + (
+            np.float32(1) if op == "ReduceProd" else 0), i64(1)], attrs={"keepdims": 0}))
+        c.append(Case(f"{op}_big0", op, 18, [x(1000, 64), i64(0)]))
+        c.append(Case(f"{op}_nan", op, 18, [xn, i64(1)], ort_differs=NAN_MAX if op == "ReduceMin" else ""))
+        c.append(Case(f"{op}_dup", op, 18, [x4, i64(1, -3)],
+                      oracle=lambda a, _axes, f=numpy_of[op]: [np.asarray(f(a, axis=1, keepdims=True), np.float32)]))
+        c.append(Case(f"{op}_oob", op, 18, [x4, i64(4)], expect="error", match="out of range"))
+        c.append(Case(f"{op}_attr_oob", op, 13, [x4], attrs={"axes": [-5]}, expect="refused", match="out of range"))
+        c.append(Case(f"{op}_int64", op, 18, [i64(1, 2)], expect="refused", match="int64"))
+        identity = {"ReduceMin": np.inf, "ReduceProd": 1.0, "ReduceL2": 0.0}[op]
+        c.append(Case(f"{op}_empty_dim", op, 18, [x(2, 0, 3), i64(1)],
+                      oracle=lambda a, _axes, v=identity: [np.full((2, 1, 3), v, np.float32)]))
+    return c
+
+
+ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases,
+       reduce_more_cases]
 
 
 # ---- serialisation, reference, comparison -----------------------------------------------------------------

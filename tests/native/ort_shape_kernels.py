@@ -196,6 +196,21 @@ def generator_ops():
 generator_ops()
 
 
+def reduction_ops():
+    """ArgMax / ArgMin with ties on float, int32, int64; ReduceMin / Prod / L2 with axes as an input."""
+    for t in (F, I32, I64):
+        for op in ("ArgMax", "ArgMin"):
+            xa = rng.integers(0, 4, (3, 5, 4)).astype(NPT[t])   # ties
+            one_node(f"{op.lower()}_{TN[t]}", op, [("x", t, xa)], {"axis": 1}, opset=13, out_type=I64)
+            one_node(f"{op.lower()}_last_{TN[t]}", op, [("x", t, xa)], {"axis": -1, "select_last_index": 1,
+                                                                    "keepdims": 0}, opset=13, out_type=I64)
+    for op in ("ReduceMin", "ReduceProd", "ReduceL2"):
+        one_node(f"{op.lower()}_18", op, [("x", F, data((2, 3, 4), F)), ("a", I64, np.array([1, -1]))], opset=18)
+
+
+reduction_ops()
+
+
 def chain():
     """Magika-style shape plumbing: everything runtime-computed, int64 and int32 mixed."""
     n = helper.make_node

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks the data-movement kernels (transpose, reshape, squeeze/unsqueeze/identity, expand, concat, slice,
-gather, shape; split, flatten, tile, pad, range, constant-of-shape) through
+gather, shape; split, flatten, tile, pad, range, constant-of-shape, argmax/argmin) through
 shape_harness.c.
 
 Builds the harness (harness_build.py: every native/kernels/*.c plus native/api.c), feeds it every case on
@@ -36,7 +36,7 @@ from shape_check import DT, I32MAX, I64MAX, I64MIN, Case, run_cases
 ALL_DT = [np.float32, np.int32, np.int64, np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.float16, np.float64,
           np.uint32, np.uint64]
 OPS = {"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Expand", "Concat", "Slice", "Gather", "Shape",
-       "Split", "Flatten", "Tile", "Range", "ConstantOfShape", "Pad"}
+       "Split", "Flatten", "Tile", "Range", "ConstantOfShape", "Pad", "ArgMax", "ArgMin"}
 
 
 def spec_slice(x, starts, ends, axes=None, steps=None):
@@ -364,7 +364,7 @@ def all_cases(substring: str = "") -> list[Case]:
 
 
 def movement_cases() -> list[Case]:
-    """Split, Flatten, Tile, Pad, Range and ConstantOfShape, from a generator of their
+    """Split, Flatten, Tile, Pad, Range, ConstantOfShape and ArgMax/ArgMin, from a generator of their
     own so the other ops' inputs stay as they were. Explicit expectations mark where ONNX Runtime's CPU EP, which
     the kernels follow, and the reference differ (or the reference lacks the case)."""
     rng = np.random.default_rng(16)
@@ -589,6 +589,38 @@ def movement_cases() -> list[Case]:
     add("cos_err_negative", "ConstantOfShape", 9, [(i64(2, -1), "s")], expect="error", match="negative")
     add("cos_err_2d", "ConstantOfShape", 9, [(np.array([[2]], np.int64), "s")], expect="error")
     add("cos_refuse_float_shape", "ConstantOfShape", 9, [(f32(2.0), "s")], expect="refused")
+
+    # ---- ArgMax / ArgMin ------------------------------------------------------------------------------
+    xa = rng.integers(-3, 4, (3, 4, 5)).astype(np.float32)   # small integers: ties
+    for op in ("ArgMax", "ArgMin"):
+        p = op[3:].lower()
+        for v in (1, 11, 12, 13):
+            add(f"am_{p}_v{v}", op, v, [(xa, "")])
+        for ax in (-3, -1, 0, 1, 2):
+            for keep in (0, 1):
+                add(f"am_{p}_ax{ax}_k{keep}", op, 13, [(xa, "")], {"axis": ax, "keepdims": keep})
+                add(f"am_{p}_ax{ax}_k{keep}_last", op, 13, [(xa, "")],
+                    {"axis": ax, "keepdims": keep, "select_last_index": 1})
+        for dt in (np.float64, np.int8, np.uint8, np.int32, np.int64):
+            xd = rng.integers(0, 5, (4, 6)).astype(dt)
+            add(f"am_{p}_dt_{np.dtype(dt).name}", op, 13, [(xd, "")], {"axis": 1})
+            add(f"am_{p}_dt_{np.dtype(dt).name}_last", op, 13, [(xd, "")], {"axis": 0, "select_last_index": 1})
+        add(f"am_{p}_big", op, 13, [(arr((64, 300)), "")], {"axis": 1})
+        add(f"am_{p}_big0", op, 13, [(arr((300, 64)), "")], {"axis": 0})
+        add(f"am_{p}_1d", op, 13, [(arr((7,)), "")], {"keepdims": 0})
+        add(f"am_{p}_empty_outer", op, 13, [(arr((0, 3)), "")], {"axis": 1})
+        add(f"am_{p}_err_empty_axis", op, 13, [(arr((2, 0)), "")], {"axis": 1}, expect="error", match="empty")
+        add(f"am_{p}_refuse_int16", op, 13, [(arr((2, 3), np.int16), "")], expect="refused")
+        add(f"am_{p}_refuse_scalar", op, 13, [(np.array(1.0, np.float32), "")], expect="refused")
+        add(f"am_{p}_refuse_axis", op, 13, [(xa, "")], {"axis": 3}, expect="refused")
+    # NaN: ORT's CPU EP takes a NaN only when it comes first (numpy and the reference take the first NaN)
+    xn = np.array([[1, np.nan, 3, 3], [np.nan, 2, 2, 0], [5, 5, 1, 1]], np.float32)
+    add("am_max_nan", "ArgMax", 13, [(xn, "")], {"axis": 1}, expect=[i64(2, 0, 0).reshape(3, 1)])
+    add("am_max_nan_last", "ArgMax", 13, [(xn, "")], {"axis": 1, "select_last_index": 1},
+        expect=[i64(3, 0, 1).reshape(3, 1)])
+    add("am_min_nan", "ArgMin", 13, [(xn, "")], {"axis": 1}, expect=[i64(0, 0, 2).reshape(3, 1)])
+    add("am_min_nan_last", "ArgMin", 13, [(xn, "")], {"axis": 1, "select_last_index": 1},
+        expect=[i64(0, 0, 3).reshape(3, 1)])
 
     return cases
 
