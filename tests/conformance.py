@@ -24,7 +24,7 @@ KERNEL_OPS = frozenset(
     "MatMul Gemm Add Sub Mul Div Pow Max Min Sqrt Reciprocal Exp Erf Tanh Relu Sigmoid Abs Softmax LayerNormalization "
     "ReduceSum ReduceMean ReduceMax Transpose Reshape Squeeze Unsqueeze Identity Cast Concat Slice Expand Equal "
     "Where Gather Conv GlobalMaxPool Shape "
-    "Split Flatten Tile Range ConstantOfShape Pad ArgMax ArgMin ReduceMin ReduceProd ReduceL2".split()
+    "Split Flatten Tile Range ConstantOfShape Pad ArgMax ArgMin ReduceMin ReduceProd ReduceL2 Resize".split()
 )
 
 

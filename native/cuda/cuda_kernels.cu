@@ -64,6 +64,7 @@ static_assert(sizeof(pad_args) == 304, "pad_args layout");
 static_assert(sizeof(fill_args) == 32, "fill_args layout");
 static_assert(sizeof(range_args) == 56, "range_args layout");
 static_assert(sizeof(argreduce_args) == 48, "argreduce_args layout");
+static_assert(sizeof(resize_args) == 208, "resize_args layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -235,6 +236,18 @@ static_assert(EP_OFF(argreduce_args, last) == 21, "argreduce_args.last");
 static_assert(EP_OFF(argreduce_args, outer) == 24, "argreduce_args.outer");
 static_assert(EP_OFF(argreduce_args, len) == 32, "argreduce_args.len");
 static_assert(EP_OFF(argreduce_args, inner) == 40, "argreduce_args.inner");
+static_assert(EP_OFF(resize_args, x) == 0, "resize_args.x");
+static_assert(EP_OFF(resize_args, y) == 8, "resize_args.y");
+static_assert(EP_OFF(resize_args, table) == 16, "resize_args.table");
+static_assert(EP_OFF(resize_args, elsize) == 24, "resize_args.elsize");
+static_assert(EP_OFF(resize_args, linear) == 32, "resize_args.linear");
+static_assert(EP_OFF(resize_args, copy) == 33, "resize_args.copy");
+static_assert(EP_OFF(resize_args, coord) == 36, "resize_args.coord");
+static_assert(EP_OFF(resize_args, nearest) == 40, "resize_args.nearest");
+static_assert(EP_OFF(resize_args, rank) == 44, "resize_args.rank");
+static_assert(EP_OFF(resize_args, in_dims) == 48, "resize_args.in_dims");
+static_assert(EP_OFF(resize_args, out_dims) == 112, "resize_args.out_dims");
+static_assert(EP_OFF(resize_args, scales) == 176, "resize_args.scales");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -1298,3 +1311,109 @@ EP_KERNEL argreduce(const EP_GC argreduce_args a, int64_t n) {
     }
 }
 
+/* ---- Resize (struct resize_args) ---------------------------------------------------------------------- */
+
+/* The input coordinate of output index o, in float as resize.c's original_coordinate (products that feed an
+ * addition are rounded on their own, so no contraction into an FMA changes them). */
+EP_DEV float rs_coordinate(int c, float o, float scale, float out_len, float in_len) {
+    switch (c) {
+    case RESIZE_ASYMMETRIC: return o / scale;
+    case RESIZE_PYTORCH_HALF_PIXEL: return out_len > 1 ? (o + 0.5f) / scale - 0.5f : 0.0f;
+    case RESIZE_TF_HALF_PIXEL_FOR_NN: return (o + 0.5f) / scale;
+    case RESIZE_ALIGN_CORNERS: return out_len == 1 ? 0.0f : __fdiv_rn(__fmul_rn(o, in_len - 1), out_len - 1);
+    case RESIZE_HALF_PIXEL_SYMMETRIC: {
+        const float adjustment = out_len / __fmul_rn(scale, in_len);
+        const float offset = __fmul_rn(in_len / 2, 1 - adjustment);
+        return (float)((double)offset + ((double)o + 0.5) / (double)scale - 0.5);
+    }
+    default: return (o + 0.5f) / scale - 0.5f;
+    }
+}
+
+EP_DEV int64_t rs_nearest(int m, float x, bool down, int64_t in_len) {
+    if (x < -1.0f) x = -1.0f;
+    if (x > (float)in_len) x = (float)in_len;
+    int64_t i;
+    switch (m) {
+    case RESIZE_SIMPLE: i = down ? (int64_t)ceilf(x) : (int64_t)x; break;
+    case RESIZE_ROUND_PREFER_CEIL: i = (int64_t)roundf(x); break;
+    case RESIZE_FLOOR: i = (int64_t)floorf(x); break;
+    case RESIZE_CEIL: i = (int64_t)ceilf(x); break;
+    default: i = x == (float)(int64_t)x + 0.5f ? (int64_t)floorf(x) : (int64_t)roundf(x); break;
+    }
+    return i < 0 ? 0 : (i >= in_len ? in_len - 1 : i);
+}
+
+/* nearest: one thread per output element; T is the element (1 or 4 bytes) */
+template <typename T> EP_DEV void resize_nearest(const resize_args& a, int64_t n) {
+    const T* x = (const T*)a.x;
+    T* y = (T*)a.y;
+    GRID_LOOP(e, n) {
+        int64_t rem = e, off = 0, stride = 1;
+        for (int d = a.rank - 1; d >= 0; --d) {
+            const int64_t o = rem % a.out_dims[d];
+            rem /= a.out_dims[d];
+            const float s = a.scales[d];
+            const int64_t i = s == 1.0f ? o
+                                        : rs_nearest(a.nearest,
+                                                     rs_coordinate(a.coord, (float)o, s, (float)a.out_dims[d],
+                                                                   (float)a.in_dims[d]),
+                                                     s < 1.0f, a.in_dims[d]);
+            off += i * stride;
+            stride *= a.in_dims[d];
+        }
+        y[e] = x[off];
+    }
+}
+
+EP_KERNEL resize_nearest_1(const EP_GC resize_args a, int64_t n) { resize_nearest<uint8_t>(a, n); }
+EP_KERNEL resize_nearest_4(const EP_GC resize_args a, int64_t n) { resize_nearest<uint32_t>(a, n); }
+
+/* linear, float: the corners of the axes whose scale is not 1 (at most 3 on the patterns resize.c accepts),
+ * innermost varying fastest, each weighted by the product of its axes' weights taken from the innermost out. */
+EP_KERNEL resize_linear_f32(const EP_GC resize_args a, int64_t n) {
+    const float* x = (const float*)a.x;
+    GRID_LOOP(e, n) {
+        int64_t rem = e, plain = 0, stride = 1;
+        int k = 0;
+        int64_t off1[EPABI_MAX_RANK], off2[EPABI_MAX_RANK];   /* per interpolated axis, innermost first */
+        float w1[EPABI_MAX_RANK], w2[EPABI_MAX_RANK];
+        for (int d = a.rank - 1; d >= 0; --d) {
+            const int64_t o = rem % a.out_dims[d];
+            rem /= a.out_dims[d];
+            const float s = a.scales[d];
+            const int64_t len = a.in_dims[d];
+            if (s == 1.0f) {
+                plain += o * stride;
+            } else {
+                const float xc = rs_coordinate(a.coord, (float)o, s, (float)a.out_dims[d], (float)len);
+                const float c = fmaxf(0.0f, fminf(xc, (float)(len - 1)));
+                int64_t i1 = (int64_t)c;
+                if (i1 > len - 1) i1 = len - 1;
+                const int64_t i2 = i1 + 1 < len ? i1 + 1 : len - 1;
+                off1[k] = i1 * stride;
+                off2[k] = i2 * stride;
+                if (i1 == i2) {
+                    w1[k] = w2[k] = 0.5f;
+                } else {
+                    w1[k] = fabsf(c - (float)i2);
+                    w2[k] = fabsf(c - (float)i1);
+                }
+                ++k;
+            }
+            stride *= len;
+        }
+        float acc = 0.0f;
+        for (int c = 0; c < (1 << k); ++c) {
+            int64_t off = plain;
+            float w = 1.0f;
+            for (int q = 0; q < k; ++q) {   /* q = 0 is the innermost interpolated axis: bit 0 of c */
+                const bool second = ((c >> q) & 1) != 0;
+                off += second ? off2[q] : off1[q];
+                w = __fmul_rn(w, second ? w2[q] : w1[q]);
+            }
+            acc = fmaf(w, x[off], acc);
+        }
+        ((float*)a.y)[e] = acc;
+    }
+}

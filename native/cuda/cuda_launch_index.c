@@ -1,9 +1,10 @@
 /*
  * cuda_launch_index.c - the launchers of the kinds whose kernels compute, per output element, which input element
- * (or constant) it takes: PAD (Pad, Tile), FILL (ConstantOfShape), RANGE and ARGREDUCE (ArgMax, ArgMin).
+ * (or constant) it takes: PAD (Pad, Tile), FILL (ConstantOfShape), RANGE, ARGREDUCE (ArgMax, ArgMin) and RESIZE.
  * Which nodes they cover is stated on the kernel descriptors (pad.c, tile.c, constant_of_shape.c, range.c,
- * argreduce.c); like every launcher (cuda_launch.c) each computes what its kind's host function computes,
- * issues nothing for empty work, never allocates and never synchronizes. Thread-safety: no state.
+ * argreduce.c, resize.c); like every launcher (cuda_launch.c) each computes what its kind's host function computes,
+ * issues nothing for empty work, never allocates and never synchronizes. The RESIZE block's host table is unused:
+ * the kernels compute each axis's taps per element. Thread-safety: no state.
  */
 #include <stdint.h>
 
@@ -91,4 +92,29 @@ OrtStatus* epabi_cuda_launch_argreduce(const struct epabi_cuda_launch_env* env, 
     void* params[] = {&a, &n};
     return epabi_cuda_run(env, "ArgMax/ArgMin", EPABI_CK_argreduce, epabi_cuda_grid(n, EPABI_CUDA_BLOCK), 1, 1,
                           EPABI_CUDA_BLOCK, params);
+}
+
+OrtStatus* epabi_cuda_launch_resize(const struct epabi_cuda_launch_env* env, const struct resize_args* in) {
+    const char* what = "Resize";
+    struct resize_args a = *in;
+    if (a.rank < 1 || a.rank > EPABI_MAX_RANK) return unsupported(env, what, "rank", a.rank);
+    int64_t n = numel(a.rank, a.out_dims);
+    if (n <= 0) return NULL;
+    if (a.copy) {
+        const size_t bytes = (size_t)numel(a.rank, a.in_dims) * a.elsize;
+        epabi_cu_result r =
+            env->libs->cu->MemcpyAsync((epabi_cu_ptr)(uintptr_t)a.y, (epabi_cu_ptr)(uintptr_t)a.x, bytes, env->stream);
+        return r == 0 ? NULL : epabi_cuda_fail(env, what, r);
+    }
+    enum epabi_cuda_kernel_id id;
+    if (a.linear && a.elsize == 4)
+        id = EPABI_CK_resize_linear_f32;
+    else if (!a.linear && a.elsize == 4)
+        id = EPABI_CK_resize_nearest_4;
+    else if (!a.linear && a.elsize == 1)
+        id = EPABI_CK_resize_nearest_1;
+    else
+        return unsupported(env, what, "element size", (int)a.elsize);
+    void* params[] = {&a, &n};
+    return epabi_cuda_run(env, what, id, epabi_cuda_grid(n, EPABI_CUDA_BLOCK), 1, 1, EPABI_CUDA_BLOCK, params);
 }

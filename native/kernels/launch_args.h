@@ -69,7 +69,8 @@ enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
     X(PAD, pad, pad_args)                                      \
     X(FILL, fill, fill_args)                                   \
     X(RANGE, range, range_args)                                \
-    X(ARGREDUCE, argreduce, argreduce_args)
+    X(ARGREDUCE, argreduce, argreduce_args)                    \
+    X(RESIZE, resize, resize_args)
 
 enum epabi_launch_kind {
 #define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
@@ -298,6 +299,29 @@ struct argreduce_args {
     bool is_min;
     bool last;                            /* select_last_index */
     int64_t outer, len, inner;
+};
+
+/* Resize (nearest and linear). Coordinate transformation and nearest rounding as ORT's CPU EP computes them, in
+ * float. A dim whose scale is exactly 1 maps output index i to input index i. */
+enum resize_coord {
+    RESIZE_HALF_PIXEL, RESIZE_ASYMMETRIC, RESIZE_PYTORCH_HALF_PIXEL, RESIZE_ALIGN_CORNERS, RESIZE_HALF_PIXEL_SYMMETRIC,
+    RESIZE_TF_HALF_PIXEL_FOR_NN
+};
+enum resize_nearest { RESIZE_ROUND_PREFER_FLOOR, RESIZE_ROUND_PREFER_CEIL, RESIZE_FLOOR, RESIZE_CEIL, RESIZE_SIMPLE };
+
+struct resize_args {
+    const unsigned char* x;
+    unsigned char* y;
+    unsigned char* table;                 /* host scratch: per-dim index and weight tables (resize.c); CUDA: unused */
+    size_t elsize;                        /* nearest: 1 or 4; linear: 4 (float) */
+    bool linear;
+    bool copy;                            /* output dims equal input dims: Y = X, as ORT's CPU EP does */
+    enum resize_coord coord;
+    enum resize_nearest nearest;
+    int rank;                             /* >= 1 */
+    int64_t in_dims[EPABI_MAX_RANK];
+    int64_t out_dims[EPABI_MAX_RANK];
+    float scales[EPABI_MAX_RANK];         /* > 0 */
 };
 
 #endif

@@ -14,7 +14,7 @@
 #define EPABI_FAMILIES(X)                                                                                    \
     X(elementwise) X(unary) X(cast) X(matmul) X(conv) X(pool) X(softmax) X(layernorm) X(reduce) X(transpose) \
     X(reshape) X(expand) X(concat) X(slice) X(gather) X(shape)                                            \
-    X(split) X(pad) X(tile) X(range) X(constant_of_shape) X(argreduce)
+    X(split) X(pad) X(tile) X(range) X(constant_of_shape) X(argreduce) X(resize)
 
 #define EPABI_FAMILY_DECL_(stem) extern const struct epabi_kernel epabi_kernels_##stem[] __attribute__((weak));
 EPABI_FAMILIES(EPABI_FAMILY_DECL_)

@@ -211,6 +211,59 @@ def reduction_ops():
 reduction_ops()
 
 
+def resize_ops():
+    """Nearest Resize on float and int32 (scales as an initializer, sizes at run time) and linear Resize."""
+    for t in (F, I32):
+        xr = data((1, 2, 3, 5), t)
+        sc = np.array([1, 1, 2, 1.5], np.float32)
+        one_node(f"resize_nearest_{TN[t]}", "Resize", [("x", t, xr), ("roi", F, None), ("sc", F, sc)],
+                 {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+                 opset=13, as_init=("sc",))
+        one_node(f"resize_nearest_sizes_{TN[t]}", "Resize",
+                 [("x", t, xr), ("roi", F, None), ("sc", F, None), ("sz", I64, np.array([1, 2, 7, 3]))], opset=19)
+    xr = data((1, 3, 4, 6), F)
+    one_node("resize_linear_half_pixel", "Resize",
+             [("x", F, xr), ("roi", F, None), ("sc", F, np.array([1, 1, 2, 0.5], np.float32))],
+             {"mode": "linear"}, opset=13, as_init=("sc",))
+    one_node("resize_linear_align_corners_sizes", "Resize",
+             [("x", F, xr), ("roi", F, None), ("sc", F, None), ("sz", I64, np.array([1, 3, 9, 4]))],
+             {"mode": "linear", "coordinate_transformation_mode": "align_corners"}, opset=13)
+
+
+resize_ops()
+
+
+def detector_chain():
+    """A detector-style neck: Split along channels, an upsampling Resize, a Tile, a Pad, Concat and ArgMax, with a
+    Range over a runtime dim and a ConstantOfShape of a runtime shape (the host-step shape plumbing)."""
+    n = helper.make_node
+    f1 = helper.make_tensor("one", F, [1], [1.0])
+    nodes = [
+        n("Split", ["x", "halves"], ["a", "b"], axis=1, name="split"),
+        n("Resize", ["a", "", "up2"], ["a2"], mode="nearest", coordinate_transformation_mode="asymmetric",
+          nearest_mode="floor", name="resize"),
+        n("Tile", ["b", "rep"], ["b2"], name="tile"),
+        n("Concat", ["a2", "b2"], ["c"], axis=1, name="concat"),
+        n("Pad", ["c", "pads"], ["cp"], mode="edge", name="pad"),
+        n("ArgMax", ["cp"], ["am"], axis=1, keepdims=0, name="argmax"),
+        n("Shape", ["cp"], ["shp"], name="shape"),
+        n("Gather", ["shp", "two"], ["h"], axis=0, name="gather_h"),
+        n("Range", ["zero", "h", "one_i"], ["rows"], name="range"),
+        n("ConstantOfShape", ["shp"], ["ones"], value=f1, name="cos"),
+        n("Flatten", ["ones"], ["flat"], axis=2, name="flatten"),
+    ]
+    inits = [S.init("halves", np.array([2, 2], np.int64)), S.init("up2", np.array([1, 1, 2, 2], np.float32)),
+             S.init("rep", np.array([1, 1, 2, 2], np.int64)), S.init("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1])),
+             S.init("two", np.array(2, np.int64)), S.init("zero", np.array(0, np.int64)),
+             S.init("one_i", np.array(1, np.int64))]
+    outs = [S.vi("am", I64, None), S.vi("rows", I64, None), S.vi("flat", F, None), S.vi("cp", F, None)]
+    m = S.make_model(nodes, [S.vi("x", F, ["N", 4, "H", "W"])], outs, inits, opset=18)
+    cases.append(("detector_like_chain", m, {"x": data((2, 4, 3, 5), F)}, {"expect_ours": 1}))
+
+
+detector_chain()
+
+
 def chain():
     """Magika-style shape plumbing: everything runtime-computed, int64 and int32 mixed."""
     n = helper.make_node

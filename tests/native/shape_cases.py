@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checks the data-movement kernels (transpose, reshape, squeeze/unsqueeze/identity, expand, concat, slice,
-gather, shape; split, flatten, tile, pad, range, constant-of-shape, argmax/argmin) through
+gather, shape; split, flatten, tile, pad, range, constant-of-shape, argmax/argmin, nearest resize) through
 shape_harness.c.
 
 Builds the harness (harness_build.py: every native/kernels/*.c plus native/api.c), feeds it every case on
@@ -36,7 +36,7 @@ from shape_check import DT, I32MAX, I64MAX, I64MIN, Case, run_cases
 ALL_DT = [np.float32, np.int32, np.int64, np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.float16, np.float64,
           np.uint32, np.uint64]
 OPS = {"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Expand", "Concat", "Slice", "Gather", "Shape",
-       "Split", "Flatten", "Tile", "Range", "ConstantOfShape", "Pad", "ArgMax", "ArgMin"}
+       "Split", "Flatten", "Tile", "Range", "ConstantOfShape", "Pad", "ArgMax", "ArgMin", "Resize"}
 
 
 def spec_slice(x, starts, ends, axes=None, steps=None):
@@ -363,8 +363,45 @@ def all_cases(substring: str = "") -> list[Case]:
     return cases
 
 
+def ort_resize_nearest(x, out_dims, scales, coord="half_pixel", mode="round_prefer_floor"):
+    """Nearest Resize as ONNX Runtime's CPU EP computes it: coordinates in float32 (the reference computes them in
+    float64, which rounds some ties the other way), opset 10's "simple" rounding, tf_half_pixel_for_nn."""
+    f = np.float32
+    idx = []
+    for d in range(x.ndim):
+        n, m, sc = x.shape[d], out_dims[d], f(scales[d])
+        o = np.arange(m, dtype=f)
+        if sc == 1:
+            idx.append(np.arange(m))
+            continue
+        if coord == "asymmetric":
+            c = o / sc
+        elif coord == "tf_half_pixel_for_nn":
+            c = (o + f(0.5)) / sc
+        elif coord == "align_corners":
+            c = np.zeros(m, f) if m == 1 else o * f(n - 1) / f(m - 1)
+        elif coord == "pytorch_half_pixel" and m <= 1:
+            c = np.zeros(m, f)
+        else:
+            c = (o + f(0.5)) / sc - f(0.5)
+        fl = np.floor(c)
+        half_up = np.where(c >= 0, fl + (c - fl >= f(0.5)), -np.floor(-c) - ((-c) - np.floor(-c) >= f(0.5)))
+        if mode == "simple":
+            i = np.ceil(c) if sc < 1 else np.trunc(c)
+        elif mode == "floor":
+            i = fl
+        elif mode == "ceil":
+            i = np.ceil(c)
+        elif mode == "round_prefer_ceil":
+            i = half_up
+        else:
+            i = np.where(c == np.trunc(c).astype(f) + f(0.5), fl, half_up)
+        idx.append(np.clip(i.astype(np.int64), 0, n - 1))
+    return x[np.ix_(*idx)]
+
+
 def movement_cases() -> list[Case]:
-    """Split, Flatten, Tile, Pad, Range, ConstantOfShape and ArgMax/ArgMin, from a generator of their
+    """Split, Flatten, Tile, Pad, Range, ConstantOfShape, ArgMax/ArgMin and nearest Resize, from a generator of their
     own so the other ops' inputs stay as they were. Explicit expectations mark where ONNX Runtime's CPU EP, which
     the kernels follow, and the reference differ (or the reference lacks the case)."""
     rng = np.random.default_rng(16)
@@ -622,12 +659,67 @@ def movement_cases() -> list[Case]:
     add("am_min_nan_last", "ArgMin", 13, [(xn, "")], {"axis": 1, "select_last_index": 1},
         expect=[i64(0, 0, 3).reshape(3, 1)])
 
+    # ---- Resize, nearest ------------------------------------------------------------------------------
+    xr = arr((1, 2, 4, 6))
+    up, down = f32(1, 1, 2, 1.5), f32(1, 1, 0.5, 0.7)
+    for nm in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
+        for co in ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn"):
+            at = {"mode": "nearest", "nearest_mode": nm, "coordinate_transformation_mode": co}
+            ref = "ref" if co != "tf_half_pixel_for_nn" else None   # the reference lacks it
+            add(f"rz_{nm}_{co}_up", "Resize", 13, [(xr, ""), None, (up, "sc")], at,
+                expect=ref or [ort_resize_nearest(xr, (1, 2, 8, 9), up, co, nm)])
+            add(f"rz_{nm}_{co}_sizes", "Resize", 13, [(xr, ""), None, None, (i64(1, 2, 3, 13), "s")], at,
+                expect=ref or [ort_resize_nearest(xr, (1, 2, 3, 13), f32(1, 1, 3 / 4, 13 / 6), co, nm)])
+            if co not in ("align_corners", "pytorch_half_pixel"):   # fractional lengths: left to the CPU EP
+                add(f"rz_{nm}_{co}_down", "Resize", 13, [(xr, ""), None, (down, "sc")], at,
+                    expect=[ort_resize_nearest(xr, (1, 2, 2, 4), down, co, nm)])
+    add("rz_v19_half_pixel_symmetric", "Resize", 19, [(xr, ""), None, (f32(1, 1, 1.5, 0.8), "s")],
+        {"coordinate_transformation_mode": "half_pixel_symmetric"})
+    add("rz_v10_up", "Resize", 10, [(xr, ""), (f32(1, 1, 2, 3), "s")],
+        expect=[ort_resize_nearest(xr, (1, 2, 8, 18), f32(1, 1, 2, 3), "asymmetric", "simple")])
+    add("rz_v10_down", "Resize", 10, [(xr, ""), (f32(1, 1, 0.5, 0.7), "s")],
+        expect=[ort_resize_nearest(xr, (1, 2, 2, 4), f32(1, 1, 0.5, 0.7), "asymmetric", "simple")])
+    add("rz_v11_scales", "Resize", 11, [(xr, ""), (np.zeros((0,), np.float32), "s"), (up, "s")])
+    add("rz_v11_sizes", "Resize", 11, [(xr, ""), (np.zeros((0,), np.float32), "s"),
+                                       (np.zeros((0,), np.float32), "s"), (i64(2, 1, 7, 5), "s")])
+    add("rz_v18_axes_scales", "Resize", 18, [(xr, ""), None, (f32(3, 0.5), "s")], {"axes": [2, 3]})
+    add("rz_v18_axes_sizes", "Resize", 18, [(xr, ""), None, None, (i64(9, 2), "s")], {"axes": [3, -2]},
+        expect=[ort_resize_nearest(xr, (1, 2, 2, 9), f32(1, 1, 2 / 4, 9 / 6))])   # the reference fails on axis -2
+    for pol in ("not_larger", "not_smaller"):
+        add(f"rz_v18_{pol}", "Resize", 18, [(xr, ""), None, None, (i64(1, 2, 7, 8), "s")],
+            {"keep_aspect_ratio_policy": pol})
+    for dt in (np.int32, np.int8, np.uint8):
+        add(f"rz_dt_{np.dtype(dt).name}", "Resize", 13, [(arr((2, 3, 5), dt), ""), None, (f32(1, 2, 0.6), "s")])
+    add("rz_1d", "Resize", 13, [(arr((5,)), ""), None, (f32(2.4), "s")])
+    x57 = arr((5, 7))   # 1.4f * 5 is 7 in float (ONNX Runtime's output size), 6.99... in double (the reference)
+    add("rz_float_product_size", "Resize", 13, [(x57, ""), None, (f32(1.4, 0.6), "s")],
+        expect=[ort_resize_nearest(x57, (7, 4), f32(1.4, 0.6))])
+    add("rz_2x_asymmetric_floor", "Resize", 13, [(arr((1, 3, 8, 8)), ""), None, (f32(1, 1, 2, 2), "sc")],
+        {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"})
+    add("rz_rank5", "Resize", 13, [(arr((1, 2, 3, 2, 4)), ""), None, (f32(1, 1, 2, 0.5, 1.5), "s")])
+    add("rz_same_size", "Resize", 13, [(xr, ""), None, (f32(1, 1, 1.1, 1.1), "s")], expect=[xr])  # no-op copy
+    add("rz_empty", "Resize", 13, [(arr((1, 0, 4, 4)), ""), None, (f32(1, 1, 2, 2), "s")])
+    add("rz_big", "Resize", 13, [(arr((2, 8, 40, 30)), ""), None, (f32(1, 1, 2, 2), "s")])
+    add("rz_err_both", "Resize", 13, [(xr, ""), None, (up, "s"), (i64(1, 2, 8, 9), "s")], expect="error")
+    add("rz_err_neither", "Resize", 13, [(xr, ""), None, None, None], expect="error")
+    add("rz_err_scales_count", "Resize", 13, [(xr, ""), None, (f32(2, 2), "s")], expect="error")
+    add("rz_err_scale_zero", "Resize", 13, [(xr, ""), None, (f32(1, 1, 0, 2), "s")], expect="error")
+    add("rz_err_size_from_empty", "Resize", 13, [(arr((1, 0, 4)), ""), None, None, (i64(1, 2, 4), "s")],
+        expect="error")
+    add("rz_refuse_cubic", "Resize", 13, [(xr, ""), None, (up, "s")], {"mode": "cubic"}, expect="refused")
+    add("rz_refuse_crop", "Resize", 13, [(xr, ""), (f32(0, 0, 0, 0, 1, 1, 1, 1), "s"), (up, "s")],
+        {"coordinate_transformation_mode": "tf_crop_and_resize"}, expect="refused")
+    add("rz_refuse_int16", "Resize", 13, [(arr((2, 3), np.int16), ""), None, (f32(2, 2), "s")], expect="refused")
+    add("rz_refuse_align_corners_runtime_scales", "Resize", 13, [(xr, ""), None, (up, "s")],
+        {"coordinate_transformation_mode": "align_corners"}, expect="refused")
+    add("rz_refuse_antialias", "Resize", 18, [(xr, ""), None, (down, "s")], {"antialias": 1}, expect="refused")
     return cases
 
 
 # The ONNX backend node cases of our ops; the inputs run() may read (shapes, axes, Gather's indices) are marked "s".
 SHAPE_IN = {"Reshape": {1}, "Expand": {1}, "Slice": {1, 2, 3, 4}, "Squeeze": {1}, "Unsqueeze": {1}, "Gather": {1},
-            "Split": {1}, "Tile": {1}, "Range": {0, 1, 2}, "ConstantOfShape": {0}, "Pad": {1, 3}}
+            "Split": {1}, "Tile": {1}, "Range": {0, 1, 2}, "ConstantOfShape": {0}, "Pad": {1, 3},
+            "Resize": {1, 2, 3}}
 
 
 # Ops whose kernels leave some of the backend cases to others (Range: float16 and bfloat16).
@@ -668,6 +760,8 @@ def onnx_backend_cases(substring: str = "") -> list[Case]:
         for at in n.attribute:
             v = onnx.helper.get_attribute_value(at)
             attrs[at.name] = list(v) if isinstance(v, (list, tuple)) else v
+        if n.op_type == "Resize" and attrs.get("mode", b"nearest") != b"nearest":
+            continue  # interpolated values: compared within a tolerance by tests/test_conformance.py
         cases.append(Case(f"onnx_{tc.name}", n.op_type, since, ins, attrs, expect=[np.asarray(o) for o in outs],
                           nout=len(n.output), may_refuse=n.op_type in MAY_REFUSE))
     return cases
