@@ -1,8 +1,9 @@
 """The standalone kernel harnesses (tests/native/README.md): every case passes, plain and under ASan + UBSan.
 
 kernel_harness.c runs kernel_cases.py's float32 math cases (matmul, gemm, conv, pool, softmax, layernorm,
-reduce); shape_harness.c runs shape_cases.py's data-movement cases (transpose, reshape, squeeze/unsqueeze,
-identity, expand, concat, slice, gather, shape). Each harness is built from every native/kernels/*.c with
+reduce, linear resize); shape_harness.c runs shape_cases.py's data-movement cases (transpose, reshape,
+squeeze/unsqueeze, identity, expand, concat, slice, gather, shape, split, flatten, tile, pad, range,
+constant-of-shape, argmax/argmin, nearest resize). Each harness is built from every native/kernels/*.c with
 -std=c11 -Wall -Wextra -Werror, at -O2 and with -fsanitize=address,undefined (skipped where the compiler or the
 machine cannot run sanitized code). Needs a C compiler ($CC, gcc or cc); skipped without one.
 """

@@ -1,7 +1,7 @@
 /*
  * shape_harness.c - a standalone driver for the data-movement kernels (transpose, reshape, expand, concat,
- * slice, gather, shape) without the executor or ONNX Runtime; kernels are looked up through registry.c. Never
- * linked into the plugin.
+ * slice, gather, shape, split, pad, tile, range, constant-of-shape, argmax/argmin, nearest resize) without the
+ * executor or ONNX Runtime; kernels are looked up through registry.c. Never linked into the plugin.
  *
  * The executor side of kernel.h (epabi_exec_*, epabi_attr_*) is exec_stub.c's, with every output and scratch
  * buffer ending at a PROT_NONE guard page and poisoned. On top of it this driver enforces the contract:
