@@ -263,3 +263,29 @@ bool epabi_attr_string(const struct epabi_node* node, const char* name, char* bu
 bool epabi_attr_has(const struct epabi_node* node, const char* name) {
     return find_attr(node, name, ORT_OP_ATTR_UNDEFINED) != NULL;
 }
+
+bool epabi_attr_tensor(const struct epabi_node* node, const char* name, ONNXTensorElementDataType* dtype, void* out,
+                       size_t cap, size_t* count) {
+    const OrtApi* ort = node->api->ort;
+    const OrtOpAttr* attr = find_attr(node, name, ORT_OP_ATTR_TENSOR);
+    if (attr == NULL) return false;
+    OrtValue* value = NULL;
+    OrtStatus* st = ort->OpAttr_GetTensorAttributeAsOrtValue(attr, &value);
+    OrtTensorTypeAndShapeInfo* info = NULL;
+    if (st == NULL) st = ort->GetTensorTypeAndShape(value, &info);
+    size_t n = 0;
+    if (st == NULL) st = ort->GetTensorElementType(info, dtype);
+    if (st == NULL) st = ort->GetTensorShapeElementCount(info, &n);
+    void* data = NULL;
+    if (st == NULL && n > 0) st = ort->GetTensorMutableData(value, &data);
+    if (st == NULL) {
+        const size_t bytes = n * epabi_dtype_size(*dtype);
+        if (data != NULL && out != NULL) memcpy(out, data, bytes < cap ? bytes : cap);
+        *count = n;
+    }
+    if (info != NULL) ort->ReleaseTensorTypeAndShapeInfo(info);
+    if (value != NULL) ort->ReleaseValue(value);
+    if (st == NULL) return true;
+    ort->ReleaseStatus(st);
+    return false;
+}

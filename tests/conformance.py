@@ -31,6 +31,7 @@ KERNEL_OPS = frozenset(
     + "Less Greater LessOrEqual GreaterOrEqual Mod And Or".split()
     + "Neg Floor Ceil Round Log Sin Cos Sign Not Clip HardSigmoid HardSwish LeakyRelu Gelu".split()
     + "MaxPool AveragePool GlobalAveragePool BatchNormalization InstanceNormalization ConvTranspose LSTM".split()
+    + "Split Flatten Tile Range ConstantOfShape Pad ArgMax ArgMin ReduceMin ReduceProd ReduceL2 Resize".split()
 )
 
 

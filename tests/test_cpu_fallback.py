@@ -44,8 +44,8 @@ def _model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], outpu
 
 
 def conv_pool_net() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """Conv -> Relu -> MaxPool -> Conv -> Relu -> GlobalMaxPool -> Flatten -> Gemm; our EP leaves MaxPool and
-    Flatten to the CPU (no kernels)."""
+    """Conv -> Relu -> MaxPool -> Conv -> Relu -> GlobalMaxPool -> Flatten -> Gemm; with our EP, MaxPool and
+    Flatten stay on the CPU (force_cpu_nodes, see MIXED)."""
     rng = _rng()
     w1 = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32) * 0.3, "w1")
     w2 = numpy_helper.from_array(rng.standard_normal((16, 8, 3, 3)).astype(np.float32) * 0.2, "w2")
@@ -131,7 +131,7 @@ def local_function() -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
 MODELS = {f.__name__: f for f in (conv_pool_net, global_max_pool_3d, loop_with_scan_outputs, sequences,
                                     local_function)}
 #: Models run with our plugin claiming part of them: (model, nodes our EP must leave to the CPU).
-MIXED = {"conv_pool_net": "", "global_max_pool_3d": "gmp", "loop_with_scan_outputs": ""}
+MIXED = {"conv_pool_net": "pool1,flatten", "global_max_pool_3d": "gmp", "loop_with_scan_outputs": ""}
 
 
 def _ort_cpu(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list:

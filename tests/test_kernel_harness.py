@@ -1,12 +1,12 @@
 """The standalone kernel harnesses (tests/native/README.md): every case passes, plain and under ASan + UBSan.
 
 kernel_harness.c runs kernel_cases.py's math cases (float32 matmul, gemm, conv, pooling, softmax, layernorm,
-reduce, batch/instance normalization, conv-transpose, lstm; the unary, activation, comparison and Mod kernels on
-their dtypes); shape_harness.c runs shape_cases.py's data-movement cases (transpose, reshape, squeeze/unsqueeze,
-identity, expand, concat, slice, gather, shape). Each harness is built from every native/kernels/*.c with
--std=c11 -Wall -Wextra -Werror, at -O2 and with
--fsanitize=address,undefined (skipped where the compiler or the machine cannot run sanitized code). Needs a C
-compiler ($CC, gcc or cc); skipped without one.
+reduce, batch/instance normalization, conv-transpose, lstm, linear resize; the unary, activation, comparison and Mod
+kernels on their dtypes); shape_harness.c runs shape_cases.py's data-movement cases (transpose, reshape,
+squeeze/unsqueeze, identity, expand, concat, slice, gather, shape, split, flatten, tile, pad, range,
+constant-of-shape, argmax/argmin, nearest resize). Each harness is built from every native/kernels/*.c with
+-std=c11 -Wall -Wextra -Werror, at -O2 and with -fsanitize=address,undefined (skipped where the compiler or the
+machine cannot run sanitized code). Needs a C compiler ($CC, gcc or cc); skipped without one.
 """
 
 from __future__ import annotations

@@ -66,6 +66,11 @@ static_assert(sizeof(batchnorm_launch) == 80, "batchnorm_launch layout");
 static_assert(sizeof(instancenorm_launch) == 64, "instancenorm_launch layout");
 static_assert(sizeof(convt_launch) == 248, "convt_launch layout");
 static_assert(sizeof(lstm_launch) == 160, "lstm_launch layout");
+static_assert(sizeof(pad_args) == 304, "pad_args layout");
+static_assert(sizeof(fill_args) == 32, "fill_args layout");
+static_assert(sizeof(range_args) == 56, "range_args layout");
+static_assert(sizeof(argreduce_args) == 48, "argreduce_args layout");
+static_assert(sizeof(resize_args) == 208, "resize_args layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -290,6 +295,49 @@ static_assert(EP_OFF(lstm_launch, input) == 136, "lstm_launch.input");
 static_assert(EP_OFF(lstm_launch, hidden) == 144, "lstm_launch.hidden");
 static_assert(EP_OFF(lstm_launch, dirs) == 152, "lstm_launch.dirs");
 static_assert(EP_OFF(lstm_launch, reverse) == 156, "lstm_launch.reverse");
+static_assert(EP_OFF(pad_args, src) == 0, "pad_args.src");
+static_assert(EP_OFF(pad_args, dst) == 8, "pad_args.dst");
+static_assert(EP_OFF(pad_args, elsize) == 16, "pad_args.elsize");
+static_assert(EP_OFF(pad_args, mode) == 24, "pad_args.mode");
+static_assert(EP_OFF(pad_args, rank) == 28, "pad_args.rank");
+static_assert(EP_OFF(pad_args, in_dims) == 32, "pad_args.in_dims");
+static_assert(EP_OFF(pad_args, in_strides) == 96, "pad_args.in_strides");
+static_assert(EP_OFF(pad_args, out_dims) == 160, "pad_args.out_dims");
+static_assert(EP_OFF(pad_args, begin) == 224, "pad_args.begin");
+static_assert(EP_OFF(pad_args, value_src) == 288, "pad_args.value_src");
+static_assert(EP_OFF(pad_args, value) == 296, "pad_args.value");
+static_assert(EP_OFF(fill_args, dst) == 0, "fill_args.dst");
+static_assert(EP_OFF(fill_args, n) == 8, "fill_args.n");
+static_assert(EP_OFF(fill_args, elsize) == 16, "fill_args.elsize");
+static_assert(EP_OFF(fill_args, value) == 24, "fill_args.value");
+static_assert(EP_OFF(range_args, dst) == 0, "range_args.dst");
+static_assert(EP_OFF(range_args, dtype) == 8, "range_args.dtype");
+static_assert(EP_OFF(range_args, pad_) == 12, "range_args.pad_");
+static_assert(EP_OFF(range_args, n) == 16, "range_args.n");
+static_assert(EP_OFF(range_args, start_f) == 24, "range_args.start_f");
+static_assert(EP_OFF(range_args, delta_f) == 32, "range_args.delta_f");
+static_assert(EP_OFF(range_args, start_i) == 40, "range_args.start_i");
+static_assert(EP_OFF(range_args, delta_i) == 48, "range_args.delta_i");
+static_assert(EP_OFF(argreduce_args, x) == 0, "argreduce_args.x");
+static_assert(EP_OFF(argreduce_args, y) == 8, "argreduce_args.y");
+static_assert(EP_OFF(argreduce_args, dtype) == 16, "argreduce_args.dtype");
+static_assert(EP_OFF(argreduce_args, is_min) == 20, "argreduce_args.is_min");
+static_assert(EP_OFF(argreduce_args, last) == 21, "argreduce_args.last");
+static_assert(EP_OFF(argreduce_args, outer) == 24, "argreduce_args.outer");
+static_assert(EP_OFF(argreduce_args, len) == 32, "argreduce_args.len");
+static_assert(EP_OFF(argreduce_args, inner) == 40, "argreduce_args.inner");
+static_assert(EP_OFF(resize_args, x) == 0, "resize_args.x");
+static_assert(EP_OFF(resize_args, y) == 8, "resize_args.y");
+static_assert(EP_OFF(resize_args, table) == 16, "resize_args.table");
+static_assert(EP_OFF(resize_args, elsize) == 24, "resize_args.elsize");
+static_assert(EP_OFF(resize_args, linear) == 32, "resize_args.linear");
+static_assert(EP_OFF(resize_args, copy) == 33, "resize_args.copy");
+static_assert(EP_OFF(resize_args, coord) == 36, "resize_args.coord");
+static_assert(EP_OFF(resize_args, nearest) == 40, "resize_args.nearest");
+static_assert(EP_OFF(resize_args, rank) == 44, "resize_args.rank");
+static_assert(EP_OFF(resize_args, in_dims) == 48, "resize_args.in_dims");
+static_assert(EP_OFF(resize_args, out_dims) == 112, "resize_args.out_dims");
+static_assert(EP_OFF(resize_args, scales) == 176, "resize_args.scales");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -1245,7 +1293,7 @@ EP_KERNEL gmaxpool_f32(const EP_GC gmaxpool_launch L) {
     }
 }
 
-/* ---- ReduceSum / ReduceMean / ReduceMax (struct reduce_launch) ------------------------------------- */
+/* ---- ReduceSum / Mean / Max / Min / Prod / L2 (struct reduce_launch) ----------------------------- */
 
 /* The geometry of a reduction: output element o (row-major over the kept merged dims) starts at input
  * offset base(o); the reduced elements of it are enumerated row-major over the reduced merged dims. */
@@ -1300,7 +1348,23 @@ EP_DEV int64_t red_offset(const red_geom& g, int64_t q) {
 EP_DEV float red_finish(const reduce_launch& L, double acc) {
     double scale = 1.0;
     if (L.op == REDUCE_MEAN) scale = L.count == 0 ? nan_d() : 1.0 / (double)L.count;
+    if (L.op == REDUCE_L2) return (float)sqrt(acc);
     return (float)(acc * scale);
+}
+
+/* the running min of ReduceMin, as the host's `if (x < m || x != x) m = x`, and the combination of two */
+EP_DEV float sticky_min(float m, float x) { return (x < m || x != x) ? x : m; }
+EP_DEV float sticky_min_combine(float a, float b) { return (a != a) ? a : ((b < a || b != b) ? b : a); }
+struct op_sticky_min_f {
+    __device__ float operator()(float a, float b) const { return sticky_min_combine(a, b); }
+};
+struct op_mul_d {
+    __device__ double operator()(double a, double b) const { return a * b; }
+};
+
+/* What an accumulating reduction adds (or, for ReduceProd, multiplies) in per element. */
+EP_DEV double red_term(const reduce_launch& L, float v) {
+    return L.op == REDUCE_L2 ? (double)v * (double)v : (double)v;
 }
 
 /* One thread per output element (small reductions). */
@@ -1309,13 +1373,21 @@ EP_KERNEL reduce_thread_f32(const EP_GC reduce_launch L) {
     red_geom_init(L, g);
     GRID_LOOP(o, L.out_numel) {
         const float* x = L.x + red_base(g, o);
-        if (L.op == REDUCE_MAX) {
-            float m = -inf_f();
-            for (int64_t q = 0; q < g.rcount; ++q) m = sticky_max(m, x[red_offset(g, q)]);
+        if (L.op == REDUCE_MAX || L.op == REDUCE_MIN) {
+            const bool mx = L.op == REDUCE_MAX;
+            float m = mx ? -inf_f() : inf_f();
+            for (int64_t q = 0; q < g.rcount; ++q) {
+                const float v = x[red_offset(g, q)];
+                m = mx ? sticky_max(m, v) : sticky_min(m, v);
+            }
             L.y[o] = m;
+        } else if (L.op == REDUCE_PROD) {
+            double a = 1.0;
+            for (int64_t q = 0; q < g.rcount; ++q) a *= (double)x[red_offset(g, q)];
+            L.y[o] = (float)a;
         } else {
             double a = 0.0;
-            for (int64_t q = 0; q < g.rcount; ++q) a += (double)x[red_offset(g, q)];
+            for (int64_t q = 0; q < g.rcount; ++q) a += red_term(L, x[red_offset(g, q)]);
             L.y[o] = red_finish(L, a);
         }
     }
@@ -1334,9 +1406,19 @@ EP_KERNEL reduce_block_f32(const EP_GC reduce_launch L) {
             for (int64_t q = threadIdx.x; q < g.rcount; q += blockDim.x) m = sticky_max(m, x[red_offset(g, q)]);
             m = block_reduce(m, op_sticky_f(), -inf_f(), fsm);
             if (threadIdx.x == 0) L.y[o] = m;
+        } else if (L.op == REDUCE_MIN) {
+            float m = inf_f();
+            for (int64_t q = threadIdx.x; q < g.rcount; q += blockDim.x) m = sticky_min(m, x[red_offset(g, q)]);
+            m = block_reduce(m, op_sticky_min_f(), inf_f(), fsm);
+            if (threadIdx.x == 0) L.y[o] = m;
+        } else if (L.op == REDUCE_PROD) {
+            double a = 1.0;
+            for (int64_t q = threadIdx.x; q < g.rcount; q += blockDim.x) a *= (double)x[red_offset(g, q)];
+            a = block_reduce(a, op_mul_d(), 1.0, dsm);
+            if (threadIdx.x == 0) L.y[o] = (float)a;
         } else {
             double a = 0.0;
-            for (int64_t q = threadIdx.x; q < g.rcount; q += blockDim.x) a += (double)x[red_offset(g, q)];
+            for (int64_t q = threadIdx.x; q < g.rcount; q += blockDim.x) a += red_term(L, x[red_offset(g, q)]);
             a = block_reduce(a, op_add_d(), 0.0, dsm);
             if (threadIdx.x == 0) L.y[o] = red_finish(L, a);
         }
@@ -1631,5 +1713,225 @@ EP_KERNEL lstm_cell_f32(const EP_GC lstm_launch L, int d, int64_t t, int64_t n_i
         L.c[e] = cn;
         L.h[e] = hn;
         if (L.y != nullptr) L.y[((t * L.dirs + d) * L.batch + bi) * H + j] = hn;
+    }
+}
+
+/* ---- Pad / Tile (struct pad_args) --------------------------------------------------------------------- */
+
+/* Where view index i lands in an axis of n elements, as padded_copy.c's epabi_pad_map_index: -1 is CONSTANT's
+ * "no element". */
+EP_DEV int64_t pad_map(int mode, int64_t i, int64_t n) {
+    if (i >= 0 && i < n) return i;
+    if (mode == PAD_EDGE) return i < 0 ? 0 : n - 1;
+    if (mode == PAD_WRAP) {
+        const int64_t m = i % n;
+        return m < 0 ? m + n : m;
+    }
+    if (mode == PAD_REFLECT) {
+        if (n == 1) return 0;
+        const int64_t period = 2 * (n - 1);
+        int64_t m = i % period;
+        if (m < 0) m += period;
+        return m < n ? m : period - m;
+    }
+    return -1;
+}
+
+/* One thread per output element; T is the unsigned integer of elsize bytes (the constant: value_src's element, or
+ * the low bytes of value). */
+template <typename T> EP_DEV void pad_copy(const pad_args& a, int64_t n) {
+    const T* src = (const T*)a.src;
+    T* dst = (T*)a.dst;
+    const T value = a.value_src != nullptr ? *(const T*)a.value_src : (T)a.value;
+    GRID_LOOP(e, n) {
+        int64_t rem = e, off = 0;
+        bool hole = false;
+        for (int d = a.rank - 1; d >= 0; --d) {
+            const int64_t od = rem % a.out_dims[d];
+            rem /= a.out_dims[d];
+            const int64_t m = pad_map(a.mode, od - a.begin[d], a.in_dims[d]);
+            if (m < 0) hole = true;
+            off += m * a.in_strides[d];
+        }
+        dst[e] = hole ? value : src[off];
+    }
+}
+
+EP_KERNEL pad_copy_1(const EP_GC pad_args a, int64_t n) { pad_copy<uint8_t>(a, n); }
+EP_KERNEL pad_copy_2(const EP_GC pad_args a, int64_t n) { pad_copy<uint16_t>(a, n); }
+EP_KERNEL pad_copy_4(const EP_GC pad_args a, int64_t n) { pad_copy<uint32_t>(a, n); }
+EP_KERNEL pad_copy_8(const EP_GC pad_args a, int64_t n) { pad_copy<uint64_t>(a, n); }
+
+/* ---- ConstantOfShape (struct fill_args) --------------------------------------------------------------- */
+
+template <typename T> EP_DEV void fill_loop(const fill_args& a) {
+    T* dst = (T*)a.dst;
+    const T value = (T)a.value;
+    GRID_LOOP(i, a.n) dst[i] = value;
+}
+
+EP_KERNEL fill_1(const EP_GC fill_args a) { fill_loop<uint8_t>(a); }
+EP_KERNEL fill_2(const EP_GC fill_args a) { fill_loop<uint16_t>(a); }
+EP_KERNEL fill_4(const EP_GC fill_args a) { fill_loop<uint32_t>(a); }
+EP_KERNEL fill_8(const EP_GC fill_args a) { fill_loop<uint64_t>(a); }
+
+/* ---- Range (struct range_args) ------------------------------------------------------------------------ */
+
+/* start + i * delta in the dtype, as ORT's CUDA EP (the host accumulates, as ORT's CPU EP: range.c); integers
+ * wrap through uint64. */
+EP_KERNEL range_fill(const EP_GC range_args a) {
+    GRID_LOOP(i, a.n) {
+        const uint64_t v = (uint64_t)a.start_i + (uint64_t)i * (uint64_t)a.delta_i;
+        switch (a.dtype) {
+        case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+            ((float*)a.dst)[i] = (float)a.start_f + (float)i * (float)a.delta_f;
+            break;
+        case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: ((double*)a.dst)[i] = a.start_f + (double)i * a.delta_f; break;
+        case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16: ((int16_t*)a.dst)[i] = (int16_t)(uint16_t)v; break;
+        case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: ((int32_t*)a.dst)[i] = (int32_t)(uint32_t)v; break;
+        default: ((int64_t*)a.dst)[i] = (int64_t)v; break;
+        }
+    }
+}
+
+/* ---- ArgMax / ArgMin (struct argreduce_args) ---------------------------------------------------------- */
+
+/* One thread per output element (o, i): the scan of argreduce.c, which takes a later element only when it
+ * compares greater / less (or equal, with last), so a NaN is never taken unless it comes first. n = outer * inner. */
+template <typename T> EP_DEV void argreduce_loop(const argreduce_args& a, int64_t n) {
+    const T* x = (const T*)a.x;
+    GRID_LOOP(e, n) {
+        const int64_t o = e / a.inner, i = e - o * a.inner;
+        const T* p = x + o * a.len * a.inner + i;
+        T best = p[0];
+        int64_t at = 0;
+        for (int64_t j = 1; j < a.len; ++j) {
+            const T v = p[j * a.inner];
+            const bool take = a.is_min ? (a.last ? v <= best : v < best) : (a.last ? v >= best : v > best);
+            if (take) {
+                best = v;
+                at = j;
+            }
+        }
+        a.y[e] = at;
+    }
+}
+
+EP_KERNEL argreduce(const EP_GC argreduce_args a, int64_t n) {
+    switch (a.dtype) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: argreduce_loop<float>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: argreduce_loop<double>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8: argreduce_loop<int8_t>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: argreduce_loop<uint8_t>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32: argreduce_loop<int32_t>(a, n); break;
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: argreduce_loop<int64_t>(a, n); break;
+    default: break;
+    }
+}
+
+/* ---- Resize (struct resize_args) ---------------------------------------------------------------------- */
+
+/* The input coordinate of output index o, in float as resize.c's original_coordinate (products that feed an
+ * addition are rounded on their own, so no contraction into an FMA changes them). */
+EP_DEV float rs_coordinate(int c, float o, float scale, float out_len, float in_len) {
+    switch (c) {
+    case RESIZE_ASYMMETRIC: return o / scale;
+    case RESIZE_PYTORCH_HALF_PIXEL: return out_len > 1 ? (o + 0.5f) / scale - 0.5f : 0.0f;
+    case RESIZE_TF_HALF_PIXEL_FOR_NN: return (o + 0.5f) / scale;
+    case RESIZE_ALIGN_CORNERS: return out_len == 1 ? 0.0f : __fdiv_rn(__fmul_rn(o, in_len - 1), out_len - 1);
+    case RESIZE_HALF_PIXEL_SYMMETRIC: {
+        const float adjustment = out_len / __fmul_rn(scale, in_len);
+        const float offset = __fmul_rn(in_len / 2, 1 - adjustment);
+        return (float)((double)offset + ((double)o + 0.5) / (double)scale - 0.5);
+    }
+    default: return (o + 0.5f) / scale - 0.5f;
+    }
+}
+
+EP_DEV int64_t rs_nearest(int m, float x, bool down, int64_t in_len) {
+    if (x < -1.0f) x = -1.0f;
+    if (x > (float)in_len) x = (float)in_len;
+    int64_t i;
+    switch (m) {
+    case RESIZE_SIMPLE: i = down ? (int64_t)ceilf(x) : (int64_t)x; break;
+    case RESIZE_ROUND_PREFER_CEIL: i = (int64_t)roundf(x); break;
+    case RESIZE_FLOOR: i = (int64_t)floorf(x); break;
+    case RESIZE_CEIL: i = (int64_t)ceilf(x); break;
+    default: i = x == (float)(int64_t)x + 0.5f ? (int64_t)floorf(x) : (int64_t)roundf(x); break;
+    }
+    return i < 0 ? 0 : (i >= in_len ? in_len - 1 : i);
+}
+
+/* nearest: one thread per output element; T is the element (1 or 4 bytes) */
+template <typename T> EP_DEV void resize_nearest(const resize_args& a, int64_t n) {
+    const T* x = (const T*)a.x;
+    T* y = (T*)a.y;
+    GRID_LOOP(e, n) {
+        int64_t rem = e, off = 0, stride = 1;
+        for (int d = a.rank - 1; d >= 0; --d) {
+            const int64_t o = rem % a.out_dims[d];
+            rem /= a.out_dims[d];
+            const float s = a.scales[d];
+            const int64_t i = s == 1.0f ? o
+                                        : rs_nearest(a.nearest,
+                                                     rs_coordinate(a.coord, (float)o, s, (float)a.out_dims[d],
+                                                                   (float)a.in_dims[d]),
+                                                     s < 1.0f, a.in_dims[d]);
+            off += i * stride;
+            stride *= a.in_dims[d];
+        }
+        y[e] = x[off];
+    }
+}
+
+EP_KERNEL resize_nearest_1(const EP_GC resize_args a, int64_t n) { resize_nearest<uint8_t>(a, n); }
+EP_KERNEL resize_nearest_4(const EP_GC resize_args a, int64_t n) { resize_nearest<uint32_t>(a, n); }
+
+/* linear, float: the corners of the axes whose scale is not 1 (at most 3 on the patterns resize.c accepts),
+ * innermost varying fastest, each weighted by the product of its axes' weights taken from the innermost out. */
+EP_KERNEL resize_linear_f32(const EP_GC resize_args a, int64_t n) {
+    const float* x = (const float*)a.x;
+    GRID_LOOP(e, n) {
+        int64_t rem = e, plain = 0, stride = 1;
+        int k = 0;
+        int64_t off1[EPABI_MAX_RANK], off2[EPABI_MAX_RANK];   /* per interpolated axis, innermost first */
+        float w1[EPABI_MAX_RANK], w2[EPABI_MAX_RANK];
+        for (int d = a.rank - 1; d >= 0; --d) {
+            const int64_t o = rem % a.out_dims[d];
+            rem /= a.out_dims[d];
+            const float s = a.scales[d];
+            const int64_t len = a.in_dims[d];
+            if (s == 1.0f) {
+                plain += o * stride;
+            } else {
+                const float xc = rs_coordinate(a.coord, (float)o, s, (float)a.out_dims[d], (float)len);
+                const float c = fmaxf(0.0f, fminf(xc, (float)(len - 1)));
+                int64_t i1 = (int64_t)c;
+                if (i1 > len - 1) i1 = len - 1;
+                const int64_t i2 = i1 + 1 < len ? i1 + 1 : len - 1;
+                off1[k] = i1 * stride;
+                off2[k] = i2 * stride;
+                if (i1 == i2) {
+                    w1[k] = w2[k] = 0.5f;
+                } else {
+                    w1[k] = fabsf(c - (float)i2);
+                    w2[k] = fabsf(c - (float)i1);
+                }
+                ++k;
+            }
+            stride *= len;
+        }
+        float acc = 0.0f;
+        for (int c = 0; c < (1 << k); ++c) {
+            int64_t off = plain;
+            float w = 1.0f;
+            for (int q = 0; q < k; ++q) {   /* q = 0 is the innermost interpolated axis: bit 0 of c */
+                const bool second = ((c >> q) & 1) != 0;
+                off += second ? off2[q] : off1[q];
+                w = __fmul_rn(w, second ? w2[q] : w1[q]);
+            }
+            acc = fmaf(w, x[off], acc);
+        }
+        ((float*)a.y)[e] = acc;
     }
 }

@@ -34,7 +34,11 @@
     X(ew_compare) X(un_not) X(un_clip)                                                                     \
     X(pool_max_f32) X(pool_max_f64) X(pool_max_i8) X(pool_max_u8) X(pool_avg_f32) X(gavgpool_f32)          \
     X(batchnorm_f32) X(instancenorm_f32)                                                                   \
-    X(convt_direct) X(lstm_cell_f32)
+    X(convt_direct) X(lstm_cell_f32)                                                                       \
+    X(pad_copy_1) X(pad_copy_2) X(pad_copy_4) X(pad_copy_8)                                                \
+    X(fill_1) X(fill_2) X(fill_4) X(fill_8) X(range_fill)                                                  \
+    X(argreduce)                                                                                           \
+    X(resize_nearest_1) X(resize_nearest_4) X(resize_linear_f32)
 
 enum epabi_cuda_kernel_id {
 #define EPABI_CK_ENUM_(name) EPABI_CK_##name,
@@ -83,7 +87,8 @@ OrtStatus* epabi_cuda_sgemm(const struct epabi_cuda_launch_env* env, const char*
  * X(kind, stem, block) of launch_args.h's EPABI_LAUNCH_KINDS; the dtype-generic kinds are in cuda_launch.c, the
  * float32 math kinds in cuda_launch_math.c, and cuda_launch.c's table holds them all. The declarations come from the
  * list and are hidden, so a kind whose launcher is missing fails to link, and one taking another block fails to
- * compile. Each computes what its kind's host function computes (see cuda_launch.c). */
+ * compile. Each computes what its kind's host function computes (see cuda_launch.c). The index-mapping kinds (Pad and
+ * Tile, fill, Range, ArgMax/ArgMin, Resize) are in cuda_launch_index.c. */
 #define EPABI_CUDA_LAUNCHER_DECL_(kind, stem, block)                                                    \
     __attribute__((visibility("hidden"))) OrtStatus* epabi_cuda_launch_##stem(                           \
         const struct epabi_cuda_launch_env* env, const struct block* args);

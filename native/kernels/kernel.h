@@ -10,8 +10,10 @@
  *               epabi_exec_output(), then hand the work to epabi_exec_launch(). run() itself never
  *               touches input or output *data* except through a launch, so that a captured run can be
  *               replayed from the recorded launches alone (graph capture on the host stream). The one
- *               exception: run() may read small integer inputs that decide output *shapes* (Reshape's
- *               shape, Expand's shape, Slice's starts/ends/axes/steps, axes inputs), and validate
+ *               exception: run() may read small inputs that decide output *shapes* (Reshape's
+ *               shape, Expand's shape, Slice's starts/ends/axes/steps, axes inputs, Pad's pads, Tile's
+ *               repeats, Split's split; also the floats of Resize's scales and Range's start/limit/delta,
+ *               which fix the output's size), and validate
  *               integer inputs whose bad values are errors (Gather indices, integer divisors) so that
  *               bad input is an error, not wrong numbers (a device backend will need a device-side check);
  *               those must be host-readable, as ORT's ALLOW_CPU_FOR_SHAPES placement guarantees on devices.
@@ -75,6 +77,10 @@ bool epabi_attr_floats(const struct epabi_node* node, const char* name, float* o
 bool epabi_attr_string(const struct epabi_node* node, const char* name, char* buf, size_t cap);
 /* True when the node has an attribute of that name (any type). */
 bool epabi_attr_has(const struct epabi_node* node, const char* name);
+/* A tensor attribute (ConstantOfShape's value): its dtype and element count, and up to cap bytes of its data
+ * copied into out. False when absent, not a tensor, or unreadable. */
+bool epabi_attr_tensor(const struct epabi_node* node, const char* name, ONNXTensorElementDataType* dtype, void* out,
+                       size_t cap, size_t* count);
 
 /* The run context the executor passes to run(). Opaque to kernels. */
 struct epabi_exec;

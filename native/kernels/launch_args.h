@@ -71,7 +71,12 @@ enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
     X(BATCHNORM, batchnorm, batchnorm_launch)                  \
     X(INSTANCENORM, instancenorm, instancenorm_launch)        \
     X(CONV_TRANSPOSE, conv_transpose, convt_launch)            \
-    X(LSTM, lstm, lstm_launch)
+    X(LSTM, lstm, lstm_launch)                                 \
+    X(PAD, pad, pad_args)                                      \
+    X(FILL, fill, fill_args)                                   \
+    X(RANGE, range, range_args)                                \
+    X(ARGREDUCE, argreduce, argreduce_args)                    \
+    X(RESIZE, resize, resize_args)
 
 enum epabi_launch_kind {
 #define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
@@ -240,12 +245,12 @@ struct gmaxpool_launch {
     int64_t size;     /* spatial positions per plane, >= 1 */
 };
 
-enum reduce_op { REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX };
+enum reduce_op { REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD, REDUCE_L2 };
 
 struct reduce_launch {
     const float* x;
     float* y;
-    double* acc;                     /* out_numel sums (SUM, MEAN) */
+    double* acc;                     /* out_numel sums (SUM, MEAN, L2: of squares) or products (PROD) */
     enum reduce_op op;
     bool copy;                       /* noop_with_empty_axes with no axes: Y = X */
     int rank;                        /* merged axes, >= 1 */
@@ -354,6 +359,80 @@ struct lstm_launch {
     int64_t seq, batch, input, hidden;
     int32_t dirs;                      /* 1 or 2 */
     bool reverse;
+};
+
+/* Pad and Tile: output element (o_0..o_r-1) reads view element (m_0..m_r-1), m_k = o_k - begin[k] mapped into
+ * [0, in_dims[k]) by the mode: CONSTANT leaves an index outside as "no element" (the output gets `value`), REFLECT
+ * mirrors about the first and last element (without repeating them), EDGE clamps, WRAP takes it modulo in_dims[k].
+ * Tile is WRAP with begin 0. The view is the input after negative pads cropped it. */
+enum pad_mode { PAD_CONSTANT, PAD_REFLECT, PAD_EDGE, PAD_WRAP };
+
+struct pad_args {
+    const unsigned char* src;             /* view element (0, ..., 0); unused when the view is empty */
+    unsigned char* dst;
+    size_t elsize;                        /* 1, 2, 4 or 8 */
+    enum pad_mode mode;
+    int rank;                             /* >= 1 */
+    int64_t in_dims[EPABI_MAX_RANK];      /* the view; >= 1 wherever a mode other than CONSTANT maps */
+    int64_t in_strides[EPABI_MAX_RANK];   /* elements */
+    int64_t out_dims[EPABI_MAX_RANK];
+    int64_t begin[EPABI_MAX_RANK];        /* >= 0 */
+    const unsigned char* value_src;       /* CONSTANT's element (Pad's constant_value input); NULL: value */
+    uint64_t value;                       /* else the element in its first elsize bytes (memory order) */
+};
+
+/* ConstantOfShape: n copies of one element. */
+struct fill_args {
+    unsigned char* dst;
+    int64_t n;
+    size_t elsize;                        /* 1, 2, 4 or 8 */
+    uint64_t value;                       /* the element in its first elsize bytes (memory order) */
+};
+
+/* Range: n values from start by delta, of dtype float, double, int16, int32 or int64 (start/delta in the field of
+ * the dtype's kind; a float's values are exact in double). */
+struct range_args {
+    void* dst;
+    ONNXTensorElementDataType dtype;
+    int32_t pad_;
+    int64_t n;
+    double start_f, delta_f;
+    int64_t start_i, delta_i;
+};
+
+/* ArgMax / ArgMin over the middle dim of x viewed as [outer, len, inner] (len >= 1) into int64 y [outer, inner]:
+ * the first (last: the last) index of the extreme value; a NaN is never taken unless it is the first element, as
+ * ORT's CPU EP gives (every comparison with NaN is false). */
+struct argreduce_args {
+    const void* x;
+    int64_t* y;
+    ONNXTensorElementDataType dtype;
+    bool is_min;
+    bool last;                            /* select_last_index */
+    int64_t outer, len, inner;
+};
+
+/* Resize (nearest and linear). Coordinate transformation and nearest rounding as ORT's CPU EP computes them, in
+ * float. A dim whose scale is exactly 1 maps output index i to input index i. */
+enum resize_coord {
+    RESIZE_HALF_PIXEL, RESIZE_ASYMMETRIC, RESIZE_PYTORCH_HALF_PIXEL, RESIZE_ALIGN_CORNERS, RESIZE_HALF_PIXEL_SYMMETRIC,
+    RESIZE_TF_HALF_PIXEL_FOR_NN
+};
+enum resize_nearest { RESIZE_ROUND_PREFER_FLOOR, RESIZE_ROUND_PREFER_CEIL, RESIZE_FLOOR, RESIZE_CEIL, RESIZE_SIMPLE };
+
+struct resize_args {
+    const unsigned char* x;
+    unsigned char* y;
+    unsigned char* table;                 /* host scratch: per-dim index and weight tables (resize.c); CUDA: unused */
+    size_t elsize;                        /* nearest: 1 or 4; linear: 4 (float) */
+    bool linear;
+    bool copy;                            /* output dims equal input dims: Y = X, as ORT's CPU EP does */
+    enum resize_coord coord;
+    enum resize_nearest nearest;
+    int rank;                             /* >= 1 */
+    int64_t in_dims[EPABI_MAX_RANK];
+    int64_t out_dims[EPABI_MAX_RANK];
+    float scales[EPABI_MAX_RANK];         /* > 0 */
 };
 
 #endif

@@ -1,13 +1,14 @@
 /*
- * reduce.c - ReduceSum, ReduceMean, ReduceMax on float32: axes as an attribute (ReduceSum 1-12, ReduceMean
- * and ReduceMax 1-17) or as an optional int64 input (ReduceSum 13, ReduceMean 18, ReduceMax 18-20, where
- * noop_with_empty_axes also applies); keepdims; negative axes.
+ * reduce.c - ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceProd, ReduceL2 on float32: axes as an attribute
+ * (ReduceSum 1-12, the others 1-17) or as an optional int64 input (ReduceSum 13, ReduceMean/Prod/L2 18, ReduceMax
+ * and ReduceMin 18-20, where noop_with_empty_axes also applies); keepdims; negative axes.
  *
  * Adjacent axes that are both reduced or both kept merge, and size-1 axes drop out, so any reduction is a
- * walk over the input in memory order whose innermost run is either kept (added element-wise into a row of
- * the output) or reduced (summed into one output element). Sums accumulate in double. Empty reductions
- * give the spec's identities: 0 for ReduceSum, -inf for ReduceMax, and 0/0 = NaN for ReduceMean (whose
- * spec leaves it undefined). ReduceMax propagates NaN as numpy does. Duplicate axes are a run-time error.
+ * walk over the input in memory order whose innermost run is either kept (combined element-wise into a row of
+ * the output) or reduced (combined into one output element). Sums, sums of squares (L2) and products accumulate
+ * in double. Empty reductions give the spec's identities: 0 for ReduceSum and ReduceL2, 1 for ReduceProd, -inf
+ * for ReduceMax, +inf for ReduceMin, and 0/0 = NaN for ReduceMean (whose spec leaves it undefined). ReduceMax and
+ * ReduceMin propagate NaN as numpy does. An axis named twice reduces once, as in ORT's CPU EP.
  */
 #include "math_common.h"
 #include "cuda_coverage.h"
@@ -26,18 +27,24 @@ struct reduce_state {
 };
 
 
+/* Whether the op keeps a running double (sums, products) rather than a running float extreme. */
+static bool reduce_accumulates(enum reduce_op op) {
+    return op != REDUCE_MAX && op != REDUCE_MIN;
+}
+
 static void reduce_launch_fn(const void* p) {
     const struct reduce_launch* L = p;
     if (L->copy) {
         memcpy(L->y, L->x, sizeof(float) * (size_t)L->in_numel);
         return;
     }
-    bool sum = L->op != REDUCE_MAX;
+    const enum reduce_op op = L->op;
+    const bool acc = reduce_accumulates(op);
     for (int64_t i = 0; i < L->out_numel; ++i) {
-        if (sum)
-            L->acc[i] = 0.0;
+        if (acc)
+            L->acc[i] = op == REDUCE_PROD ? 1.0 : 0.0;
         else
-            L->y[i] = -INFINITY;
+            L->y[i] = op == REDUCE_MAX ? -INFINITY : INFINITY;
     }
     int last = L->rank - 1;
     int64_t inner = L->dims[last];
@@ -51,24 +58,39 @@ static void reduce_launch_fn(const void* p) {
     int64_t outer = L->in_numel == 0 ? 0 : L->in_numel / inner;
     int64_t idx[EPABI_MAX_RANK] = {0};
     int64_t o = 0;
+    /* a reduced innermost run combines into one output element (step 0), a kept one into a row (step 1) */
+    const int64_t step = L->reduced[last] ? 0 : 1;
     for (int64_t t = 0; t < outer; ++t) {
         const float* x = L->x + t * inner;
-        if (L->reduced[last] && sum) {
-            double a = 0.0;
-            for (int64_t j = 0; j < inner; ++j) a += x[j];
-            L->acc[o] += a;
-        } else if (L->reduced[last]) {
-            float m = L->y[o];
-            for (int64_t j = 0; j < inner; ++j)
-                if (x[j] > m || x[j] != x[j]) m = x[j];   /* the second test makes a NaN stick */
-            L->y[o] = m;
-        } else if (sum) {
-            double* a = L->acc + o;
-            for (int64_t j = 0; j < inner; ++j) a[j] += x[j];
-        } else {
-            float* m = L->y + o;
-            for (int64_t j = 0; j < inner; ++j)
-                if (x[j] > m[j] || x[j] != x[j]) m[j] = x[j];
+        switch (op) {
+        case REDUCE_SUM:
+        case REDUCE_MEAN:
+            if (step == 0) {
+                double a = 0.0;
+                for (int64_t j = 0; j < inner; ++j) a += x[j];
+                L->acc[o] += a;
+            } else {
+                for (int64_t j = 0; j < inner; ++j) L->acc[o + j] += x[j];
+            }
+            break;
+        case REDUCE_L2:
+            for (int64_t j = 0; j < inner; ++j) L->acc[o + j * step] += (double)x[j] * (double)x[j];
+            break;
+        case REDUCE_PROD:
+            for (int64_t j = 0; j < inner; ++j) L->acc[o + j * step] *= x[j];
+            break;
+        case REDUCE_MAX:
+            for (int64_t j = 0; j < inner; ++j) {
+                float* m = L->y + o + j * step;
+                if (x[j] > *m || x[j] != x[j]) *m = x[j];   /* the second test makes a NaN stick */
+            }
+            break;
+        case REDUCE_MIN:
+            for (int64_t j = 0; j < inner; ++j) {
+                float* m = L->y + o + j * step;
+                if (x[j] < *m || x[j] != x[j]) *m = x[j];
+            }
+            break;
         }
         for (int d = last - 1; d >= 0; --d) {
             if (++idx[d] < L->dims[d]) {
@@ -79,16 +101,22 @@ static void reduce_launch_fn(const void* p) {
             idx[d] = 0;
         }
     }
-    if (sum) {
+    if (acc) {
         double scale = L->op == REDUCE_MEAN ? 1.0 / (double)L->count : 1.0;
         if (L->op == REDUCE_MEAN && L->count == 0) scale = NAN;
-        for (int64_t i = 0; i < L->out_numel; ++i) L->y[i] = (float)(L->acc[i] * scale);
+        for (int64_t i = 0; i < L->out_numel; ++i) {
+            const double v = L->acc[i] * scale;
+            L->y[i] = (float)(op == REDUCE_L2 ? sqrt(v) : v);
+        }
     }
 }
 
 static enum reduce_op reduce_kind(const char* op_type) {
     if (strcmp(op_type, "ReduceSum") == 0) return REDUCE_SUM;
     if (strcmp(op_type, "ReduceMean") == 0) return REDUCE_MEAN;
+    if (strcmp(op_type, "ReduceMin") == 0) return REDUCE_MIN;
+    if (strcmp(op_type, "ReduceProd") == 0) return REDUCE_PROD;
+    if (strcmp(op_type, "ReduceL2") == 0) return REDUCE_L2;
     return REDUCE_MAX;
 }
 
@@ -172,7 +200,14 @@ static OrtStatus* reduce_init(const struct epabi_node* node, void** state) {
 }
 
 static const char* reduce_name(enum reduce_op op) {
-    return op == REDUCE_SUM ? "ReduceSum" : op == REDUCE_MEAN ? "ReduceMean" : "ReduceMax";
+    switch (op) {
+    case REDUCE_SUM: return "ReduceSum";
+    case REDUCE_MEAN: return "ReduceMean";
+    case REDUCE_MIN: return "ReduceMin";
+    case REDUCE_PROD: return "ReduceProd";
+    case REDUCE_L2: return "ReduceL2";
+    default: return "ReduceMax";
+    }
 }
 
 static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
@@ -223,7 +258,10 @@ static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const str
     L.in_numel = epabi_numel(X->rank, X->dims);
     bool mask[EPABI_MAX_RANK] = {false};
     OrtStatus* st = NULL;
-    if (!have_axes && s->noop_empty) {
+    /* ReduceL2 over no axis still maps each element to sqrt(x * x), as ORT's CPU EP gives: the general path with
+     * nothing reduced; the other ops copy */
+    const bool reduce_none = !have_axes && s->noop_empty && s->op == REDUCE_L2;
+    if (!have_axes && s->noop_empty && !reduce_none) {
         struct epabi_tensor* Y = epabi_exec_output(ex, 0, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, X->rank, X->dims, &st);
         if (Y == NULL) return st;
         if (L.in_numel == 0) return NULL;
@@ -232,7 +270,9 @@ static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const str
         L.y = Y->data;
         return epabi_exec_launch(ex, EPABI_LAUNCH_REDUCE, reduce_launch_fn, &L, sizeof L);
     }
-    if (have_axes) {
+    if (reduce_none) {
+        /* mask stays all false */
+    } else if (have_axes) {
         if (!reduce_check_axes(name, axes, n_axes, X->rank, mask, why, sizeof why))
             return epabi_error(api, ORT_INVALID_ARGUMENT, "%s (data %s)", why,
                                epabi_shape_str(sx, sizeof sx, X->rank, X->dims));
@@ -273,7 +313,7 @@ static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const str
     }
     L.x = X->data;
     L.y = Y->data;
-    if (L.op != REDUCE_MAX) {
+    if (reduce_accumulates(L.op)) {
         L.acc = epabi_exec_scratch(ex, sizeof(double) * (size_t)L.out_numel, &st);
         if (L.acc == NULL) return st;
     }
@@ -297,6 +337,24 @@ const struct epabi_kernel epabi_kernels_reduce[] = {
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
      .cuda = epabi_cuda_float32_math},
     {.op_type = "ReduceMax", .since_min = 18, .since_max = 20, .supports = reduce_supports, .init = reduce_init,
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
+     .cuda = epabi_cuda_float32_math},
+    {.op_type = "ReduceMin", .since_min = 1, .since_max = 17, .supports = reduce_supports, .init = reduce_init,
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
+     .cuda = epabi_cuda_float32_math},
+    {.op_type = "ReduceMin", .since_min = 18, .since_max = 20, .supports = reduce_supports, .init = reduce_init,
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
+     .cuda = epabi_cuda_float32_math},
+    {.op_type = "ReduceProd", .since_min = 1, .since_max = 17, .supports = reduce_supports, .init = reduce_init,
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
+     .cuda = epabi_cuda_float32_math},
+    {.op_type = "ReduceProd", .since_min = 18, .since_max = 18, .supports = reduce_supports, .init = reduce_init,
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
+     .cuda = epabi_cuda_float32_math},
+    {.op_type = "ReduceL2", .since_min = 1, .since_max = 17, .supports = reduce_supports, .init = reduce_init,
+     .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
+     .cuda = epabi_cuda_float32_math},
+    {.op_type = "ReduceL2", .since_min = 18, .since_max = 18, .supports = reduce_supports, .init = reduce_init,
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
      .cuda = epabi_cuda_float32_math},
     {.op_type = NULL},

@@ -17,7 +17,8 @@
     X(batchnorm)                                                                                             \
     X(instancenorm)                                                                                          \
     X(convtranspose)                                                                                         \
-    X(lstm)
+    X(lstm)                                                                                                  \
+    X(split) X(pad) X(tile) X(range) X(constant_of_shape) X(argreduce) X(resize)
 
 #define EPABI_FAMILY_DECL_(stem) extern const struct epabi_kernel epabi_kernels_##stem[] __attribute__((weak));
 EPABI_FAMILIES(EPABI_FAMILY_DECL_)

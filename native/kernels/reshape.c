@@ -1,6 +1,6 @@
 /*
  * reshape.c - the ops that keep the bytes and change only the shape: Reshape (5-25), Squeeze (1-25),
- * Unsqueeze (1-25), Identity (1-25, tensors only).
+ * Unsqueeze (1-25), Identity (1-25, tensors only), Flatten (1-25).
  *
  * The output is a fresh buffer from epabi_exec_output(), so each op is one memcpy launch. Elements are
  * opaque bytes, so every dtype with a whole-byte size (epabi_dtype_size() != 0) is exact. The shape-deciding
@@ -15,11 +15,12 @@
 #include <string.h>
 
 
-/* Reshape's allowzero, or the axes attribute of Squeeze/Unsqueeze before opset 13. */
+/* Reshape's allowzero, the axes attribute of Squeeze/Unsqueeze before opset 13, or Flatten's axis. */
 struct reshape_state {
     bool allowzero;
     int n_axes;                      /* -1: no axes attribute */
     int64_t axes[EPABI_MAX_RANK];
+    int64_t axis;
 };
 
 static void copy_launch(const void* p) {
@@ -324,6 +325,48 @@ static OrtStatus* identity_run(struct epabi_exec* ex, const void* state, const s
     return emit_copy(ex, in[0], in[0]->rank, in[0]->dims);
 }
 
+/* ---- Flatten ------------------------------------------------------------------------------------ */
+
+/* axis in [-rank, rank] (default 1); negative axes from opset 11. Dims before it multiply into the first output
+ * dim, the rest into the second: a scalar becomes [1, 1]. */
+static bool flatten_supports(const struct epabi_node* node, char* why, size_t why_len) {
+    if (!data_supported(node, "Flatten", why, why_len)) return false;
+    int64_t axis = 1;
+    epabi_attr_int(node, "axis", &axis);
+    const int r = node->in[0].rank;
+    if (r >= 0 && (axis < -r || axis > r)) {
+        snprintf(why, why_len, "Flatten: axis %lld is out of range for rank %d", (long long)axis, r);
+        return false;
+    }
+    return true;
+}
+
+static OrtStatus* flatten_init(const struct epabi_node* node, void** state) {
+    struct reshape_state* st = calloc(1, sizeof *st);
+    if (st == NULL) return epabi_error(node->api, ORT_FAIL, "Flatten: out of memory");
+    st->n_axes = -1;
+    st->axis = 1;
+    epabi_attr_int(node, "axis", &st->axis);
+    *state = st;
+    return NULL;
+}
+
+static OrtStatus* flatten_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in,
+                              int n_in, int n_out) {
+    (void)n_in;
+    (void)n_out;
+    const struct reshape_state* st = state;
+    const struct epabi_tensor* x = in[0];
+    int64_t axis = st->axis;
+    if (axis < -x->rank || axis > x->rank)
+        return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "Flatten: axis %lld is out of range for rank %d",
+                           (long long)axis, x->rank);
+    if (axis < 0) axis += x->rank;
+    int64_t dims[2] = {1, 1};
+    for (int k = 0; k < x->rank; ++k) dims[k < axis ? 0 : 1] *= x->dims[k];
+    return emit_copy(ex, x, 2, dims);
+}
+
 const struct epabi_kernel epabi_kernels_reshape[] = {
     /* Reshape-1 took the shape as an attribute; no model we target uses it. */
     {.op_type = "Reshape", .since_min = 5, .since_max = 25, .supports = reshape_supports, .init = reshape_init,
@@ -342,5 +385,8 @@ const struct epabi_kernel epabi_kernels_reshape[] = {
      .host_step = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Identity", .since_min = 1, .since_max = 25, .supports = identity_supports, .run = identity_run,
      .launch = EPABI_LAUNCH_COPY, .cuda = epabi_cuda_byte_data},
+    {.op_type = "Flatten", .since_min = 1, .since_max = 25, .supports = flatten_supports, .init = flatten_init,
+     .release = reshape_release, .run = flatten_run, .launch = EPABI_LAUNCH_COPY, .host_step = true,
+     .cuda = epabi_cuda_byte_data},
     {.op_type = NULL},
 };

@@ -72,6 +72,17 @@ bool epabi_attr_string(const struct epabi_node* node, const char* name, char* bu
     return true;
 }
 
+bool epabi_attr_tensor(const struct epabi_node* node, const char* name, ONNXTensorElementDataType* dtype, void* out,
+                       size_t cap, size_t* count) {
+    const struct exec_stub_attr* a = find_attr(node, name, EXEC_STUB_TENSOR);
+    if (a == NULL) return false;
+    const size_t bytes = a->n * epabi_dtype_size(a->tdtype);
+    if (out != NULL) memcpy(out, a->tdata, bytes < cap ? bytes : cap);
+    *dtype = a->tdtype;
+    *count = a->n;
+    return true;
+}
+
 bool epabi_attr_has(const struct epabi_node* node, const char* name) {
     const struct OrtNode* as = node->ort;
     for (int i = 0; i < as->n; ++i)

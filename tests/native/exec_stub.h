@@ -44,7 +44,8 @@ struct OrtStatus {
 /* The API block to put in struct epabi_node.api: its OrtApi serves CreateStatus only; ep is NULL. */
 const struct epabi_api* exec_stub_api(void);
 
-enum exec_stub_attr_type { EXEC_STUB_INT, EXEC_STUB_FLOAT, EXEC_STUB_INTS, EXEC_STUB_FLOATS, EXEC_STUB_STRING };
+enum exec_stub_attr_type { EXEC_STUB_INT, EXEC_STUB_FLOAT, EXEC_STUB_INTS, EXEC_STUB_FLOATS, EXEC_STUB_STRING,
+                           EXEC_STUB_TENSOR };
 
 struct exec_stub_attr {
     char name[64];
@@ -53,8 +54,10 @@ struct exec_stub_attr {
     float f;
     int64_t ints[EXEC_STUB_MAX_LIST];
     float floats[EXEC_STUB_MAX_LIST];
-    size_t n;                         /* values in ints or floats */
+    size_t n;                         /* values in ints or floats; elements of a tensor (0 or 1) */
     char s[64];
+    ONNXTensorElementDataType tdtype;  /* a tensor's dtype and its element's bytes */
+    unsigned char tdata[8];
 };
 
 /* A node's attributes, as the harness parsed them. epabi_attr_X finds the first attribute of that name and

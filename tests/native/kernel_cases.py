@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Checks the math kernels (float32 matmul, conv, pooling, softmax, layernorm, reduce, normalization,
-conv-transpose, lstm; the unary, activation, comparison and Mod kernels on their dtypes) through kernel_harness.c.
+conv-transpose, lstm, linear resize; the unary, activation, comparison and Mod kernels on their dtypes) through
+kernel_harness.c.
 
 Builds the harness (harness_build.py: -std=c11 -Wall -Wextra -Werror, every native/kernels/*.c), writes one
 case file, runs it, and compares every result with onnx.reference.ReferenceEvaluator on a one-node model (numpy
@@ -26,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from onnx import helper
+from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -1045,9 +1046,123 @@ def lstm_cases():
     return c
 
 
+def reduce_more_cases():
+    """ReduceMin, ReduceProd, ReduceL2: axes as an attribute (opsets 1-17) and as an input (18), from a generator of
+    their own so the other groups' inputs are unchanged."""
+    c = []
+    rng = np.random.default_rng(16)
+
+    def x(*shape):
+        return np.asarray(rng.standard_normal(shape), dtype=np.float32)
+
+    x4 = x(2, 3, 4, 5)
+    xn = x(3, 4)
+    xn[1, 2] = np.nan
+    numpy_of = {"ReduceMin": np.min, "ReduceProd": np.prod,
+                "ReduceL2": lambda a, axis=None, keepdims=False: np.sqrt(np.sum(a.astype(np.float64) ** 2, axis=axis,
+                                                                                 keepdims=keepdims))}
+    axes_sets = [None, [1], [0, 2], [-1], [3, 1], [0, 1, 2, 3], [-4, 2]]
+    for op, attr_opset in (("ReduceMin", 13), ("ReduceMin", 1), ("ReduceProd", 13), ("ReduceProd", 11),
+                           ("ReduceL2", 13), ("ReduceL2", 1)):
+        tag = f"{op}{attr_opset}"
+        input_opset = 20 if op == "ReduceMin" and attr_opset == 13 else 18
+        for ai, axes in enumerate(axes_sets):
+            for keep in (1, 0):
+                attrs = {"keepdims": keep}
+                attrs_a = dict(attrs, axes=axes) if axes is not None else attrs
+                c.append(Case(f"{tag}_a{ai}_k{keep}_attr", op, attr_opset, [x4], attrs=attrs_a))
+                ins = [x4] + ([i64(*axes)] if axes is not None else [])
+                c.append(Case(f"{tag}_a{ai}_k{keep}_in{input_opset}", op, input_opset, ins, attrs=attrs,
+                              const=(1,) if ai % 2 else ()))
+        if attr_opset != 13:
+            continue
+        c.append(Case(f"{op}_scalar", op, 18, [np.array(-2.5, dtype=np.float32)]))
+        c.append(Case(f"{op}_noop", op, 18, [x4, i64()], attrs={"noop_with_empty_axes": 1}))
+        c.append(Case(f"{op}_empty_axes", op, 18, [x4, i64()]))
+        c.append(Case(f"{op}_big", op, 18, [x(64, 1000) * np.float32(0.01 if op == "ReduceProd" else 1) + (
+            np.float32(1) if op == "ReduceProd" else 0), i64(1)], attrs={"keepdims": 0}))
+        c.append(Case(f"{op}_big0", op, 18, [x(1000, 64), i64(0)]))
+        c.append(Case(f"{op}_nan", op, 18, [xn, i64(1)], ort_differs=NAN_MAX if op == "ReduceMin" else ""))
+        c.append(Case(f"{op}_dup", op, 18, [x4, i64(1, -3)],
+                      oracle=lambda a, _axes, f=numpy_of[op]: [np.asarray(f(a, axis=1, keepdims=True), np.float32)]))
+        c.append(Case(f"{op}_oob", op, 18, [x4, i64(4)], expect="error", match="out of range"))
+        c.append(Case(f"{op}_attr_oob", op, 13, [x4], attrs={"axes": [-5]}, expect="refused", match="out of range"))
+        c.append(Case(f"{op}_int64", op, 18, [i64(1, 2)], expect="refused", match="int64"))
+        identity = {"ReduceMin": np.inf, "ReduceProd": 1.0, "ReduceL2": 0.0}[op]
+        c.append(Case(f"{op}_empty_dim", op, 18, [x(2, 0, 3), i64(1)],
+                      oracle=lambda a, _axes, v=identity: [np.full((2, 1, 3), v, np.float32)]))
+    return c
+
+
+def resize13_asymmetric(x, scales):
+    """Resize-10 (linear) as the reference computes Resize-13 with asymmetric coordinates, which it is."""
+    node = helper.make_node("Resize", ["x", "", "s"], ["y"], mode="linear", coordinate_transformation_mode="asymmetric")
+    graph = helper.make_graph([node], "r10", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x.shape)),
+                                              helper.make_tensor_value_info("s", TensorProto.FLOAT, [len(scales)])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    return ReferenceEvaluator(model).run(None, {"x": x, "s": scales})
+
+
+def resize_linear_cases():
+    """Linear Resize on float32 (nearest, and the other dtypes: shape_cases.py): the coordinate transformations,
+    scales and sizes, the axis patterns ORT's CPU EP covers (2-D, 3-D, NCHW, NHWC, 5-D) and the ones it refuses."""
+    c = []
+    rng = np.random.default_rng(17)
+
+    def x(*shape):
+        return np.asarray(rng.standard_normal(shape), dtype=np.float32)
+
+    def f32(*v):
+        return np.array(v, dtype=np.float32)
+
+    xr = x(1, 2, 4, 6)
+    for co in ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"):
+        at = {"mode": "linear", "coordinate_transformation_mode": co}
+        c.append(Case(f"resize_lin_{co}_up", "Resize", 13, [xr, None, f32(1, 1, 2, 1.5)], attrs=at, const=(2,)))
+        c.append(Case(f"resize_lin_{co}_sizes", "Resize", 13, [xr, None, None, i64(1, 2, 3, 13)], attrs=at))
+        c.append(Case(f"resize_lin_{co}_sizes_down", "Resize", 19, [xr, None, None, i64(1, 2, 1, 4)], attrs=at))
+        if co not in ("align_corners", "pytorch_half_pixel"):   # fractional output lengths: left to the CPU EP
+            c.append(Case(f"resize_lin_{co}_down", "Resize", 13, [xr, None, f32(1, 1, 0.5, 0.7)], attrs=at))
+    c.append(Case("resize_lin_v10", "Resize", 10, [xr, f32(1, 1, 2, 3)], attrs={"mode": "linear"},
+                  oracle=resize13_asymmetric))   # the reference has no opset 10 Resize
+    c.append(Case("resize_lin_v11", "Resize", 11, [xr, f32(), f32(1, 1, 1.5, 2)], attrs={"mode": "linear"}))
+    c.append(Case("resize_lin_v19_half_pixel_symmetric", "Resize", 19, [xr, None, f32(1, 1, 1.5, 0.8)],
+                  attrs={"mode": "linear", "coordinate_transformation_mode": "half_pixel_symmetric"}))
+    c.append(Case("resize_lin_v18_axes", "Resize", 18, [xr, None, f32(2.5, 0.5)],
+                  attrs={"mode": "linear", "axes": [2, 3]}))
+    c.append(Case("resize_lin_2d", "Resize", 13, [x(5, 7), None, f32(1.5, 0.6)], attrs={"mode": "linear"}))
+    c.append(Case("resize_lin_3d", "Resize", 13, [x(3, 4, 5), None, f32(2, 0.5, 1.3)], attrs={"mode": "linear"}))
+    c.append(Case("resize_lin_nhwc", "Resize", 13, [x(1, 4, 5, 3), None, f32(1, 2, 1.5, 1)],
+                  attrs={"mode": "linear"}))
+    c.append(Case("resize_lin_5d", "Resize", 13, [x(1, 2, 3, 4, 2), None, f32(1, 1, 2, 0.5, 3)],
+                  attrs={"mode": "linear"}))
+    c.append(Case("resize_lin_one_pixel", "Resize", 13, [x(1, 1, 1, 1), None, f32(1, 1, 3, 2)],
+                  attrs={"mode": "linear"}))
+    c.append(Case("resize_lin_big", "Resize", 13, [x(2, 16, 30, 40), None, f32(1, 1, 2, 2)],
+                  attrs={"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, const=(2,)))
+    c.append(Case("resize_lin_same_size", "Resize", 13, [xr, None, None, i64(1, 2, 4, 6)], attrs={"mode": "linear"}))
+    c.append(Case("resize_lin_unknown_shape", "Resize", 13, [xr, None, f32(1, 1, 2, 2)], attrs={"mode": "linear"},
+                  unknown=(0,)))
+    c.append(Case("resize_lin_err_pattern", "Resize", 13, [xr, None, f32(1, 2, 2, 2)], attrs={"mode": "linear"},
+                  expect="error", match="linear mode"))
+    c.append(Case("resize_lin_err_1d", "Resize", 13, [x(6), None, f32(2)], attrs={"mode": "linear"},
+                  expect="error", match="linear mode"))
+    c.append(Case("resize_lin_err_both", "Resize", 13, [xr, None, f32(1, 1, 2, 2), i64(1, 2, 8, 12)],
+                  attrs={"mode": "linear"}, expect="error", match="exactly one"))
+    c.append(Case("resize_lin_refuse_cubic", "Resize", 13, [xr, None, f32(1, 1, 2, 2)], attrs={"mode": "cubic"},
+                  expect="refused", match="cubic"))
+    c.append(Case("resize_lin_refuse_align_corners_runtime_scales", "Resize", 13, [xr, None, f32(1, 1, 2, 2)],
+                  attrs={"mode": "linear", "coordinate_transformation_mode": "align_corners"}, expect="refused",
+                  match="fractional"))
+    c.append(Case("resize_lin_refuse_int64", "Resize", 13, [i64(1, 2, 3, 4).reshape(2, 2), None, f32(2, 2)],
+                  attrs={"mode": "linear"}, expect="refused", match="int64"))
+    return c
+
+
 ALL = [matmul_cases, gemm_cases, conv_cases, pool_cases, softmax_cases, layernorm_cases, reduce_cases, unary_cases,
        math_cases, activation_cases, compare_cases, mod_cases, window_pool_cases, norm_cases,
-       convtranspose_cases, lstm_cases]
+       convtranspose_cases, lstm_cases, reduce_more_cases, resize_linear_cases]
 
 
 # ---- serialisation, reference, comparison -----------------------------------------------------------------

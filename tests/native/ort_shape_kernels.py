@@ -23,6 +23,7 @@ import ort_smoke as S
 
 F, I32, I64, B = TensorProto.FLOAT, TensorProto.INT32, TensorProto.INT64, TensorProto.BOOL
 NPT = {F: np.float32, I32: np.int32, I64: np.int64, B: np.bool_}
+TN = {F: "f32", I32: "i32", I64: "i64", B: "bool"}
 rng = np.random.default_rng(7)
 
 
@@ -128,6 +129,141 @@ for t in (F, I32, I64, B):
     one_node(f"shape15b_{tn}", "Shape", [("x", t, x)], {"start": 1, "end": -1}, opset=21, out_type=I64, symbolic=True)
 
 
+def multi_out(name, op, inputs, n_out, attrs=None, opset=18, as_init=()):
+    """one_node for ops with several outputs (Split)."""
+    vis, feeds, inits, names = [], {}, [], []
+    for nm, t, a in inputs:
+        names.append(nm)
+        if nm in as_init:
+            inits.append(S.init(nm, a))
+        else:
+            vis.append(S.vi(nm, t, list(np.asarray(a).shape)))
+            feeds[nm] = a
+    outs = [f"y{i}" for i in range(n_out)]
+    node = helper.make_node(op, names, outs, name=f"n_{name}", **(attrs or {}))
+    m = S.make_model([node], vis, [S.vi(o, inputs[0][1], None) for o in outs], inits, opset=opset)
+    cases.append((name, m, feeds, {"expect_ours": 1}))
+
+
+def copy_ops():
+    """Split, Flatten, Tile and Pad: one-node models, their shape inputs at run time and as initializers."""
+    value = {F: 1.5, I32: -7, I64: 2 ** 40, B: True}
+    for t in (F, I32, I64, B):
+        tn = TN[t]
+        x = data((2, 6, 4), t)
+        multi_out(f"split13_{tn}", "Split", [("x", t, x), ("s", I64, np.array([1, 5]))], 2, {"axis": 1}, opset=13)
+        multi_out(f"split13_init_{tn}", "Split", [("x", t, x), ("s", I64, np.array([3, 1]))], 2, {"axis": -1},
+                  opset=13, as_init=("s",))
+        multi_out(f"split18_{tn}", "Split", [("x", t, x)], 3, {"axis": 1, "num_outputs": 3})
+        multi_out(f"split11_{tn}", "Split", [("x", t, x)], 2, {"split": [2, 4], "axis": 1}, opset=11)
+        for ax in (0, 2, -1):
+            one_node(f"flatten_{tn}_ax{ax}", "Flatten", [("x", t, x)], {"axis": ax}, opset=13)
+        for init in ((), ("r",)):
+            tag = "init" if init else "rt"
+            one_node(f"tile_{tn}_{tag}", "Tile", [("x", t, x), ("r", I64, np.array([2, 1, 3]))], opset=13,
+                     as_init=init)
+            one_node(f"pad_{tn}_{tag}", "Pad", [("x", t, x), ("p", I64, np.array([0, 1, 2, 1, 0, 3]))], opset=18,
+                     as_init=init)
+            for mode in ("edge", "reflect"):
+                one_node(f"pad_{mode}_{tn}_{tag}", "Pad", [("x", t, x), ("p", I64, np.array([1, 2, 0, 0, 3, 1]))],
+                         {"mode": mode}, opset=18, as_init=init)
+        for init in ((), ("v",)):
+            one_node(f"pad_value_axes_{tn}_{'init' if init else 'rt'}", "Pad",
+                     [("x", t, x), ("p", I64, np.array([1, -1])), ("v", t, np.array(value[t], NPT[t])),
+                      ("a", I64, np.array([-2]))], opset=18, as_init=init)
+        # pads within the axis lengths: ORT before 1.32 wraps a longer pre-pad wrongly (shape_cases.py checks those)
+        one_node(f"pad_wrap_{tn}", "Pad", [("x", t, x), ("p", I64, np.array([0, 2, 3, 0, 5, 1]))], {"mode": "wrap"},
+                 opset=19)
+
+
+copy_ops()
+
+
+def generator_ops():
+    """ConstantOfShape of every dtype here and Range of its five dtypes, their inputs at run time."""
+    value = {F: 1.5, I32: -7, I64: 2 ** 40, B: True}
+    for t in (F, I32, I64, B):
+        v = helper.make_tensor("value", t, [1], [value[t]])
+        one_node(f"constantofshape_{TN[t]}", "ConstantOfShape", [("s", I64, np.array([2, 3, 1]))], {"value": v},
+                 opset=20, out_type=t)
+    for t, npt, (a, b, d) in [(F, np.float32, (0.5, 7.25, 0.75)), (TensorProto.DOUBLE, np.float64, (1.0, -2.0, -0.3)),
+                              (TensorProto.INT16, np.int16, (-4, 9, 3)), (I32, np.int32, (9, -9, -2)),
+                              (I64, np.int64, (0, 10, 1))]:
+        one_node(f"range_{np.dtype(npt).name}", "Range", [("a", t, np.array(a, npt)), ("b", t, np.array(b, npt)),
+                                                          ("d", t, np.array(d, npt))], opset=11)
+
+
+generator_ops()
+
+
+def reduction_ops():
+    """ArgMax / ArgMin with ties on float, int32, int64; ReduceMin / Prod / L2 with axes as an input."""
+    for t in (F, I32, I64):
+        for op in ("ArgMax", "ArgMin"):
+            xa = rng.integers(0, 4, (3, 5, 4)).astype(NPT[t])   # ties
+            one_node(f"{op.lower()}_{TN[t]}", op, [("x", t, xa)], {"axis": 1}, opset=13, out_type=I64)
+            one_node(f"{op.lower()}_last_{TN[t]}", op, [("x", t, xa)], {"axis": -1, "select_last_index": 1,
+                                                                    "keepdims": 0}, opset=13, out_type=I64)
+    for op in ("ReduceMin", "ReduceProd", "ReduceL2"):
+        one_node(f"{op.lower()}_18", op, [("x", F, data((2, 3, 4), F)), ("a", I64, np.array([1, -1]))], opset=18)
+
+
+reduction_ops()
+
+
+def resize_ops():
+    """Nearest Resize on float and int32 (scales as an initializer, sizes at run time) and linear Resize."""
+    for t in (F, I32):
+        xr = data((1, 2, 3, 5), t)
+        sc = np.array([1, 1, 2, 1.5], np.float32)
+        one_node(f"resize_nearest_{TN[t]}", "Resize", [("x", t, xr), ("roi", F, None), ("sc", F, sc)],
+                 {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"},
+                 opset=13, as_init=("sc",))
+        one_node(f"resize_nearest_sizes_{TN[t]}", "Resize",
+                 [("x", t, xr), ("roi", F, None), ("sc", F, None), ("sz", I64, np.array([1, 2, 7, 3]))], opset=19)
+    xr = data((1, 3, 4, 6), F)
+    one_node("resize_linear_half_pixel", "Resize",
+             [("x", F, xr), ("roi", F, None), ("sc", F, np.array([1, 1, 2, 0.5], np.float32))],
+             {"mode": "linear"}, opset=13, as_init=("sc",))
+    one_node("resize_linear_align_corners_sizes", "Resize",
+             [("x", F, xr), ("roi", F, None), ("sc", F, None), ("sz", I64, np.array([1, 3, 9, 4]))],
+             {"mode": "linear", "coordinate_transformation_mode": "align_corners"}, opset=13)
+
+
+resize_ops()
+
+
+def detector_chain():
+    """A detector-style neck: Split along channels, an upsampling Resize, a Tile, a Pad, Concat and ArgMax, with a
+    Range over a runtime dim and a ConstantOfShape of a runtime shape (the host-step shape plumbing)."""
+    n = helper.make_node
+    f1 = helper.make_tensor("one", F, [1], [1.0])
+    nodes = [
+        n("Split", ["x", "halves"], ["a", "b"], axis=1, name="split"),
+        n("Resize", ["a", "", "up2"], ["a2"], mode="nearest", coordinate_transformation_mode="asymmetric",
+          nearest_mode="floor", name="resize"),
+        n("Tile", ["b", "rep"], ["b2"], name="tile"),
+        n("Concat", ["a2", "b2"], ["c"], axis=1, name="concat"),
+        n("Pad", ["c", "pads"], ["cp"], mode="edge", name="pad"),
+        n("ArgMax", ["cp"], ["am"], axis=1, keepdims=0, name="argmax"),
+        n("Shape", ["cp"], ["shp"], name="shape"),
+        n("Gather", ["shp", "two"], ["h"], axis=0, name="gather_h"),
+        n("Range", ["zero", "h", "one_i"], ["rows"], name="range"),
+        n("ConstantOfShape", ["shp"], ["ones"], value=f1, name="cos"),
+        n("Flatten", ["ones"], ["flat"], axis=2, name="flatten"),
+    ]
+    inits = [S.init("halves", np.array([2, 2], np.int64)), S.init("up2", np.array([1, 1, 2, 2], np.float32)),
+             S.init("rep", np.array([1, 1, 2, 2], np.int64)), S.init("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1])),
+             S.init("two", np.array(2, np.int64)), S.init("zero", np.array(0, np.int64)),
+             S.init("one_i", np.array(1, np.int64))]
+    outs = [S.vi("am", I64, None), S.vi("rows", I64, None), S.vi("flat", F, None), S.vi("cp", F, None)]
+    m = S.make_model(nodes, [S.vi("x", F, ["N", 4, "H", "W"])], outs, inits, opset=18)
+    cases.append(("detector_like_chain", m, {"x": data((2, 4, 3, 5), F)}, {"expect_ours": 1}))
+
+
+detector_chain()
+
+
 def chain():
     """Magika-style shape plumbing: everything runtime-computed, int64 and int32 mixed."""
     n = helper.make_node
@@ -182,6 +318,18 @@ def errors():
     m = S.make_model([n("Gather", ["x", "i"], ["y"], name="ga")], [S.vi("x", F, [2, 3]), S.vi("i", I64, [2])],
                      [S.vi("y", F, None)], opset=13)
     out.append(("gather_oob", m, {"x": data((2, 3), F), "i": np.array([1, 2])}, "Gather"))
+    m = S.make_model([n("Pad", ["x", "p"], ["y"], mode="reflect", name="pd")],
+                     [S.vi("x", F, [2, 3]), S.vi("p", I64, [4])], [S.vi("y", F, None)], opset=18)
+    out.append(("pad_reflect_too_far", m, {"x": data((2, 3), F), "p": np.array([0, 3, 0, 0])}, "Pad"))
+    m = S.make_model([n("Tile", ["x", "r"], ["y"], name="tl")], [S.vi("x", F, [2, 3]), S.vi("r", I64, [2])],
+                     [S.vi("y", F, None)], opset=13)
+    out.append(("tile_negative", m, {"x": data((2, 3), F), "r": np.array([1, -2])}, "Tile"))
+    m = S.make_model([n("Range", ["a", "b", "d"], ["y"], name="ra")], [S.vi(k, I64, []) for k in "abd"],
+                     [S.vi("y", I64, None)], opset=11)
+    out.append(("range_delta0", m, {"a": np.array(0), "b": np.array(5), "d": np.array(0)}, "Range"))
+    m = S.make_model([n("Split", ["x", "s"], ["y0", "y1"], name="sp")], [S.vi("x", F, [5]), S.vi("s", I64, [2])],
+                     [S.vi("y0", F, None), S.vi("y1", F, None)], opset=13)
+    out.append(("split_sum", m, {"x": data((5,), F), "s": np.array([2, 2])}, "Split"))
     fails = 0
     for name, m, feeds, word in out:
         sess = S.session(m, True)

@@ -1,6 +1,7 @@
 /*
  * shape_harness.c - a standalone driver for the data-movement kernels (transpose, reshape, expand, concat,
- * slice, gather, shape) without the executor or ONNX Runtime. Never linked into the plugin.
+ * slice, gather, shape, split, pad, tile, range, constant-of-shape, argmax/argmin, nearest resize) without the
+ * executor or ONNX Runtime; kernels are looked up through registry.c. Never linked into the plugin.
  *
  * The executor side of kernel.h (epabi_exec_*, epabi_attr_*) is exec_stub.c's, with every output and scratch
  * buffer ending at a PROT_NONE guard page and poisoned. On top of it this driver enforces the contract:
@@ -17,7 +18,8 @@
  * Input (stdin), whitespace-separated tokens, one block per case:
  *   case NAME
  *   op OPTYPE SINCE_VERSION
- *   attr NAME i VALUE | attr NAME is COUNT V... | attr NAME f VALUE
+ *   attr NAME i VALUE | attr NAME is COUNT V... | attr NAME f VALUE | attr NAME s WORD
+ *   attr NAME t DTYPE V                (a one-element tensor attribute)
  *   in DTYPE RANK D... FLAGS V...      (FLAGS: '-' or letters: s = shape-deciding (readable in run()),
  *                                       c = constant initializer (const_data), u = rank unknown at compile)
  *   in none                            (an absent optional input)
@@ -42,9 +44,6 @@
 
 #include "exec_stub.h"
 #include "kernel.h"
-
-extern const struct epabi_kernel epabi_kernels_transpose[], epabi_kernels_reshape[], epabi_kernels_expand[],
-    epabi_kernels_concat[], epabi_kernels_slice[], epabi_kernels_gather[], epabi_kernels_shape[];
 
 enum { POISON = 0xAB };
 
@@ -156,6 +155,16 @@ static bool parse_case(struct tokens* tk, struct harness_case* c) {
             } else if (strcmp(kind, "f") == 0) {
                 a->type = EXEC_STUB_FLOAT;
                 a->f = strtof(need_token(tk), NULL);
+            } else if (strcmp(kind, "s") == 0) {
+                a->type = EXEC_STUB_STRING;
+                snprintf(a->s, sizeof a->s, "%s", need_token(tk));
+            } else if (strcmp(kind, "t") == 0) {
+                /* a one-element tensor: dtype, then the value as an input value would be written */
+                a->type = EXEC_STUB_TENSOR;
+                a->tdtype = (ONNXTensorElementDataType)need_int(tk);
+                a->n = 1;
+                if (epabi_dtype_size(a->tdtype) == 0 || epabi_dtype_size(a->tdtype) > sizeof a->tdata) exit(2);
+                parse_value(need_token(tk), a->tdtype, a->tdata);
             } else {
                 a->type = EXEC_STUB_INTS;
                 a->n = (size_t)need_int(tk);
@@ -192,17 +201,6 @@ static bool parse_case(struct tokens* tk, struct harness_case* c) {
 }
 
 /* ---- running ---------------------------------------------------------------------------------------- */
-
-static const struct epabi_kernel* find_kernel(const char* op, int version) {
-    const struct epabi_kernel* const families[] = {
-        epabi_kernels_transpose, epabi_kernels_reshape, epabi_kernels_expand, epabi_kernels_concat,
-        epabi_kernels_slice,     epabi_kernels_gather,  epabi_kernels_shape,
-    };
-    for (size_t f = 0; f < sizeof families / sizeof families[0]; ++f)
-        for (const struct epabi_kernel* k = families[f]; k->op_type != NULL; ++k)
-            if (strcmp(k->op_type, op) == 0 && version >= k->since_min && version <= k->since_max) return k;
-    return NULL;
-}
 
 static void fail_contract(const struct harness_case* c, const char* what) {
     fprintf(stderr, "harness: case %s: contract violation: %s\n", c->name, what);
@@ -247,7 +245,7 @@ static void run_case(const struct epabi_api* api, struct harness_case* c) {
         node.out[i].rank = -1;
     }
 
-    const struct epabi_kernel* k = find_kernel(c->op, c->version);
+    const struct epabi_kernel* k = epabi_kernel_find(c->op, c->version);
     if (k == NULL) {
         printf("nokernel\nendcase\n");
         return;
