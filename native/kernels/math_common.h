@@ -1,8 +1,9 @@
 /*
  * math_common.h - pieces shared by the float32 math kernels (matmul, conv, pool, softmax, layernorm, reduce).
  *
- * epabi_sgemm is the one matrix product behind MatMul, Gemm and Conv: cblas_sgemm when the build found a
- * CBLAS (EPABI_HAVE_CBLAS), else a cache-blocked loop that packs its operands into caller-provided scratch.
+ * epabi_sgemm is the one matrix product behind MatMul, Gemm and Conv: the cblas_sgemm of the BLAS that blas.h
+ * loads at run time (OpenBLAS from the scipy-openblas32 wheel, or the system's), else a cache-blocked loop that
+ * packs its operands into caller-provided scratch.
  * The packing buffer comes from the caller because a launch cannot allocate: run() sizes it with
  * epabi_sgemm_scratch_bytes() and takes it from epabi_exec_scratch(). Thread-safety: no state.
  */
@@ -16,7 +17,7 @@
 
 #include "kernel.h"
 
-/* Bytes of packing scratch one epabi_sgemm call of this size needs; 0 when the BLAS takes it. A run that
+/* Bytes of packing scratch one epabi_sgemm call of this size needs. A run that
  * makes several calls passes the largest m, n, k it uses (the need grows with each). */
 size_t epabi_sgemm_scratch_bytes(int64_t m, int64_t n, int64_t k);
 

@@ -9,15 +9,12 @@
  * MatMul 1/9/13 and Gemm 7/9/11/13 differ only in the dtypes they list, except that Gemm 7-10 require C.
  */
 #include "math_common.h"
+#include "blas.h"
 #include "cuda_coverage.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifdef EPABI_HAVE_CBLAS
-#include <cblas.h>
-#endif
 
 /* ---- epabi_sgemm -------------------------------------------------------------------------------------- */
 
@@ -34,7 +31,7 @@ static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 size_t epabi_sgemm_scratch_bytes(int64_t m, int64_t n, int64_t k) {
     /* Sized for the loop even with a BLAS: epabi_sgemm falls back to the loop when a size exceeds the
-     * BLAS's int, and the largest buffer is only 576 KiB. */
+     * BLAS's int (or EPABI_BLAS=none), and the largest buffer is only 576 KiB. */
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     int64_t kb = min64(k, SG_KC);
     int64_t nb = round_up(min64(n, SG_NC), SG_NR);
@@ -133,13 +130,14 @@ void epabi_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
         sg_scale(m, n, beta, c, ldc);
         return;
     }
-#ifdef EPABI_HAVE_CBLAS
-    if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX) {
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                    (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    epabi_cblas_sgemm_fn blas = epabi_blas()->sgemm;
+    if (blas != NULL && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX &&
+        ldc <= INT_MAX) {
+        blas(EPABI_CBLAS_ROW_MAJOR, trans_a ? EPABI_CBLAS_TRANS : EPABI_CBLAS_NO_TRANS,
+             trans_b ? EPABI_CBLAS_TRANS : EPABI_CBLAS_NO_TRANS, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+             (int)ldb, beta, c, (int)ldc);
         return;
     }
-#endif
     sg_scale(m, n, beta, c, ldc);
     sg_loop(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc, pack);
 }
