@@ -1,7 +1,8 @@
 """The standalone kernel harnesses (tests/native/README.md): every case passes, plain and under ASan + UBSan.
 
 kernel_harness.c runs kernel_cases.py's float32 math cases (matmul, gemm, conv, pool, softmax, layernorm,
-reduce); shape_harness.c runs shape_cases.py's data-movement cases (transpose, reshape, squeeze/unsqueeze,
+reduce), also on a pool of threads with the built-in GEMM loop and with the scipy-openblas32 wheel's CBLAS;
+shape_harness.c runs shape_cases.py's data-movement cases (transpose, reshape, squeeze/unsqueeze,
 identity, expand, concat, slice, gather, shape). Each harness is built from every native/kernels/*.c with
 -std=c11 -Wall -Wextra -Werror, at -O2 and with -fsanitize=address,undefined (skipped where the compiler or the
 machine cannot run sanitized code). Needs a C compiler ($CC, gcc or cc); skipped without one.
@@ -67,6 +68,21 @@ def test_kernel_harness_cases(variant: str, cc: str, build_dir: Path, tmp_path: 
     cases = kernel_cases.all_cases()
     failures = kernel_cases.run_cases(exe, variant, cases, tmp_path)
     assert not failures, report("kernel_harness", variant, len(cases), failures)
+
+
+@pytest.mark.parametrize("blas", ["builtin", "wheel"])
+def test_kernel_harness_threaded(variant: str, cc: str, build_dir: Path, tmp_path: Path, blas: str) -> None:
+    """The same cases on a pool of 3 threads with no minimum work size, so that MatMul, Gemm and Conv split their
+    small products across threads; with the built-in GEMM loop and with the scipy-openblas32 wheel's CBLAS."""
+    env = kernel_cases.variant_env("blas" if blas == "wheel" else variant, threaded=True)
+    if env is None:
+        pytest.skip("the scipy-openblas32 wheel is not installed")
+    if blas == "wheel" and variant == "asan":
+        env = dict(env, **harness_build.SANITIZER_ENV)
+    exe = kernel_cases.build(variant, build_dir, threaded=True)
+    cases = kernel_cases.all_cases()
+    failures = kernel_cases.run_cases(exe, variant, cases, tmp_path, env=env)
+    assert not failures, report("kernel_harness", f"{variant}, threads, {blas}", len(cases), failures)
 
 
 def test_shape_harness_cases(variant: str, cc: str, build_dir: Path) -> None:
