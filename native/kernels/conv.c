@@ -52,27 +52,52 @@ static void conv_valid_cols(const struct conv_launch* L, int64_t base, int64_t f
     if (*hi < *lo) *hi = *lo;
 }
 
+/* The output rows oy whose input row oy * sh + base lies inside [0, h), clamped to [from, to). */
+static void conv_valid_rows(const struct conv_launch* L, int64_t base, int64_t from, int64_t to, int64_t* lo,
+                            int64_t* hi) {
+    int64_t first = base >= 0 ? 0 : (-base + L->sh - 1) / L->sh;
+    int64_t end = base >= L->h ? 0 : (L->h - 1 - base) / L->sh + 1;
+    *lo = first > from ? first : from;
+    *hi = end < to ? end : to;
+    if (*hi < *lo) *hi = *lo;
+}
+
 /* Columns t0 .. t0+tl of the im2col matrix of one group's input channels xg: row (c, ki, kj) holds, for each
- * output position, the input value that kernel tap meets there (0 in the padding). Filled an output row's
- * run at a time, so the bounds are worked out per run instead of per element. */
+ * output position, the input value that kernel tap meets there (0 in the padding). The valid bounds of a tap are
+ * worked out once; a row is then filled an output row's run at a time, or, for one output column (1-D convs over
+ * H, as magika's), as one strided gather down the column. */
 static void conv_im2col(const struct conv_launch* L, const float* xg, int64_t t0, int64_t tl, float* col) {
     for (int64_t c = 0; c < L->cg; ++c) {
         const float* xc = xg + c * L->h * L->wd;
         for (int64_t ki = 0; ki < L->kh; ++ki) {
+            int64_t ybase = ki * L->dh - L->ph;
             for (int64_t kj = 0; kj < L->kw; ++kj) {
                 float* row = col + ((c * L->kh + ki) * L->kw + kj) * tl;
                 int64_t base = kj * L->dw - L->pw;
+                int64_t xlo = 0, xhi = 0;   /* valid output columns of this tap, on every output row */
+                conv_valid_cols(L, base, 0, L->ow, &xlo, &xhi);
+                if (L->ow == 1) {
+                    int64_t ylo = t0, yhi = t0;
+                    if (xlo < xhi) conv_valid_rows(L, ybase, t0, t0 + tl, &ylo, &yhi);
+                    const int64_t step = L->sh * L->wd, at = ybase * L->wd + base;   /* input row oy * sh + ybase */
+                    for (int64_t oy = t0; oy < ylo; ++oy) row[oy - t0] = 0.0f;
+                    for (int64_t oy = ylo; oy < yhi; ++oy) row[oy - t0] = xc[oy * step + at];
+                    for (int64_t oy = yhi; oy < t0 + tl; ++oy) row[oy - t0] = 0.0f;
+                    continue;
+                }
                 int64_t oy = t0 / L->ow, ox0 = t0 % L->ow;
                 for (int64_t t = 0; t < tl; oy++, ox0 = 0) {
                     int64_t run = L->ow - ox0 < tl - t ? L->ow - ox0 : tl - t;
                     float* dst = row + t;   /* dst[ox - ox0] is output column ox */
-                    int64_t iy = oy * L->sh - L->ph + ki * L->dh;
+                    int64_t iy = oy * L->sh + ybase;
                     int64_t lo = ox0, hi = ox0;
                     if (iy >= 0 && iy < L->h) {
-                        conv_valid_cols(L, base, ox0, ox0 + run, &lo, &hi);
+                        lo = xlo > ox0 ? xlo : ox0;
+                        hi = xhi < ox0 + run ? xhi : ox0 + run;
+                        if (hi < lo) hi = lo;
                         const float* srow = xc + iy * L->wd;
                         if (L->sw == 1) {
-                            for (int64_t ox = lo; ox < hi; ++ox) dst[ox - ox0] = srow[ox + base];
+                            if (hi > lo) memcpy(dst + (lo - ox0), srow + lo + base, sizeof(float) * (size_t)(hi - lo));
                         } else {
                             for (int64_t ox = lo; ox < hi; ++ox) dst[ox - ox0] = srow[ox * L->sw + base];
                         }

@@ -163,6 +163,10 @@ def conv_cases():
     add("1d_same_lower", r(1, 2, 10), r(2, 2, 4), auto_pad="SAME_LOWER", strides=[3])
     add("1d_1x1", r(2, 3, 7), r(5, 3, 1), r(5))
     add("medium", r(2, 8, 17, 19), r(16, 8, 3, 3), r(16), pads=[1, 1, 1, 1])
+    # one output column (magika's Conv over H with W = 1): im2col gathers down the column
+    add("one_column", r(1, 6, 40, 1), r(8, 6, 5, 1), r(8))
+    add("one_column_pads_s2_dil", r(2, 3, 23, 1), r(4, 3, 3, 1), pads=[4, 0, 1, 0], strides=[2, 1], dilations=[3, 1])
+    add("one_column_w_padding", r(1, 2, 9, 1), r(3, 2, 3, 3), pads=[1, 1, 1, 1], strides=[1, 2])
     add("tiled", r(1, 64, 90, 90), r(4, 64, 3, 3), r(4), pads=[1, 1, 1, 1])   # > 4M-float column matrix
     c.append(Case("conv_empty_channels", "Conv", 11, [r(1, 0, 4, 4), r(3, 0, 3, 3), r(3)], const=(1, 2),
                   ort_differs="with no input channels ORT 1.24's CPU EP does not give Y = bias (1.32 does)"))
