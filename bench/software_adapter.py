@@ -12,8 +12,8 @@ batches of 1 and 16 real files, a small CNN and a YOLO-class detector (``cnn_mod
 
 Every workload runs at each thread count of ``--threads`` (default: 1 and the physical cores, ORT's default),
 the same for both EPs: ``intra_op_num_threads`` in the CPU EP's session options and our EP's option of that name.
-Each of our backends is timed interleaved with a CPU EP session of the same workload and thread count (one run
-of each in turn, the order alternating), so that load from other processes falls on both alike; the ratio is
+Each of our backends is timed interleaved with a CPU EP session of the same workload and thread count (blocks
+of runs of each in turn, see ``time_pair``), so that load from other processes falls on both alike; the ratio is
 of the two medians. The table gives median and p90 in ms over ``--runs`` timed runs after ``--warmup`` runs,
 the ratio, and the largest absolute output difference from the CPU EP. The BLAS our EP multiplies with (its
 software device's ``blas`` metadata) is printed first. Backends that are not available (no onnxruntime, no
@@ -48,6 +48,7 @@ MLP_SIZES = [(3, 64, 1), (8, 256, 32)]  # (layers, width, batch)
 MAGIKA_BATCHES = [1, 16]
 BASELINE = "ort-cpu"
 CPU_EP_OPTION = "intra_op_num_threads"
+BLOCK = 4  # timed runs of one backend in a row (time_pair)
 
 Runner = Callable[[], Any]
 
@@ -205,24 +206,26 @@ class OrtBackend:
 
 # -- timing and report -----------------------------------------------------------------------------------
 
-def time_pair(ours: Runner, base: Runner, runs: int, warmup: int) -> tuple[list[float], list[float], list, list]:
-    """Times ``ours`` and ``base`` one run each in turn (the first of the pair alternating); ms per run."""
+def time_pair(ours: Runner, base: Runner, runs: int, warmup: int, block: int = BLOCK) -> tuple[list[float], ...]:
+    """Times ``ours`` and ``base`` in turn, ``block`` runs of one then of the other (which goes first alternating),
+    each block after one untimed run: a thread pool that spins after its runs (the CPU EP's does by default) then
+    slows only that untimed run of the other. ms per run, then the last outputs of each."""
     out_ours = out_base = None
     for _ in range(warmup):
         out_ours, out_base = ours(), base()
-    t_ours, t_base = [], []
-    for i in range(runs):
-        for which in ((ours, base) if i % 2 == 0 else (base, ours)):
-            start = time.perf_counter()
-            outputs = which()
-            elapsed = (time.perf_counter() - start) * 1e3
-            if which is ours:
-                t_ours.append(elapsed)
-                out_ours = outputs
-            else:
-                t_base.append(elapsed)
-                out_base = outputs
-    return t_ours, t_base, [np.asarray(o) for o in out_ours], [np.asarray(o) for o in out_base]
+    times: dict[int, list[float]] = {0: [], 1: []}
+    outputs = {0: out_ours, 1: out_base}
+    turn = 0
+    while len(times[0]) < runs or len(times[1]) < runs:
+        for which in ((0, 1) if turn % 2 == 0 else (1, 0)):
+            run = (ours, base)[which]
+            outputs[which] = run()
+            for _ in range(min(block, runs - len(times[which]))):
+                start = time.perf_counter()
+                outputs[which] = run()
+                times[which].append((time.perf_counter() - start) * 1e3)
+        turn += 1
+    return times[0], times[1], [np.asarray(o) for o in outputs[0]], [np.asarray(o) for o in outputs[1]]
 
 
 def max_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
