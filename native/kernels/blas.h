@@ -14,7 +14,8 @@
  *                                 3. the built-in loop.
  * A library with a thread control (openblas_set_num_threads, bli_thread_set_num_threads,
  * flexiblas_set_num_threads) is set to one thread: epabi spreads the work over its own pool (thread_pool.h) and
- * calls the BLAS from each pool thread, so its threads would only oversubscribe the cores.
+ * calls the BLAS from each pool thread, so its threads would only oversubscribe the cores. (A host process that
+ * shares a system library with us, a numpy built against it, sees that setting too; the wheel's is ours alone.)
  *
  * Thread-safety: loaded once (pthread_once) on first use; the result is read-only afterwards.
  */
