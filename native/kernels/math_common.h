@@ -42,6 +42,18 @@ void epabi_sgemm_pool(struct epabi_pool* pool, bool trans_a, bool trans_b, int64
                       float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
                       int64_t ldc, float* pack);
 
+/* On a hot loop: compiled once per x86-64 level (AVX-512, AVX2 + FMA, baseline SSE2) and picked by the CPU at load
+ * time (an ifunc), so a wheel built for any x86-64 still runs vector code as wide as the machine has. Elsewhere
+ * (other CPUs, compilers without target_clones) nothing. */
+#if defined(__x86_64__) && defined(__linux__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define EPABI_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#endif
+#endif
+#ifndef EPABI_SIMD_CLONES
+#define EPABI_SIMD_CLONES
+#endif
+
 /* Multiply-adds below which a product is not worth handing to another thread (waking one costs microseconds).
  * Tests build with a smaller value so that their small cases take the threaded paths. */
 #ifndef EPABI_PARALLEL_MIN_MACS

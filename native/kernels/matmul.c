@@ -70,7 +70,7 @@ static void sg_pack_a(bool trans_a, const float* a, int64_t lda, int64_t ic, int
 
 /* C[0..mr, 0..nr) += alpha * Apanel * Bpanel over kb. The full MR x NR product is always formed (the
  * panels are zero-padded) so the inner loops have constant trip counts the compiler can vectorize. */
-static void sg_micro(int64_t kb, const float* restrict ap, const float* restrict bp, float alpha, float* c,
+static inline __attribute__((always_inline)) void sg_micro(int64_t kb, const float* restrict ap, const float* restrict bp, float alpha, float* c,
                      int64_t ldc, int64_t mr, int64_t nr) {
     float acc0[SG_NR] = {0.0f}, acc1[SG_NR] = {0.0f}, acc2[SG_NR] = {0.0f}, acc3[SG_NR] = {0.0f};
     for (int64_t p = 0; p < kb; ++p) {
@@ -100,7 +100,8 @@ static void sg_scale(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
     }
 }
 
-static void sg_loop(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+/* The micro-kernel is inlined here, so each clone holds a micro-kernel vectorised for its level. */
+EPABI_SIMD_CLONES static void sg_loop(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                     int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, float* pack) {
     float* pack_b = pack;
     float* pack_a = pack + min64(k, SG_KC) * round_up(min64(n, SG_NC), SG_NR);
