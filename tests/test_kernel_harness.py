@@ -85,6 +85,23 @@ def test_kernel_harness_threaded(variant: str, cc: str, build_dir: Path, tmp_pat
     assert not failures, report("kernel_harness", f"{variant}, threads, {blas}", len(cases), failures)
 
 
+def test_thread_pool_stress(cc: str, build_dir: Path) -> None:
+    """native/kernels/thread_pool.c under ThreadSanitizer (plain where TSan cannot run): tests/native/pool_stress.c."""
+    src = Path(__file__).parent / "native" / "pool_stress.c"
+    pool = harness_build.NATIVE / "kernels" / "thread_pool.c"
+    flags = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-g", f"-I{harness_build.NATIVE / 'kernels'}"]
+    exe = build_dir / "pool_stress_tsan"
+    built = subprocess.run([cc, *flags, "-fsanitize=thread", str(src), str(pool), "-o", str(exe), "-lpthread"],
+                           capture_output=True, text=True)
+    p = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300) if built.returncode == 0 else None
+    if p is None or ("ThreadSanitizer" in p.stderr and "WARNING" not in p.stderr):  # TSan unusable here: plain
+        exe = build_dir / "pool_stress"
+        subprocess.run([cc, *flags, str(src), str(pool), "-o", str(exe), "-lpthread"], check=True)
+        p = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.startswith("ok "), (p.returncode, p.stdout[-2000:], p.stderr[-4000:])
+    assert "WARNING: ThreadSanitizer" not in p.stderr, p.stderr[-4000:]
+
+
 def test_shape_harness_cases(variant: str, cc: str, build_dir: Path) -> None:
     exe = build("shape_harness", variant, cc, build_dir)
     cases = shape_cases.all_cases()
