@@ -122,7 +122,8 @@ static void load(void) {
         static const char* const kSystem[] = {"libopenblas.so.0", "libopenblas.so", "libblis.so.4",
                                               "libflexiblas.so.3", "libcblas.so.3", "libblas.so.3"};
         bool found = false;
-        for (size_t i = 0; i < sizeof kSystem / sizeof kSystem[0] && !found; ++i) found = try_lib(kSystem[i], "system", false);
+        for (size_t i = 0; i < sizeof kSystem / sizeof kSystem[0] && !found; ++i)
+            found = try_lib(kSystem[i], "system", false);
         if (!found) why("%s", "no system CBLAS (libopenblas.so.0, libblis.so.4, libblas.so.3, ...)");
     }
     if (g_blas.sgemm != NULL) {

@@ -146,7 +146,8 @@ static size_t conv_col_share(const struct conv_launch* L) {
 }
 
 static size_t conv_pack_share(const struct conv_launch* L) {
-    return L->path == CONV_PER_CHANNEL ? 0 : epabi_sgemm_scratch_bytes(L->mg, L->tile, L->cg * L->kh * L->kw) / sizeof(float);
+    if (L->path == CONV_PER_CHANNEL) return 0;
+    return epabi_sgemm_scratch_bytes(L->mg, L->tile, L->cg * L->kh * L->kw) / sizeof(float);
 }
 
 /* Task t: image ni, group g, output positions [t0, t0 + tl) of tile tt. Y's rows of that range get the bias (or 0),

@@ -70,8 +70,9 @@ static void sg_pack_a(bool trans_a, const float* a, int64_t lda, int64_t ic, int
 
 /* C[0..mr, 0..nr) += alpha * Apanel * Bpanel over kb. The full MR x NR product is always formed (the
  * panels are zero-padded) so the inner loops have constant trip counts the compiler can vectorize. */
-static inline __attribute__((always_inline)) void sg_micro(int64_t kb, const float* restrict ap, const float* restrict bp, float alpha, float* c,
-                     int64_t ldc, int64_t mr, int64_t nr) {
+static inline __attribute__((always_inline)) void sg_micro(int64_t kb, const float* restrict ap,
+                                                           const float* restrict bp, float alpha, float* c,
+                                                           int64_t ldc, int64_t mr, int64_t nr) {
     float acc0[SG_NR] = {0.0f}, acc1[SG_NR] = {0.0f}, acc2[SG_NR] = {0.0f}, acc3[SG_NR] = {0.0f};
     for (int64_t p = 0; p < kb; ++p) {
         const float* restrict bv = bp + p * SG_NR;
@@ -101,8 +102,9 @@ static void sg_scale(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
 }
 
 /* The micro-kernel is inlined here, so each clone holds a micro-kernel vectorised for its level. */
-EPABI_SIMD_CLONES static void sg_loop(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                    int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, float* pack) {
+EPABI_SIMD_CLONES static void sg_loop(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                                      const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                                      float* pack) {
     float* pack_b = pack;
     float* pack_a = pack + min64(k, SG_KC) * round_up(min64(n, SG_NC), SG_NR);
     for (int64_t jc = 0; jc < n; jc += SG_NC) {
@@ -230,8 +232,8 @@ static void matmul_entry(void* ctx, int64_t t, int slot) {
     const struct matmul_launch* L = ctx;
     int64_t ao, bo;
     matmul_offsets(L, t, &ao, &bo);
-    float* pack = L->pack != NULL ? L->pack + (size_t)slot * (epabi_sgemm_scratch_bytes(L->m, L->n, L->k) / sizeof(float))
-                                  : NULL;
+    size_t share = epabi_sgemm_scratch_bytes(L->m, L->n, L->k) / sizeof(float);
+    float* pack = L->pack != NULL ? L->pack + (size_t)slot * share : NULL;
     epabi_sgemm(false, false, L->m, L->n, L->k, 1.0f, L->a + ao, L->k, L->b + bo, L->n, 0.0f, L->y + t * L->m * L->n,
                 L->n, pack);
 }
