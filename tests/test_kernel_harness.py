@@ -10,6 +10,7 @@ machine cannot run sanitized code). Needs a C compiler ($CC, gcc or cc); skipped
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -90,16 +91,23 @@ def test_thread_pool_stress(cc: str, build_dir: Path) -> None:
     src = Path(__file__).parent / "native" / "pool_stress.c"
     pool = harness_build.NATIVE / "kernels" / "thread_pool.c"
     flags = ["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-g", f"-I{harness_build.NATIVE / 'kernels'}"]
-    exe = build_dir / "pool_stress_tsan"
-    built = subprocess.run([cc, *flags, "-fsanitize=thread", str(src), str(pool), "-o", str(exe), "-lpthread"],
-                           capture_output=True, text=True)
-    p = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300) if built.returncode == 0 else None
-    if p is None or ("ThreadSanitizer" in p.stderr and "WARNING" not in p.stderr):  # TSan unusable here: plain
-        exe = build_dir / "pool_stress"
-        subprocess.run([cc, *flags, str(src), str(pool), "-o", str(exe), "-lpthread"], check=True)
-        p = subprocess.run([str(exe)], capture_output=True, text=True, timeout=300)
+    # a preloaded sanitizer runtime (CI's ASan pass of the plugin) would clash with TSan's
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+
+    def run(exe: Path, extra: list[str]) -> subprocess.CompletedProcess[str] | None:
+        built = subprocess.run([cc, *flags, *extra, str(src), str(pool), "-o", str(exe), "-lpthread"],
+                               capture_output=True, text=True)
+        if built.returncode != 0:
+            return None
+        return subprocess.run([str(exe)], capture_output=True, text=True, timeout=300, env=env)
+
+    p = run(build_dir / "pool_stress_tsan", ["-fsanitize=thread"])
+    if p is not None:
+        assert "WARNING: ThreadSanitizer" not in p.stderr, p.stderr[-4000:]
+    if p is None or p.returncode != 0:  # TSan cannot build or run here (a functional failure shows in plain too)
+        p = run(build_dir / "pool_stress", [])
+        assert p is not None, "pool_stress.c does not compile"
     assert p.returncode == 0 and p.stdout.startswith("ok "), (p.returncode, p.stdout[-2000:], p.stderr[-4000:])
-    assert "WARNING: ThreadSanitizer" not in p.stderr, p.stderr[-4000:]
 
 
 def test_shape_harness_cases(variant: str, cc: str, build_dir: Path) -> None:
