@@ -11,6 +11,8 @@
 #include "kernel.h"
 #include "node_desc.h"
 #include "plan.h"
+#include "blas.h"
+#include "thread_pool.h"
 
 struct ptr_index {
     uintptr_t ptr;
@@ -346,13 +348,17 @@ static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state,
                            EPABI_EP_NAME ": Compute of '%s' got a state or kernel context it did not create",
                            epabi_plan_name(ci->plan));
     const struct epabi_ep* ep = ci->ep;
-    if (!ep->threads_on) return epabi_plan_run(ci->plan, kernel_context, NULL);
+    if (!ep->threads_on) {
+        struct epabi_run_env plain = {.threads = ep->pool};
+        return epabi_plan_run(ci->plan, kernel_context, &plain);
+    }
     const struct epabi_api* api = &ep->factory->api;
     /* the calling thread's stream; inside its capture window also the window's pool */
     struct epabi_thread_context* tc = epabi_thread_find(&ep->threads);
     if (tc == NULL && ep->be.thread_streams) EPABI_RETURN_IF_ERROR(epabi_thread_get(&ep->threads, &tc));
     struct epabi_run_env env;
     epabi_thread_run_env(&ep->threads, tc, &env);
+    env.threads = ep->pool;
     const struct epabi_backend* b = ep->be.backend;
     struct epabi_compute_scope scope = {NULL, false};
     OrtStatus* st = b->compute_begin != NULL ? b->compute_begin(api, &ep->be, kernel_context, env.stream, &scope) : NULL;
@@ -629,6 +635,13 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
                   runs_kernels ? "" : "; this device runs no kernels (the CUDA backend is not available), so "
                                       "captured graphs are empty");
     }
+    if (device->kind == EPABI_DEVICE_SOFTWARE) {
+        /* threads start at the first parallel launch; out of memory here only costs the parallelism */
+        ep->pool = epabi_pool_create(opts.intra_op_num_threads);
+        EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_INFO,
+                  EPABI_EP_NAME ": software adapter: %d intra-op thread(s) (intra_op_num_threads); MatMul, Gemm and "
+                  "Conv multiply through %s", epabi_pool_threads(ep->pool), epabi_blas_summary());
+    }
     fill_table(ep);
     *out = &ep->base;
     return NULL;
@@ -639,6 +652,7 @@ void epabi_ep_destroy(OrtEp* ep) {
     struct epabi_ep* e = (struct epabi_ep*)ep;
     if (e->threads_on) epabi_threads_detach(&e->threads);   /* this EP's graphs and streams, every thread */
     if (e->be.backend != NULL) e->be.backend->ep_close(&e->be);   /* after the graphs: their pools hold arena blocks */
+    epabi_pool_destroy(e->pool);   /* after the graphs too: their launches point at it */
     epabi_options_release(&e->options);
     free(e);
 }

@@ -41,6 +41,7 @@ struct epabi_ep {
     /* The device's backend (backend.h) as set up for this EP: run memory, how plans upload constants; backend
      * NULL for the virtual device, device NULL for a GPU whose backend is unavailable (it claims nothing). */
     struct epabi_backend_ep be;
+    struct epabi_pool* pool;           /* the software adapter's intra-op threads (intra_op_num_threads); else NULL */
     bool threads_on;                   /* per-thread contexts: graph capture, or a backend with thread streams */
     struct epabi_thread_owner threads; /* attached when threads_on (thread_context.h) */
 };

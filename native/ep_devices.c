@@ -4,7 +4,8 @@
  *  - GPU: every GPU-typed hardware device with NVIDIA's vendor id, with device, read-only and pinned memory
  *    infos (memory_kinds.h); when the host lists none, the GPUs the CUDA backend finds itself.
  *  - Software adapter: only with EPABI_ALLOW_SOFTWARE_ADAPTER=1 and no GPU listed; one EP device on the
- *    CPU hardware device, with a warning that it is a software device. It computes in the host's own
+ *    CPU hardware device, with a warning that it is a software device and metadata "blas" naming the BLAS its
+ *    MatMul/Gemm/Conv use (kernels/blas.h: epabi_blas_summary). It computes in the host's own
  *    memory (no memory info: zero copies, and bound host buffers are what a captured graph replays on),
  *    unless EPABI_SOFTWARE_DEVICE_MEMORY=device gives it a DEFAULT memory info "EpAbi_Software" served by the
  *    factory's arena and data transfer, like a discrete device (backend_software.c).
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "blas.h"
 #include "ep_factory.h"
 
 static bool is_virtual_hw(const struct epabi_api* api, const OrtHardwareDevice* hw) {
@@ -59,6 +61,7 @@ static OrtStatus* add_device(struct epabi_factory* f, const OrtHardwareDevice* h
     OrtKeyValuePairs* meta = NULL;
     api->ort->CreateKeyValuePairs(&meta);
     api->ort->AddKeyValuePair(meta, "device_kind", kKindNames[kind]);
+    if (kind == EPABI_DEVICE_SOFTWARE) api->ort->AddKeyValuePair(meta, "blas", epabi_blas_summary());
     OrtEpDevice* dev = NULL;
     OrtStatus* st = api->ep->CreateEpDevice(&f->base, hw, meta, NULL, &dev);
     api->ort->ReleaseKeyValuePairs(meta);

@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "ep_factory.h"
+#include "thread_pool.h"
 
 /* "ep.<EP name, lower-cased>." is how add_provider_for_devices passes options (ORT lower-cases the EP name);
  * then the legacy CUDA EP spelling, then the bare key. */
@@ -72,6 +73,28 @@ static OrtStatus* read_nonneg_int(const struct epabi_api* api, const OrtKeyValue
     return NULL;
 }
 
+/* A thread count from 0 to EPABI_POOL_MAX_THREADS; 0 or absent leaves *out (the default: one per physical
+ * core, as ORT's CPU EP). */
+static OrtStatus* read_thread_count(const struct epabi_api* api, const OrtKeyValuePairs* cfg, const char* key,
+                                    int* out) {
+    char full[160];
+    const char* v = lookup(api, cfg, key, full, sizeof full);
+    int n = 0;
+    if (v != NULL) {
+        char* end = NULL;
+        errno = 0;
+        long long parsed = strtoll(v, &end, 10);
+        if (!isdigit((unsigned char)v[0]) || *end != '\0' || errno == ERANGE || parsed < 0 ||
+            parsed > EPABI_POOL_MAX_THREADS)
+            return epabi_error(api, ORT_INVALID_ARGUMENT,
+                               EPABI_EP_NAME ": option '%s' has value '%s'; expected a thread count from 0 (one per "
+                               "physical core) to %d", full, v, (int)EPABI_POOL_MAX_THREADS);
+        n = (int)parsed;
+    }
+    if (n > 0) *out = n;
+    return NULL;
+}
+
 /* A handle value: decimal digits, or 0x/0X and hex digits; nothing else (no sign, no blanks). */
 static OrtStatus* read_handle(const struct epabi_api* api, const OrtKeyValuePairs* cfg, const char* key,
                               uintptr_t* out, bool* given) {
@@ -98,6 +121,7 @@ OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptio
                               struct epabi_options* out) {
     memset(out, 0, sizeof *out);
     out->min_num_runs_before_cuda_graph_capture = 2;
+    out->intra_op_num_threads = epabi_pool_default_threads();
     if (session_options == NULL) return NULL;
 
     OrtKeyValuePairs* cfg = NULL;
@@ -110,6 +134,7 @@ OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptio
         st = read_handle(api, cfg, "user_compute_stream", &out->user_compute_stream, &out->user_compute_stream_given);
     if (st == NULL) st = read_nonneg_int(api, cfg, "device_id", &out->device_id, &out->device_id_given);
     if (st == NULL) st = read_bool(api, cfg, "arena.use_cuda_mempool", &out->use_cuda_mempool);
+    if (st == NULL) st = read_thread_count(api, cfg, "intra_op_num_threads", &out->intra_op_num_threads);
     if (st == NULL) {
         const char* co = epabi_kv_get(api, cfg, "session.compile_only");
         out->compile_only = co != NULL && strcmp(co, "1") == 0;

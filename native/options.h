@@ -10,7 +10,9 @@
  * user_compute_stream (a stream handle as a decimal or 0x-hexadecimal integer, 0 included: the user's
  * stream, which forces one unified stream; presence is what counts, not a non-zero value),
  * device_id (int >= 0), force_cpu_nodes (comma-separated node names that the EP never claims; they stay
- * with the host's CPU EP), plus the host's own session.compile_only.
+ * with the host's CPU EP), intra_op_num_threads (int from 0 to EPABI_POOL_MAX_THREADS: the software adapter's
+ * thread count; 0 = one per physical core, ONNX Runtime's CPU EP default), plus the host's own
+ * session.compile_only.
  */
 #ifndef EPABI_OPTIONS_H
 #define EPABI_OPTIONS_H
@@ -30,6 +32,7 @@ struct epabi_options {
     bool use_cuda_mempool;                         /* arena.use_cuda_mempool = 1: stream-ordered device memory */
     bool compile_only;                             /* session.compile_only = "1" (or ep.context_enable = "1" before API 27) */
     char* force_cpu_nodes;                         /* owned copy of "force_cpu_nodes", NULL when absent */
+    int intra_op_num_threads;                      /* >= 1: given 0 or absent, the physical core count */
 };
 
 /* On success *out owns heap memory: release it with epabi_options_release. On failure nothing is owned. */

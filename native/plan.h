@@ -26,7 +26,7 @@
 
 struct epabi_plan;
 
-/* Where one run issues its work. A NULL env, or one with both members NULL, is the plain case: launches
+/* Where one run issues its work. A NULL env, or one with its members NULL, is the plain case: launches
  * execute at once on the calling thread and memory comes from the plan's arena and goes back to it.
  *   stream        launches go through epabi_stream_launch (the thread's graph stream; it may be capturing).
  *   capture_pool  set inside a graph-capture window: every intermediate and scratch block of the run comes
@@ -36,6 +36,7 @@ struct epabi_run_env {
     struct epabi_stream* stream;
     struct epabi_arena_pool* capture_pool;
     bool mempool;   /* intermediates and scratch from the stream's alloc_async/free_async (arena.use_cuda_mempool) */
+    struct epabi_pool* threads;   /* the software adapter's intra-op pool (kernel.h, epabi_exec_pool); NULL: none */
 };
 
 /* The memory a plan computes in. NULL at build: the host's own memory, whatever it hands us (the software

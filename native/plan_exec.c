@@ -21,6 +21,7 @@ struct epabi_exec {
     bool mempool;                      /* stream-ordered allocation (env->mempool) */
     const void* stream_tag;            /* arena reuse key: the CUDA stream, NULL on the host */
     bool host_mode;                    /* running a host step: host memory, launches execute at once */
+    struct epabi_pool* threads;        /* env->threads; kernels see it outside host steps */
     const struct plan_step* step;      /* the step being run */
     struct epabi_tensor* tensors;      /* per value */
     unsigned char* ready;              /* per value */
@@ -44,6 +45,10 @@ struct staged_output {
 
 const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex) {
     return ex->plan->api;
+}
+
+struct epabi_pool* epabi_exec_pool(const struct epabi_exec* ex) {
+    return ex->host_mode ? NULL : ex->threads;
 }
 
 int epabi_exec_epilogue(const struct epabi_exec* ex) {
@@ -450,6 +455,7 @@ OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx, con
         ex.stream = env->stream;
         ex.pool = env->capture_pool;
         ex.mempool = env->mempool && env->stream != NULL && env->stream->ops->alloc_async != NULL;
+        ex.threads = env->threads;
         if (env->stream != NULL && env->stream->ops->backend != EPABI_STREAM_HOST) ex.stream_tag = env->stream;
     }
     size_t nv = p->n_values > 0 ? (size_t)p->n_values : 1;

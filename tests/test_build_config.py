@@ -20,7 +20,7 @@ def _configure(tmp_path: Path, content: str | None) -> subprocess.CompletedProce
     shutil.copytree(ROOT / "native", src / "native")
     if content is not None:
         (src / "MIN_ONNXRUNTIME_VERSION").write_text(content)
-    return subprocess.run(["cmake", "-S", str(src), "-B", str(tmp_path / "build"), "-DEPABI_USE_BLAS=OFF"],
+    return subprocess.run(["cmake", "-S", str(src), "-B", str(tmp_path / "build")],
                           capture_output=True, text=True, timeout=120)
 
 

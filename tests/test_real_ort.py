@@ -237,7 +237,10 @@ def test_software_adapter_lists_one_cpu_device(version: str, library_path: str, 
     [dev] = ours(result["devices"])
     assert dev["ep_vendor"] == "epabi"
     assert dev["type"] == "CPU"
-    # version and library_path are added by ONNX Runtime itself; device_kind is ours.
+    # version and library_path are added by ONNX Runtime itself; device_kind and blas are ours. The plugin finds
+    # the scipy-openblas32 wheel next to itself (our venv), whatever the host's venv holds.
+    blas = dev["ep_metadata"].pop("blas")
+    assert blas.startswith("OpenBLAS ") and blas.endswith("/scipy_openblas32/lib/libscipy_openblas.so)"), blas
     assert dev["ep_metadata"] == {"version": package_version, "library_path": library_path,
                                   "device_kind": "software"}
     assert dev["ep_options"] == {}

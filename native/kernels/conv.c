@@ -5,7 +5,9 @@
  * Each (image, group) is one matrix product W_g[Mg, Cg*kh*kw] x columns[Cg*kh*kw, OH*OW] (im2col). The
  * column matrix is built a tile of output positions at a time so its scratch stays bounded whatever the
  * image size; a 1x1, stride-1, unpadded conv skips it and multiplies X directly. Groups of one input channel
- * (depthwise) skip the product altogether. 1-D runs as 2-D with H = 1.
+ * (depthwise) skip the product altogether. 1-D runs as 2-D with H = 1. On the software adapter every
+ * (image, group, tile) is one task of the EP's thread pool (thread_pool.h), with its own column and packing
+ * share, so im2col and the products of one conv run on every thread.
  * Opsets 1, 11 and 22 differ only in the dtypes they list. 3-D convs are refused.
  */
 #include "math_common.h"
@@ -16,8 +18,17 @@
 
 enum conv_auto_pad { CONV_NOTSET, CONV_VALID, CONV_SAME_UPPER, CONV_SAME_LOWER };
 
-/* Column-matrix tile: at most this many floats (16 MiB), but at least one output position. */
+/* Column-matrix tile: at most this many floats (16 MiB) in all, but at least one output position. */
 enum { CONV_COL_FLOATS = 1 << 22 };
+/* With a thread pool, a thread's column tile: about this many floats (512 KiB), so that im2col writes it into the
+ * core's L2 and the GEMM packs it from there (4 MiB tiles measured 1.6x slower on a 3x3 conv of 32 channels)...
+ * but at least CONV_TILE_MIN_COLS output positions, so that a GEMM repacks W rarely enough (a few % of its work). */
+enum { CONV_COL_FLOATS_THREAD = 1 << 17, CONV_TILE_MIN_COLS = 256 };
+/* ... and of at least this many output positions where it can (a narrower product wastes the GEMM); tests build
+ * with 1 so that their small images are cut too. */
+#ifndef EPABI_CONV_MIN_TILE
+#define EPABI_CONV_MIN_TILE 16
+#endif
 
 struct conv_state {
     int sr;                        /* spatial rank: 1 or 2 */
@@ -41,27 +52,52 @@ static void conv_valid_cols(const struct conv_launch* L, int64_t base, int64_t f
     if (*hi < *lo) *hi = *lo;
 }
 
+/* The output rows oy whose input row oy * sh + base lies inside [0, h), clamped to [from, to). */
+static void conv_valid_rows(const struct conv_launch* L, int64_t base, int64_t from, int64_t to, int64_t* lo,
+                            int64_t* hi) {
+    int64_t first = base >= 0 ? 0 : (-base + L->sh - 1) / L->sh;
+    int64_t end = base >= L->h ? 0 : (L->h - 1 - base) / L->sh + 1;
+    *lo = first > from ? first : from;
+    *hi = end < to ? end : to;
+    if (*hi < *lo) *hi = *lo;
+}
+
 /* Columns t0 .. t0+tl of the im2col matrix of one group's input channels xg: row (c, ki, kj) holds, for each
- * output position, the input value that kernel tap meets there (0 in the padding). Filled an output row's
- * run at a time, so the bounds are worked out per run instead of per element. */
+ * output position, the input value that kernel tap meets there (0 in the padding). The valid bounds of a tap are
+ * worked out once; a row is then filled an output row's run at a time, or, for one output column (1-D convs over
+ * H, as magika's), as one strided gather down the column. */
 static void conv_im2col(const struct conv_launch* L, const float* xg, int64_t t0, int64_t tl, float* col) {
     for (int64_t c = 0; c < L->cg; ++c) {
         const float* xc = xg + c * L->h * L->wd;
         for (int64_t ki = 0; ki < L->kh; ++ki) {
+            int64_t ybase = ki * L->dh - L->ph;
             for (int64_t kj = 0; kj < L->kw; ++kj) {
                 float* row = col + ((c * L->kh + ki) * L->kw + kj) * tl;
                 int64_t base = kj * L->dw - L->pw;
+                int64_t xlo = 0, xhi = 0;   /* valid output columns of this tap, on every output row */
+                conv_valid_cols(L, base, 0, L->ow, &xlo, &xhi);
+                if (L->ow == 1) {
+                    int64_t ylo = t0, yhi = t0;
+                    if (xlo < xhi) conv_valid_rows(L, ybase, t0, t0 + tl, &ylo, &yhi);
+                    const int64_t step = L->sh * L->wd, at = ybase * L->wd + base;   /* input row oy * sh + ybase */
+                    for (int64_t oy = t0; oy < ylo; ++oy) row[oy - t0] = 0.0f;
+                    for (int64_t oy = ylo; oy < yhi; ++oy) row[oy - t0] = xc[oy * step + at];
+                    for (int64_t oy = yhi; oy < t0 + tl; ++oy) row[oy - t0] = 0.0f;
+                    continue;
+                }
                 int64_t oy = t0 / L->ow, ox0 = t0 % L->ow;
                 for (int64_t t = 0; t < tl; oy++, ox0 = 0) {
                     int64_t run = L->ow - ox0 < tl - t ? L->ow - ox0 : tl - t;
                     float* dst = row + t;   /* dst[ox - ox0] is output column ox */
-                    int64_t iy = oy * L->sh - L->ph + ki * L->dh;
+                    int64_t iy = oy * L->sh + ybase;
                     int64_t lo = ox0, hi = ox0;
                     if (iy >= 0 && iy < L->h) {
-                        conv_valid_cols(L, base, ox0, ox0 + run, &lo, &hi);
+                        lo = xlo > ox0 ? xlo : ox0;
+                        hi = xhi < ox0 + run ? xhi : ox0 + run;
+                        if (hi < lo) hi = lo;
                         const float* srow = xc + iy * L->wd;
                         if (L->sw == 1) {
-                            for (int64_t ox = lo; ox < hi; ++ox) dst[ox - ox0] = srow[ox + base];
+                            if (hi > lo) memcpy(dst + (lo - ox0), srow + lo + base, sizeof(float) * (size_t)(hi - lo));
                         } else {
                             for (int64_t ox = lo; ox < hi; ++ox) dst[ox - ox0] = srow[ox * L->sw + base];
                         }
@@ -103,44 +139,83 @@ static void conv_per_channel(const struct conv_launch* L, const float* xc, const
     }
 }
 
-static void conv_launch_fn(const void* p) {
-    const struct conv_launch* L = p;
+/* Floats of col and of pack one pool thread owns (run() sized both buffers with these). */
+static size_t conv_col_share(const struct conv_launch* L) {
+    int64_t kdim = L->cg * L->kh * L->kw;
+    return L->path == CONV_GEMM_COLS ? (size_t)((kdim * L->tile + 15) / 16 * 16) : 0;
+}
+
+static size_t conv_pack_share(const struct conv_launch* L) {
+    if (L->path == CONV_PER_CHANNEL) return 0;
+    return epabi_sgemm_scratch_bytes(L->mg, L->tile, L->cg * L->kh * L->kw) / sizeof(float);
+}
+
+/* Task t: image ni, group g, output positions [t0, t0 + tl) of tile tt. Y's rows of that range get the bias (or 0),
+ * then the product adds to them. */
+static void conv_task(void* ctx, int64_t t, int slot) {
+    const struct conv_launch* L = ctx;
     int64_t kdim = L->cg * L->kh * L->kw;
     int64_t P = L->oh * L->ow;
-    for (int64_t ni = 0; ni < L->n; ++ni) {
-        for (int64_t g = 0; g < L->group; ++g) {
-            float* yg = L->y + (ni * L->m + g * L->mg) * P;
-            float beta = 0.0f;
-            if (L->bias != NULL) {
-                for (int64_t r = 0; r < L->mg; ++r) {
-                    float b = L->bias[g * L->mg + r];
-                    for (int64_t t = 0; t < P; ++t) yg[r * P + t] = b;
-                }
-                beta = 1.0f;
-            } else if (L->path == CONV_PER_CHANNEL || kdim == 0) {
-                for (int64_t t = 0; t < L->mg * P; ++t) yg[t] = 0.0f;
-            }
-            if (kdim == 0) continue;   /* no input channels: Y is the bias (or zero); X and W have no data */
-            const float* xg = L->x + (ni * L->c + g * L->cg) * L->h * L->wd;
-            const float* wg = L->w + g * L->mg * kdim;
-            switch (L->path) {
-            case CONV_GEMM_X:
-                epabi_sgemm(false, false, L->mg, P, kdim, 1.0f, wg, kdim, xg, P, beta, yg, P, L->pack);
-                break;
-            case CONV_GEMM_COLS:
-                for (int64_t t0 = 0; t0 < P; t0 += L->tile) {
-                    int64_t tl = P - t0 < L->tile ? P - t0 : L->tile;
-                    conv_im2col(L, xg, t0, tl, L->col);
-                    epabi_sgemm(false, false, L->mg, tl, kdim, 1.0f, wg, kdim, L->col, tl, beta, yg + t0, P,
-                                L->pack);
-                }
-                break;
-            case CONV_PER_CHANNEL:
-                conv_per_channel(L, xg, wg, yg);
-                break;
-            }
+    int64_t tiles = (P + L->tile - 1) / L->tile;
+    int64_t tt = t % tiles, g = t / tiles % L->group, ni = t / tiles / L->group;
+    int64_t t0 = tt * L->tile, tl = P - t0 < L->tile ? P - t0 : L->tile;
+    float* yg = L->y + (ni * L->m + g * L->mg) * P;
+    float beta = 0.0f;
+    if (L->bias != NULL) {
+        for (int64_t r = 0; r < L->mg; ++r) {
+            float b = L->bias[g * L->mg + r];
+            for (int64_t i = t0; i < t0 + tl; ++i) yg[r * P + i] = b;
         }
+        beta = 1.0f;
+    } else if (L->path == CONV_PER_CHANNEL || kdim == 0) {
+        for (int64_t r = 0; r < L->mg; ++r)
+            for (int64_t i = t0; i < t0 + tl; ++i) yg[r * P + i] = 0.0f;
     }
+    if (kdim == 0) return;   /* no input channels: Y is the bias (or zero); X and W have no data */
+    const float* xg = L->x + (ni * L->c + g * L->cg) * L->h * L->wd;
+    const float* wg = L->w + g * L->mg * kdim;
+    float* pack = L->pack != NULL ? L->pack + (size_t)slot * conv_pack_share(L) : NULL;
+    switch (L->path) {
+    case CONV_GEMM_X:
+        epabi_sgemm(false, false, L->mg, tl, kdim, 1.0f, wg, kdim, xg + t0, P, beta, yg + t0, P, pack);
+        break;
+    case CONV_GEMM_COLS: {
+        float* col = L->col + (size_t)slot * conv_col_share(L);
+        conv_im2col(L, xg, t0, tl, col);
+        epabi_sgemm(false, false, L->mg, tl, kdim, 1.0f, wg, kdim, col, tl, beta, yg + t0, P, pack);
+        break;
+    }
+    case CONV_PER_CHANNEL:
+        conv_per_channel(L, xg, wg, yg);   /* one tile per (image, group): run() sets tile = P */
+        break;
+    }
+}
+
+/* Every (image, group, tile) is one task of the pool; tasks write disjoint parts of Y. */
+static void conv_launch_fn(const void* p) {
+    const struct conv_launch* L = p;
+    int64_t P = L->oh * L->ow;
+    int64_t tasks = L->n * L->group * ((P + L->tile - 1) / L->tile);
+    double macs = (double)L->n * (double)L->m * (double)P * (double)(L->cg * L->kh * L->kw + 1);
+    epabi_pool_for(macs < 2.0 * EPABI_PARALLEL_MIN_MACS ? NULL : L->pool, tasks, conv_task, (void*)L);
+}
+
+/* Output positions per tile. Without a pool (device backends) one tile covers as much of an image as
+ * CONV_COL_FLOATS allows. With one, tiles are also cut small enough for the column share of each thread
+ * (CONV_COL_FLOATS_THREAD) and numerous enough that every thread has work (tasks a multiple of the thread count
+ * or at least four per thread); the depthwise path keeps whole images (its tasks are (image, group)). */
+static int64_t conv_tile(const struct conv_launch* L, int64_t kdim, int64_t P) {
+    if (L->path == CONV_PER_CHANNEL || kdim == 0) return P;
+    int64_t cap = L->pool == NULL ? CONV_COL_FLOATS : CONV_COL_FLOATS_THREAD;
+    int64_t fit = L->path == CONV_GEMM_COLS ? cap / kdim : P;
+    if (fit < 1) fit = 1;
+    if (L->pool == NULL) return fit < P ? fit : P;
+    if (fit < CONV_TILE_MIN_COLS && kdim <= CONV_COL_FLOATS / CONV_TILE_MIN_COLS) fit = CONV_TILE_MIN_COLS;
+    int64_t tiles = (P + fit - 1) / fit;
+    int64_t threads = epabi_pool_threads(L->pool), jobs = L->n * L->group;
+    int64_t most = P / EPABI_CONV_MIN_TILE > 1 ? P / EPABI_CONV_MIN_TILE : 1;
+    while (threads > 1 && tiles < most && (jobs * tiles) % threads != 0 && jobs * tiles < 4 * threads) ++tiles;
+    return (P + tiles - 1) / tiles;
 }
 
 /* Reads the attributes into s; false with a reason when a value is outside what this kernel computes. */
@@ -377,19 +452,17 @@ static OrtStatus* conv_run(struct epabi_exec* ex, const void* state, const struc
         L.path = CONV_GEMM_X;
     else
         L.path = CONV_GEMM_COLS;
-    L.tile = P;
+    L.pool = epabi_exec_pool(ex);
+    L.tile = conv_tile(&L, kdim, P);
     if (L.path == CONV_GEMM_COLS && kdim > 0) {
-        int64_t fit = CONV_COL_FLOATS / kdim;
-        if (fit < 1) fit = 1;
-        if (fit < L.tile) L.tile = fit;
         size_t col_bytes = 0;
-        if (!epabi_mul_size((size_t)kdim * sizeof(float), (size_t)L.tile, &col_bytes))
+        if (!epabi_mul_size(conv_col_share(&L) * sizeof(float), (size_t)epabi_pool_threads(L.pool), &col_bytes))
             return epabi_error(api, ORT_INVALID_ARGUMENT, "Conv: column buffer for W %s overflows",
                                epabi_shape_str(sw, sizeof sw, W->rank, W->dims));
         L.col = epabi_exec_scratch(ex, col_bytes, &st);
         if (L.col == NULL) return st;
     }
-    size_t pack_bytes = L.path == CONV_PER_CHANNEL ? 0 : epabi_sgemm_scratch_bytes(L.mg, L.tile, kdim);
+    size_t pack_bytes = conv_pack_share(&L) * sizeof(float) * (size_t)epabi_pool_threads(L.pool);
     if (pack_bytes > 0) {
         L.pack = epabi_exec_scratch(ex, pack_bytes, &st);
         if (L.pack == NULL) return st;

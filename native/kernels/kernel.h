@@ -95,9 +95,10 @@ struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTen
 void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status);
 
 /* Runs fn(args) on the device stream. args is copied (args_size bytes), so callers may pass a stack
- * struct. Pointers inside it may point only at tensor data, scratch or the kernel state, never at run()'s
- * stack or at the epabi_tensor structs: a graph capture records the copy and replays it after run() has
- * returned, and the executor keeps exactly those buffers alive for the captured graph (stream.h). */
+ * struct. Pointers inside it may point only at tensor data, scratch, the kernel state or the pool of
+ * epabi_exec_pool, never at run()'s stack or at the epabi_tensor structs: a graph capture records the copy and
+ * replays it after run() has returned, and the executor keeps exactly those buffers alive for the captured graph
+ * (stream.h). A launch function may spread its work over that pool; it returns when all of it is done. */
 typedef void (*epabi_launch_fn)(const void* args);
 OrtStatus* epabi_exec_launch(struct epabi_exec* ex, enum epabi_launch_kind kind, epabi_launch_fn fn, const void* args,
                              size_t args_size);
@@ -112,6 +113,10 @@ const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tenso
 /* The epilogue (launch_args.h) the plan fused into the running step, EPABI_EPILOGUE_NONE if none; a kernel
  * the plan fuses into (elementwise arithmetic) passes it to its launch. */
 int epabi_exec_epilogue(const struct epabi_exec* ex);
+
+/* The EP's intra-op thread pool (thread_pool.h) for launches that spread their work, NULL when launches run on
+ * one thread (device backends, host steps). It outlives the run and every graph the EP captures. */
+struct epabi_pool* epabi_exec_pool(const struct epabi_exec* ex);
 
 /* The API block, for error statuses: epabi_error(epabi_exec_api(ex), ...). */
 const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex);

@@ -47,6 +47,9 @@ _Static_assert(sizeof(size_t) == 8 && sizeof(void*) == 8, "launch blocks assume 
 
 enum { EPABI_MAX_RANK = 8, EPABI_MAX_NODE_IO = 64 };
 
+/* The software adapter's intra-op thread pool (kernels/thread_pool.h); opaque here, NULL on device backends. */
+struct epabi_pool;
+
 /* What a launch does and the block it takes: X(KIND, stem, block) for EPABI_LAUNCH_<KIND> with struct <block>.
  * One list generates the enum below and the CUDA backend's launcher table (cuda/cuda_launch.c), whose entry for a
  * kind is epabi_cuda_launch_<stem> taking a struct <block>: a kind without such a launcher does not compile. */
@@ -185,6 +188,7 @@ struct matmul_launch {
     int64_t batch[EPABI_MAX_RANK];
     int64_t a_stride[EPABI_MAX_RANK];       /* elements between consecutive batch entries; 0 = broadcast */
     int64_t b_stride[EPABI_MAX_RANK];
+    struct epabi_pool* pool;                /* NULL: one thread; pack then holds one thread's share */
 };
 
 struct gemm_launch {
@@ -197,6 +201,7 @@ struct gemm_launch {
     int64_t m, n, k, lda, ldb;
     float alpha, beta;
     int64_t c_rows, c_cols;   /* C's extent after left-padding to rank 2: each 1 (broadcast) or M / N */
+    struct epabi_pool* pool;  /* NULL: one thread; pack then holds one thread's share */
 };
 
 enum conv_path {
@@ -216,6 +221,8 @@ struct conv_launch {
     int64_t n, c, h, wd, m, group, cg, mg;
     int64_t kh, kw, sh, sw, dh, dw, ph, pw, oh, ow;
     int64_t tile;                  /* output positions per column tile */
+    struct epabi_pool* pool;       /* NULL: one thread (device backends); else col and pack hold one share per
+                                    * pool thread, and the (image, group, tile) tasks spread over the pool */
 };
 
 struct ln_operand {

@@ -9,15 +9,12 @@
  * MatMul 1/9/13 and Gemm 7/9/11/13 differ only in the dtypes they list, except that Gemm 7-10 require C.
  */
 #include "math_common.h"
+#include "blas.h"
 #include "cuda_coverage.h"
 
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-
-#ifdef EPABI_HAVE_CBLAS
-#include <cblas.h>
-#endif
 
 /* ---- epabi_sgemm -------------------------------------------------------------------------------------- */
 
@@ -34,12 +31,12 @@ static int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 size_t epabi_sgemm_scratch_bytes(int64_t m, int64_t n, int64_t k) {
     /* Sized for the loop even with a BLAS: epabi_sgemm falls back to the loop when a size exceeds the
-     * BLAS's int, and the largest buffer is only 576 KiB. */
+     * BLAS's int (or EPABI_BLAS=none), and the largest buffer is only 576 KiB. */
     if (m <= 0 || n <= 0 || k <= 0) return 0;
     int64_t kb = min64(k, SG_KC);
     int64_t nb = round_up(min64(n, SG_NC), SG_NR);
     int64_t mb = round_up(min64(m, SG_MC), SG_MR);
-    return (size_t)(kb * nb + mb * kb) * sizeof(float);
+    return (size_t)round_up(kb * nb + mb * kb, 16) * sizeof(float);
 }
 
 /* op(B)[pc.., jc..] (kb x nb) into NR-column panels: panel q holds rows p at q*kb*NR + p*NR, zero-padded
@@ -73,8 +70,9 @@ static void sg_pack_a(bool trans_a, const float* a, int64_t lda, int64_t ic, int
 
 /* C[0..mr, 0..nr) += alpha * Apanel * Bpanel over kb. The full MR x NR product is always formed (the
  * panels are zero-padded) so the inner loops have constant trip counts the compiler can vectorize. */
-static void sg_micro(int64_t kb, const float* restrict ap, const float* restrict bp, float alpha, float* c,
-                     int64_t ldc, int64_t mr, int64_t nr) {
+static inline __attribute__((always_inline)) void sg_micro(int64_t kb, const float* restrict ap,
+                                                           const float* restrict bp, float alpha, float* c,
+                                                           int64_t ldc, int64_t mr, int64_t nr) {
     float acc0[SG_NR] = {0.0f}, acc1[SG_NR] = {0.0f}, acc2[SG_NR] = {0.0f}, acc3[SG_NR] = {0.0f};
     for (int64_t p = 0; p < kb; ++p) {
         const float* restrict bv = bp + p * SG_NR;
@@ -103,8 +101,10 @@ static void sg_scale(int64_t m, int64_t n, float beta, float* c, int64_t ldc) {
     }
 }
 
-static void sg_loop(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                    int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc, float* pack) {
+/* The micro-kernel is inlined here, so each clone holds a micro-kernel vectorised for its level. */
+EPABI_SIMD_CLONES static void sg_loop(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                                      const float* a, int64_t lda, const float* b, int64_t ldb, float* c, int64_t ldc,
+                                      float* pack) {
     float* pack_b = pack;
     float* pack_a = pack + min64(k, SG_KC) * round_up(min64(n, SG_NC), SG_NR);
     for (int64_t jc = 0; jc < n; jc += SG_NC) {
@@ -133,15 +133,70 @@ void epabi_sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, fl
         sg_scale(m, n, beta, c, ldc);
         return;
     }
-#ifdef EPABI_HAVE_CBLAS
-    if (m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX) {
-        cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-                    (int)m, (int)n, (int)k, alpha, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
+    epabi_cblas_sgemm_fn blas = epabi_blas()->sgemm;
+    if (blas != NULL && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX &&
+        ldc <= INT_MAX) {
+        blas(EPABI_CBLAS_ROW_MAJOR, trans_a ? EPABI_CBLAS_TRANS : EPABI_CBLAS_NO_TRANS,
+             trans_b ? EPABI_CBLAS_TRANS : EPABI_CBLAS_NO_TRANS, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+             (int)ldb, beta, c, (int)ldc);
         return;
     }
-#endif
     sg_scale(m, n, beta, c, ldc);
     sg_loop(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc, pack);
+}
+
+/* ---- epabi_sgemm_pool ---------------------------------------------------------------------------------- */
+
+size_t epabi_sgemm_pool_scratch_bytes(const struct epabi_pool* pool, int64_t m, int64_t n, int64_t k) {
+    return (size_t)epabi_pool_threads(pool) * epabi_sgemm_scratch_bytes(m, n, k);
+}
+
+/* One product cut into panels of `step` columns (by_rows: rows) of C, one pool task each. */
+struct sg_split {
+    bool trans_a, trans_b, by_rows;
+    int64_t m, n, k, lda, ldb, ldc, step;
+    float alpha, beta;
+    const float* a;
+    const float* b;
+    float* c;
+    float* pack;
+    size_t share;   /* floats of pack per thread */
+};
+
+static void sg_piece(void* ctx, int64_t i, int slot) {
+    const struct sg_split* s = ctx;
+    int64_t at = i * s->step;
+    float* pack = s->pack != NULL ? s->pack + (size_t)slot * s->share : NULL;
+    if (s->by_rows) {
+        const float* a = s->trans_a ? s->a + at : s->a + at * s->lda;
+        epabi_sgemm(s->trans_a, s->trans_b, min64(s->step, s->m - at), s->n, s->k, s->alpha, a, s->lda, s->b, s->ldb,
+                    s->beta, s->c + at * s->ldc, s->ldc, pack);
+    } else {
+        const float* b = s->trans_b ? s->b + at * s->ldb : s->b + at;
+        epabi_sgemm(s->trans_a, s->trans_b, s->m, min64(s->step, s->n - at), s->k, s->alpha, s->a, s->lda, b, s->ldb,
+                    s->beta, s->c + at, s->ldc, pack);
+    }
+}
+
+void epabi_sgemm_pool(struct epabi_pool* pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                      float alpha, const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c,
+                      int64_t ldc, float* pack) {
+    int64_t threads = epabi_pool_threads(pool);
+    double macs = (double)m * (double)n * (double)(k > 0 ? k : 1);
+    int64_t want = macs / EPABI_PARALLEL_MIN_MACS < (double)threads ? (int64_t)(macs / EPABI_PARALLEL_MIN_MACS)
+                                                                    : threads;
+    /* Panels keep the micro-kernels' widths whole (16 columns, 4 rows); C is cut along its longer side. */
+    bool by_rows = m > n;
+    int64_t unit = by_rows ? 4 : 16, extent = by_rows ? m : n;
+    if (want > extent / unit) want = extent / unit;
+    if (want < 2) {
+        epabi_sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, pack);
+        return;
+    }
+    struct sg_split s = {trans_a, trans_b, by_rows, m, n, k, lda, ldb, ldc, 0, alpha, beta, a, b, c, pack,
+                         epabi_sgemm_scratch_bytes(m, n, k) / sizeof(float)};
+    s.step = round_up((extent + want - 1) / want, unit);
+    epabi_pool_for(pool, (extent + s.step - 1) / s.step, sg_piece, &s);
 }
 
 /* ---- shared kernel plumbing --------------------------------------------------------------------------- */
@@ -161,6 +216,30 @@ static void* scratch_or_null(struct epabi_exec* ex, size_t bytes, OrtStatus** st
 /* ---- MatMul ------------------------------------------------------------------------------------------- */
 
 
+/* Element offsets of batch entry t in A and B (batch dims row-major, broadcast dims of stride 0). */
+static void matmul_offsets(const struct matmul_launch* L, int64_t t, int64_t* ao, int64_t* bo) {
+    *ao = 0;
+    *bo = 0;
+    for (int d = L->batch_rank - 1; d >= 0; --d) {
+        int64_t i = t % L->batch[d];
+        t /= L->batch[d];
+        *ao += i * L->a_stride[d];
+        *bo += i * L->b_stride[d];
+    }
+}
+
+static void matmul_entry(void* ctx, int64_t t, int slot) {
+    const struct matmul_launch* L = ctx;
+    int64_t ao, bo;
+    matmul_offsets(L, t, &ao, &bo);
+    size_t share = epabi_sgemm_scratch_bytes(L->m, L->n, L->k) / sizeof(float);
+    float* pack = L->pack != NULL ? L->pack + (size_t)slot * share : NULL;
+    epabi_sgemm(false, false, L->m, L->n, L->k, 1.0f, L->a + ao, L->k, L->b + bo, L->n, 0.0f, L->y + t * L->m * L->n,
+                L->n, pack);
+}
+
+/* A batch of at least as many products as threads, or of products too small to split, spreads whole products over
+ * the pool; else each product is split (epabi_sgemm_pool). */
 static void matmul_launch_fn(const void* p) {
     const struct matmul_launch* L = p;
     int64_t count = epabi_numel(L->batch_rank, L->batch);
@@ -168,21 +247,18 @@ static void matmul_launch_fn(const void* p) {
         for (int64_t i = 0; i < count * L->m * L->n; ++i) L->y[i] = 0.0f;
         return;
     }
-    int64_t idx[EPABI_MAX_RANK] = {0};
-    int64_t ao = 0, bo = 0;
+    double macs = (double)L->m * (double)L->n * (double)L->k;
+    int threads = epabi_pool_threads(L->pool);
+    if (count > 1 && (count >= threads || macs < 2.0 * EPABI_PARALLEL_MIN_MACS)) {
+        epabi_pool_for(macs * (double)count < 2.0 * EPABI_PARALLEL_MIN_MACS ? NULL : L->pool, count, matmul_entry,
+                       (void*)L);
+        return;
+    }
     for (int64_t t = 0; t < count; ++t) {
-        epabi_sgemm(false, false, L->m, L->n, L->k, 1.0f, L->a + ao, L->k, L->b + bo, L->n, 0.0f,
-                    L->y + t * L->m * L->n, L->n, L->pack);
-        for (int d = L->batch_rank - 1; d >= 0; --d) {
-            if (++idx[d] < L->batch[d]) {
-                ao += L->a_stride[d];
-                bo += L->b_stride[d];
-                break;
-            }
-            ao -= L->a_stride[d] * (L->batch[d] - 1);
-            bo -= L->b_stride[d] * (L->batch[d] - 1);
-            idx[d] = 0;
-        }
+        int64_t ao, bo;
+        matmul_offsets(L, t, &ao, &bo);
+        epabi_sgemm_pool(L->pool, false, false, L->m, L->n, L->k, 1.0f, L->a + ao, L->k, L->b + bo, L->n, 0.0f,
+                         L->y + t * L->m * L->n, L->n, L->pack);
     }
 }
 
@@ -276,7 +352,8 @@ static OrtStatus* matmul_run(struct epabi_exec* ex, const void* state, const str
         batch_strides(ab, A->dims, L.batch_rank, m * k, L.a_stride);
         batch_strides(bb, B->dims, L.batch_rank, k * n, L.b_stride);
     }
-    L.pack = scratch_or_null(ex, epabi_sgemm_scratch_bytes(L.m, n, k), &st);
+    L.pool = epabi_exec_pool(ex);
+    L.pack = scratch_or_null(ex, epabi_sgemm_pool_scratch_bytes(L.pool, L.m, n, k), &st);
     if (st != NULL) return st;
     return epabi_exec_launch(ex, EPABI_LAUNCH_MATMUL, matmul_launch_fn, &L, sizeof L);
 }
@@ -304,8 +381,8 @@ static void gemm_launch_fn(const void* p) {
         }
         beta = L->beta;
     }
-    epabi_sgemm(L->trans_a, L->trans_b, L->m, L->n, L->k, L->alpha, L->a, L->lda, L->b, L->ldb, beta, L->y, L->n,
-                L->pack);
+    epabi_sgemm_pool(L->pool, L->trans_a, L->trans_b, L->m, L->n, L->k, L->alpha, L->a, L->lda, L->b, L->ldb, beta,
+                     L->y, L->n, L->pack);
 }
 
 static bool gemm_supports(const struct epabi_node* node, char* why, size_t why_len) {
@@ -404,7 +481,8 @@ static OrtStatus* gemm_run(struct epabi_exec* ex, const void* state, const struc
     L.ldb = B->dims[1];
     L.alpha = s->alpha;
     L.beta = s->beta;
-    L.pack = scratch_or_null(ex, epabi_sgemm_scratch_bytes(m, n, k), &st);
+    L.pool = epabi_exec_pool(ex);
+    L.pack = scratch_or_null(ex, epabi_sgemm_pool_scratch_bytes(L.pool, m, n, k), &st);
     if (st != NULL) return st;
     return epabi_exec_launch(ex, EPABI_LAUNCH_GEMM, gemm_launch_fn, &L, sizeof L);
 }

@@ -228,6 +228,8 @@ def format_inspect(report: dict[str, Any]) -> list[str]:
             lines.append(f"  missing required exports: {', '.join(report['missing_required_exports'])}")
     lines.append("")
     lines += [_version_line(v) for v in report["versions"]]
+    blas = {d["ep_metadata"]["blas"] for v in report["versions"] for d in v["devices"] if "blas" in d["ep_metadata"]}
+    lines += [f"software device BLAS (metadata 'blas'): {b}" for b in sorted(blas)]
     if report.get("hint"):
         lines.append(report["hint"])
     apis = [str(v["api_version"]) for v in report["versions"]]

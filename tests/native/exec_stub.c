@@ -3,8 +3,10 @@
  */
 #define _DEFAULT_SOURCE
 #include "exec_stub.h"
+#include "thread_pool.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,6 +250,23 @@ OrtStatus* epabi_exec_launch(struct epabi_exec* ex, enum epabi_launch_kind kind,
     ex->launch[ex->n_launch].args = copy;
     ex->n_launch++;
     return NULL;
+}
+
+/* EPABI_HARNESS_THREADS=N (N >= 2): every run gets one process-wide pool of N threads, so the kernels' threaded
+ * paths run; else NULL (one thread). Never destroyed: it lives as long as the harness. */
+static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
+static struct epabi_pool* g_pool;
+
+static void make_pool(void) {
+    const char* v = getenv("EPABI_HARNESS_THREADS");
+    int n = v != NULL ? atoi(v) : 0;
+    if (n >= 2) g_pool = epabi_pool_create(n);
+}
+
+struct epabi_pool* epabi_exec_pool(const struct epabi_exec* ex) {
+    (void)ex;
+    pthread_once(&g_pool_once, make_pool);
+    return g_pool;
 }
 
 const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex) {

@@ -40,8 +40,8 @@ SANITIZER_ENV = {
 STUB = [HERE / "exec_stub.c", NATIVE / "api.c"]
 HARNESSES = {
     # name: (main file, extra sources, libraries)
-    "kernel_harness": (HERE / "kernel_harness.c", STUB, ["-lm"]),
-    "shape_harness": (HERE / "shape_harness.c", STUB, ["-lm"]),
+    "kernel_harness": (HERE / "kernel_harness.c", STUB, ["-lm", "-ldl", "-lpthread"]),
+    "shape_harness": (HERE / "shape_harness.c", STUB, ["-lm", "-ldl", "-lpthread"]),
 }
 
 
@@ -119,5 +119,22 @@ def build(harness: str, variant: str, build_dir: Path, cc: str | None = None, ex
     return exe
 
 
-def harness_env(variant: str) -> dict[str, str]:
-    return dict(os.environ, **SANITIZER_ENV) if variant == "asan" else dict(os.environ)
+# The kernels' threaded paths (thread_pool.h) on their small cases: a process-wide pool of this many threads in the
+# executor stub, and no size below which work stays on one thread.
+THREADED_FLAGS = ["-DEPABI_PARALLEL_MIN_MACS=1", "-DEPABI_CONV_MIN_TILE=1"]
+THREADED_ENV = {"EPABI_HARNESS_THREADS": "3"}
+
+
+def harness_env(variant: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ, **SANITIZER_ENV) if variant == "asan" else dict(os.environ)
+    return dict(env, **(extra or {}))
+
+
+def wheel_blas() -> str | None:
+    """The scipy-openblas32 wheel's library (the plugin's default CBLAS, kernels/blas.h), None when not installed."""
+    try:
+        import scipy_openblas32
+    except ImportError:
+        return None
+    lib = Path(scipy_openblas32.get_lib_dir()) / "libscipy_openblas.so"
+    return str(lib) if lib.is_file() else None

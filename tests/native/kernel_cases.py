@@ -11,14 +11,17 @@ or fail at run time are checked for that outcome and for a message naming the pr
 Usage (from anywhere, in the project venv that has numpy and onnx):
     .venv/bin/python tests/native/kernel_cases.py [--variant asan|plain|blas|opt ...] [-k SUBSTRING] [-v]
         [--build-dir DIR]
-Variants: asan = built-in loop under AddressSanitizer + UBSan (default), plain = -O2 built-in loop, blas =
--DEPABI_HAVE_CBLAS against OpenBLAS (skipped when no cblas.h is found), opt = -O3 -march=native loop, no
-sanitizers. Exit status 0 when every case passes.
+Variants: asan = under AddressSanitizer + UBSan (default), plain = -O2, opt = -O3 -march=native, no sanitizers;
+each multiplies with the built-in GEMM loop (EPABI_BLAS=none) unless EPABI_BLAS is set. blas = plain with the
+scipy-openblas32 wheel's CBLAS loaded at run time (kernels/blas.h; skipped when the wheel is not installed).
+--threads runs every variant on a pool of 3 threads with no minimum work size (harness_build.THREADED_*).
+Exit status 0 when every case passes.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import tempfile
@@ -33,7 +36,6 @@ from onnx.reference import ReferenceEvaluator
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness_build
 
-CBLAS_DIRS = ["/usr/include/x86_64-linux-gnu/openblas-pthread", "/usr/include/openblas", "/usr/include"]
 RTOL, ATOL = 1e-4, 1e-5
 
 DTYPES = {np.dtype(np.float32): 1, np.dtype(np.int64): 7, np.dtype(np.float64): 11, np.dtype(np.int32): 6,
@@ -173,6 +175,10 @@ def conv_cases():
     add("1d_same_lower", r(1, 2, 10), r(2, 2, 4), auto_pad="SAME_LOWER", strides=[3])
     add("1d_1x1", r(2, 3, 7), r(5, 3, 1), r(5))
     add("medium", r(2, 8, 17, 19), r(16, 8, 3, 3), r(16), pads=[1, 1, 1, 1])
+    # one output column (magika's Conv over H with W = 1): im2col gathers down the column
+    add("one_column", r(1, 6, 40, 1), r(8, 6, 5, 1), r(8))
+    add("one_column_pads_s2_dil", r(2, 3, 23, 1), r(4, 3, 3, 1), pads=[4, 0, 1, 0], strides=[2, 1], dilations=[3, 1])
+    add("one_column_w_padding", r(1, 2, 9, 1), r(3, 2, 3, 3), pads=[1, 1, 1, 1], strides=[1, 2])
     add("tiled", r(1, 64, 90, 90), r(4, 64, 3, 3), r(4), pads=[1, 1, 1, 1])   # > 4M-float column matrix
     c.append(Case("conv_empty_channels", "Conv", 11, [r(1, 0, 4, 4), r(3, 0, 3, 3), r(3)], const=(1, 2),
                   ort_differs="with no input channels ORT 1.24's CPU EP does not give Y = bias (1.32 does)"))
@@ -1285,23 +1291,21 @@ def compare(case: Case, res) -> str | None:
 # ---- building and running ---------------------------------------------------------------------------------
 
 
-def find_cblas():
-    for d in CBLAS_DIRS:
-        if Path(d, "cblas.h").is_file():
-            return d
-    return None
+def build(variant, build_dir: Path, threaded: bool = False) -> Path:
+    """Builds the harness for a variant (harness_build.py: every native/kernels/*.c); blas is plain's build."""
+    base = "plain" if variant == "blas" else variant
+    if not threaded:
+        return harness_build.build("kernel_harness", base, build_dir)
+    return harness_build.build("kernel_harness", base, build_dir, extra_flags=harness_build.THREADED_FLAGS,
+                               label=f"{base}-threads")
 
 
-def build(variant, build_dir: Path) -> Path | None:
-    """Builds the harness for a variant (harness_build.py: every native/kernels/*.c); None when blas has no
-    cblas.h here."""
-    if variant != "blas":
-        return harness_build.build("kernel_harness", variant, build_dir)
-    inc = find_cblas()
-    if inc is None:
+def variant_env(variant: str, threaded: bool = False) -> dict[str, str] | None:
+    """The environment a variant runs in (None: blas without the wheel), over harness_build.harness_env."""
+    blas = harness_build.wheel_blas() if variant == "blas" else os.environ.get("EPABI_BLAS", "none")
+    if blas is None:
         return None
-    return harness_build.build("kernel_harness", "plain", build_dir, extra_flags=["-DEPABI_HAVE_CBLAS", f"-I{inc}"],
-                               extra_libs=["-lopenblas"], label="blas")
+    return harness_build.harness_env(variant, {"EPABI_BLAS": blas, **(harness_build.THREADED_ENV if threaded else {})})
 
 
 def all_cases(k: str = "") -> list[Case]:
@@ -1311,15 +1315,17 @@ def all_cases(k: str = "") -> list[Case]:
     return cases
 
 
-def run_cases(exe: Path, variant: str, cases: list[Case], workdir: Path, verbose: bool = False) -> list[str]:
-    """Runs the cases through a built harness; returns one line per failure ("NAME: why"), the harness's own
-    failure (a non-zero exit, e.g. a sanitizer report) as "<harness>: ...". Prints each case when verbose."""
+def run_cases(exe: Path, variant: str, cases: list[Case], workdir: Path, verbose: bool = False,
+              env: dict[str, str] | None = None) -> list[str]:
+    """Runs the cases through a built harness in env (default: variant_env(variant)); returns one line per failure
+    ("NAME: why"), the harness's own failure (a non-zero exit, e.g. a sanitizer report) as "<harness>: ...".
+    Prints each case when verbose."""
     case_file = Path(workdir) / "kernel_cases.txt"
     with open(case_file, "w") as f:
         for c in cases:
             write_case(f, c)
     proc = subprocess.run([str(exe), str(case_file)], capture_output=True, text=True,
-                          env=harness_build.harness_env(variant))
+                          env=env or variant_env(variant) or harness_build.harness_env(variant))
     failures = []
     results = parse_results(proc.stdout)
     if proc.returncode != 0:
@@ -1342,6 +1348,7 @@ def main():
     ap.add_argument("--variant", action="append", choices=["asan", "plain", "blas", "opt"])
     ap.add_argument("-k", default="", help="only cases whose name contains this")
     ap.add_argument("-v", action="store_true", help="print every case")
+    ap.add_argument("--threads", action="store_true", help="on a pool of 3 threads, no minimum work size")
     ap.add_argument("--build-dir", type=Path, help="build here (objects are reused) instead of a temp dir")
     args = ap.parse_args()
     cases = all_cases(args.k)
@@ -1349,11 +1356,12 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         build_dir = args.build_dir or Path(tmp)
         for variant in args.variant or ["asan"]:
-            exe = build(variant, build_dir)
-            if exe is None:
-                print(f"{variant}: no cblas.h found; skipped")
+            env = variant_env(variant, args.threads)
+            if env is None:
+                print(f"{variant}: the scipy-openblas32 wheel is not installed; skipped")
                 continue
-            failures = run_cases(exe, variant, cases, Path(tmp), args.v)
+            exe = build(variant, build_dir, args.threads)
+            failures = run_cases(exe, variant, cases, Path(tmp), args.v, env)
             for line in failures:
                 print(f"FAIL [{variant}] {line}")
             bad = len([f for f in failures if not f.startswith("<harness>")])

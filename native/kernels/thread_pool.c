@@ -1,0 +1,205 @@
+/*
+ * thread_pool.c - see thread_pool.h. Tasks are claimed from one atomic word holding the loop's generation and the
+ * next task index, so a thread claims only tasks of the loop whose function it read, and a loop is over when its
+ * tasks are done, not when every worker has checked in: on a busy machine a worker that is not scheduled in time
+ * just finds nothing left, and the caller does not wait for it. Workers (and the caller at the end of its loop)
+ * spin briefly before they sleep, as ONNX Runtime's pool does by default, because one run issues its launches back
+ * to back.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE   /* sched_getaffinity, CPU_* */
+#endif
+#include "thread_pool.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+enum { SPIN_ROUNDS = 4000 };   /* about 20-50 us of polling before a thread sleeps */
+
+struct epabi_pool {
+    int threads;
+    pthread_mutex_t busy;          /* held by the thread whose loop is running */
+    pthread_mutex_t lock;          /* guards the fields below but the atomics */
+    pthread_cond_t wake, finished;
+    bool tried_start;              /* workers are started once, at the first parallel loop */
+    int started;                   /* workers running */
+    bool stop;
+    epabi_pool_task fn;            /* the current loop */
+    void* ctx;
+    int64_t n_tasks;
+    _Atomic uint32_t generation;       /* bumped per loop; workers wait for it to change */
+    atomic_uint_fast64_t claim;        /* generation << 32 | next task index */
+    atomic_int_fast64_t done;          /* tasks of the current loop finished */
+    atomic_bool stopping;
+    struct worker {
+        struct epabi_pool* pool;
+        int slot;
+        pthread_t thread;
+    } workers[];
+};
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Claims and runs tasks of loop `gen` until none is left; returns how many it ran. */
+static int64_t run_tasks(struct epabi_pool* p, uint32_t gen, epabi_pool_task fn, void* ctx, int64_t n, int slot) {
+    int64_t ran = 0;
+    uint_fast64_t c = atomic_load(&p->claim);
+    for (;;) {
+        if ((uint32_t)(c >> 32) != gen || (int64_t)(c & 0xFFFFFFFFu) >= n) return ran;
+        if (!atomic_compare_exchange_weak(&p->claim, &c, c + 1)) continue;   /* c now holds the current word */
+        fn(ctx, (int64_t)(c & 0xFFFFFFFFu), slot);
+        ++ran;
+        if (atomic_fetch_add(&p->done, 1) + 1 == n) {   /* the loop's last task: wake its caller */
+            pthread_mutex_lock(&p->lock);
+            pthread_cond_signal(&p->finished);
+            pthread_mutex_unlock(&p->lock);
+        }
+        c = atomic_load(&p->claim);
+    }
+}
+
+static void* worker_main(void* arg) {
+    struct worker* w = arg;
+    struct epabi_pool* p = w->pool;
+    uint32_t seen = 0;   /* workers start before the first loop is published (generation 0) */
+    for (;;) {
+        for (int i = 0; i < SPIN_ROUNDS && atomic_load(&p->generation) == seen && !atomic_load(&p->stopping); ++i)
+            cpu_relax();
+        pthread_mutex_lock(&p->lock);
+        while (atomic_load(&p->generation) == seen && !p->stop) pthread_cond_wait(&p->wake, &p->lock);
+        if (p->stop) {
+            pthread_mutex_unlock(&p->lock);
+            return NULL;
+        }
+        seen = atomic_load(&p->generation);
+        epabi_pool_task fn = p->fn;
+        void* ctx = p->ctx;
+        int64_t n = p->n_tasks;
+        pthread_mutex_unlock(&p->lock);
+        run_tasks(p, seen, fn, ctx, n, w->slot);
+    }
+}
+
+/* Caller holds p->lock. */
+static void start_workers(struct epabi_pool* p) {
+    p->tried_start = true;
+    for (int i = 0; i < p->threads - 1; ++i) {
+        struct worker* w = &p->workers[p->started];
+        w->pool = p;
+        w->slot = p->started + 1;
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) break;   /* the others share its tasks */
+        p->started++;
+    }
+}
+
+int epabi_pool_default_threads(void) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int count = online > 0 ? (int)online : 1;
+#ifdef __linux__
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) {
+        count = CPU_COUNT(&set);
+        /* one thread per physical core: CPUs sharing a (package, core) pair are hyperthreads of one core */
+        enum { MAX_CPUS = 1024 };
+        static const int kUnknown = -1;
+        long seen[MAX_CPUS];
+        int cores = 0;
+        for (int cpu = 0; cpu < CPU_SETSIZE && cpu < MAX_CPUS && cores >= 0; ++cpu) {
+            if (!CPU_ISSET(cpu, &set)) continue;
+            long ids[2] = {kUnknown, kUnknown};
+            static const char* const kFiles[] = {"physical_package_id", "core_id"};
+            for (int f = 0; f < 2; ++f) {
+                char path[96];
+                snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu, kFiles[f]);
+                FILE* fp = fopen(path, "r");
+                if (fp == NULL) continue;
+                if (fscanf(fp, "%ld", &ids[f]) != 1) ids[f] = kUnknown;
+                fclose(fp);
+            }
+            if (ids[0] < 0 || ids[1] < 0 || ids[0] > 0xFFFF || ids[1] > 0xFFFFFF) {
+                cores = -1;   /* topology unknown: one thread per CPU of the mask */
+                break;
+            }
+            long key = ids[0] << 24 | ids[1];
+            bool dup = false;
+            for (int i = 0; i < cores && !dup; ++i) dup = seen[i] == key;
+            if (!dup) seen[cores++] = key;
+        }
+        if (cores > 0) count = cores;
+    }
+#endif
+    return count < 1 ? 1 : count > EPABI_POOL_MAX_THREADS ? EPABI_POOL_MAX_THREADS : count;
+}
+
+struct epabi_pool* epabi_pool_create(int threads) {
+    if (threads < 1) threads = 1;
+    if (threads > EPABI_POOL_MAX_THREADS) threads = EPABI_POOL_MAX_THREADS;
+    struct epabi_pool* p = calloc(1, sizeof *p + (size_t)(threads - 1) * sizeof p->workers[0]);
+    if (p == NULL) return NULL;
+    p->threads = threads;
+    pthread_mutex_init(&p->busy, NULL);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->finished, NULL);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->claim, 0);
+    atomic_init(&p->done, 0);
+    atomic_init(&p->stopping, false);
+    return p;
+}
+
+void epabi_pool_destroy(struct epabi_pool* p) {
+    if (p == NULL) return;
+    pthread_mutex_lock(&p->lock);
+    p->stop = true;
+    atomic_store(&p->stopping, true);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    for (int i = 0; i < p->started; ++i) pthread_join(p->workers[i].thread, NULL);
+    pthread_cond_destroy(&p->finished);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->busy);
+    free(p);
+}
+
+int epabi_pool_threads(const struct epabi_pool* p) {
+    return p != NULL ? p->threads : 1;
+}
+
+void epabi_pool_for(struct epabi_pool* p, int64_t n_tasks, epabi_pool_task fn, void* ctx) {
+    if (n_tasks <= 0) return;
+    if (p == NULL || p->threads <= 1 || n_tasks == 1 || n_tasks > 0xFFFFFFFF ||
+        pthread_mutex_trylock(&p->busy) != 0) {
+        for (int64_t i = 0; i < n_tasks; ++i) fn(ctx, i, 0);
+        return;
+    }
+    pthread_mutex_lock(&p->lock);
+    if (!p->tried_start) start_workers(p);
+    uint32_t gen = atomic_load(&p->generation) + 1;
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n_tasks = n_tasks;
+    atomic_store(&p->done, 0);
+    atomic_store(&p->claim, (uint_fast64_t)gen << 32);
+    atomic_store(&p->generation, gen);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+
+    run_tasks(p, gen, fn, ctx, n_tasks, 0);
+    for (int i = 0; i < SPIN_ROUNDS && atomic_load(&p->done) < n_tasks; ++i) cpu_relax();
+    pthread_mutex_lock(&p->lock);
+    while (atomic_load(&p->done) < n_tasks) pthread_cond_wait(&p->finished, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&p->busy);
+}

@@ -1,0 +1,45 @@
+/*
+ * thread_pool.h - the intra-op thread pool of one EP (its intra_op_num_threads option, options.h): MatMul, Gemm
+ * and Conv spread the work of one launch over it.
+ *
+ * A pool of T threads is the calling thread plus T - 1 workers, which start at the first parallel loop (an EP that
+ * never runs such a loop never starts them). A pool runs one loop at a time: a loop that finds the pool busy (a
+ * concurrent run of the same session, or a loop started from inside a task) runs all its tasks on the calling
+ * thread, so work is neither lost nor deadlocked, only not spread.
+ *
+ * Ownership: epabi_pool_create's pool is the caller's, released with epabi_pool_destroy once no loop is in flight.
+ * Thread-safety: epabi_pool_for and epabi_pool_threads may be called from any thread at any time.
+ */
+#ifndef EPABI_THREAD_POOL_H
+#define EPABI_THREAD_POOL_H
+
+#include <stdint.h>
+
+enum { EPABI_POOL_MAX_THREADS = 256 };
+
+struct epabi_pool;
+
+/* The default thread count, as ONNX Runtime's CPU EP picks it: the physical cores this process may run on
+ * (distinct core ids among the CPUs of its affinity mask; the mask's CPU count where the topology is unknown),
+ * in [1, EPABI_POOL_MAX_THREADS]. */
+int epabi_pool_default_threads(void);
+
+/* A pool of `threads` threads in all (clamped to [1, EPABI_POOL_MAX_THREADS]); NULL when out of memory. */
+struct epabi_pool* epabi_pool_create(int threads);
+
+/* Stops and joins the workers and frees the pool. NULL is ignored. */
+void epabi_pool_destroy(struct epabi_pool* pool);
+
+/* The pool's thread count (1 for NULL): the number of distinct `slot` values a loop's tasks may see. */
+int epabi_pool_threads(const struct epabi_pool* pool);
+
+/* One task of a loop: `slot` in [0, epabi_pool_threads) names the thread running it, so a task can use
+ * per-thread scratch; no two tasks of one loop run at once with the same slot. */
+typedef void (*epabi_pool_task)(void* ctx, int64_t task, int slot);
+
+/* Runs fn(ctx, i, slot) for every i in [0, n_tasks) and returns when all have finished, spread over the pool's
+ * threads (the caller takes part as slot 0). Runs them in order on the caller (slot 0) for a NULL pool, a single
+ * task or a busy pool; a worker that cannot be started leaves its share to the others. */
+void epabi_pool_for(struct epabi_pool* pool, int64_t n_tasks, epabi_pool_task fn, void* ctx);
+
+#endif
