@@ -194,6 +194,9 @@ class InferenceSession:
         initializers = {name: g.values[name].initializer.array for name in group.constant_inputs}
         sub = GraphView(group.name, [n.proto for n in group.nodes], group.inputs, group.outputs, initializers, types,
                         g.opsets, g.ir_version, g.model_path, constant_initializers=set(initializers))
+        sub.metadata = g.metadata  # Graph_GetModelMetadata on a fused node's graph answers for the model
+        for name in initializers:
+            sub.values[name].external = g.values[name].external
         group.proto = onnx.helper.make_node(group.name, group.inputs, group.outputs, name=group.name)
         group.subgraph = sub
         self.host.expose_graph(sub)

@@ -30,11 +30,15 @@ class HostBehaviour:
         release: what ``GetVersionString()`` returns: the patch release of 1.<api> checked in the facts sheet.
         syncs_after_replay: the host calls ``OrtEp::Sync`` right after a successful ``ReplayGraph`` (when the
             plugin's table has ``Sync``). Observed on 1.27 and newer; 1.26.0 does not (facts sheet, section 3).
+        min_ep_version: the lowest ``OrtEp::ort_version_supported`` session creation accepts (0: any). 1.28.0 and
+            newer fail with ORT_FAIL "OrtEp has invalid ort_version_supported=N (expected at least 22)."; 1.24.4,
+            1.26.0 and 1.27.0 accept even 0 (observed with the misbehaving test plugin on each release's wheel).
     """
 
     api: int
     release: str
     syncs_after_replay: bool
+    min_ep_version: int = 0
 
 
 #: One row per emulated API version, oldest first.
@@ -45,9 +49,9 @@ BEHAVIOURS: tuple[HostBehaviour, ...] = (
     HostBehaviour(25, "1.25.1", syncs_after_replay=False),
     HostBehaviour(26, "1.26.0", syncs_after_replay=False),
     HostBehaviour(27, "1.27.0", syncs_after_replay=True),
-    HostBehaviour(28, "1.28.0", syncs_after_replay=True),
-    HostBehaviour(29, "1.29.0", syncs_after_replay=True),
-    HostBehaviour(30, "1.30.0", syncs_after_replay=True),
+    HostBehaviour(28, "1.28.0", syncs_after_replay=True, min_ep_version=22),
+    HostBehaviour(29, "1.29.0", syncs_after_replay=True, min_ep_version=22),
+    HostBehaviour(30, "1.30.0", syncs_after_replay=True, min_ep_version=22),
 )
 _BY_API = {b.api: b for b in BEHAVIOURS}
 

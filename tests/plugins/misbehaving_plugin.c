@@ -13,6 +13,10 @@
  *   FORGED_STATUS          GetSupportedDevices returns a pointer that CreateStatus never made
  *   CALL_NEWER_API         GetSupportedDevices calls OrtEpApi::GetOpSchema (API 25) on any host
  *   TOO_MANY_FACTORIES     reports more factories than max_factories
+ *   ZERO_FACTORIES         CreateEpFactories succeeds with no factory (as onnxruntime-ggml 0.2.0 on 1.24)
+ *   FACTORY_VERSION_21     OrtEpFactory::ort_version_supported = 21 (below the first EP API release)
+ *   EP_VERSION_21          OrtEp::ort_version_supported = 21
+ *   RELEASE_FACTORY_FAILS  ReleaseEpFactory frees the factory but returns an error status
  */
 #include <stdlib.h>
 #include <string.h>
@@ -76,6 +80,9 @@ static OrtStatus* CreateEp(OrtEpFactory* f, const OrtHardwareDevice* const* d, c
 #ifdef EP_VERSION_ZERO
     ep->base.ort_version_supported = 0;
 #endif
+#ifdef EP_VERSION_21
+    ep->base.ort_version_supported = 21;
+#endif
 #ifdef EP_NULL_CAPABILITY
     ep->base.GetCapability = NULL;
 #endif
@@ -109,6 +116,9 @@ EXPORT OrtStatus* CreateEpFactories(const char* name, const OrtApiBase* base, co
 #ifdef FACTORY_VERSION_ZERO
     f->base.ort_version_supported = 0;
 #endif
+#ifdef FACTORY_VERSION_21
+    f->base.ort_version_supported = 21;
+#endif
 #ifdef NULL_GET_VERSION
     f->base.GetVersion = NULL;
 #endif
@@ -120,6 +130,11 @@ EXPORT OrtStatus* CreateEpFactories(const char* name, const OrtApiBase* base, co
 #ifdef TOO_MANY_FACTORIES
     *num = max + 1;
 #endif
+#ifdef ZERO_FACTORIES
+    free(f);
+    factories[0] = NULL;
+    *num = 0;
+#endif
     (void)max;
     return NULL;
 }
@@ -127,6 +142,10 @@ EXPORT OrtStatus* CreateEpFactories(const char* name, const OrtApiBase* base, co
 #ifndef NO_RELEASE_EXPORT
 EXPORT OrtStatus* ReleaseEpFactory(OrtEpFactory* f) {
     free(f);
+#ifdef RELEASE_FACTORY_FAILS
+    return g_api->CreateStatus(ORT_FAIL, "ReleaseEpFactory failed on purpose");
+#else
     return NULL;
+#endif
 }
 #endif
