@@ -33,25 +33,33 @@ class HostBehaviour:
         min_ep_version: the lowest ``OrtEp::ort_version_supported`` session creation accepts (0: any). 1.28.0 and
             newer fail with ORT_FAIL "OrtEp has invalid ort_version_supported=N (expected at least 22)."; 1.24.4,
             1.26.0 and 1.27.0 accept even 0 (observed with the misbehaving test plugin on each release's wheel).
+        max_onnx_opset: the newest ``ai.onnx`` opset a model may import; newer ones fail the load with ORT_FAIL
+            (observed on each release's wheel; ``ai.onnx.ml`` is capped at 5 on all of them).
     """
 
     api: int
     release: str
     syncs_after_replay: bool
+    max_onnx_opset: int
     min_ep_version: int = 0
+
+    @property
+    def max_opsets(self) -> dict[str, int]:
+        """Newest opset per domain the release loads (domains it does not cap are absent)."""
+        return {"ai.onnx": self.max_onnx_opset, "ai.onnx.ml": 5}
 
 
 #: One row per emulated API version, oldest first.
 BEHAVIOURS: tuple[HostBehaviour, ...] = (
-    HostBehaviour(22, "1.22.0", syncs_after_replay=False),
-    HostBehaviour(23, "1.23.2", syncs_after_replay=False),
-    HostBehaviour(24, "1.24.4", syncs_after_replay=False),
-    HostBehaviour(25, "1.25.1", syncs_after_replay=False),
-    HostBehaviour(26, "1.26.0", syncs_after_replay=False),
-    HostBehaviour(27, "1.27.0", syncs_after_replay=True),
-    HostBehaviour(28, "1.28.0", syncs_after_replay=True, min_ep_version=22),
-    HostBehaviour(29, "1.29.0", syncs_after_replay=True, min_ep_version=22),
-    HostBehaviour(30, "1.30.0", syncs_after_replay=True, min_ep_version=22),
+    HostBehaviour(22, "1.22.0", syncs_after_replay=False, max_onnx_opset=22),
+    HostBehaviour(23, "1.23.2", syncs_after_replay=False, max_onnx_opset=23),
+    HostBehaviour(24, "1.24.4", syncs_after_replay=False, max_onnx_opset=25),
+    HostBehaviour(25, "1.25.1", syncs_after_replay=False, max_onnx_opset=26),
+    HostBehaviour(26, "1.26.0", syncs_after_replay=False, max_onnx_opset=26),
+    HostBehaviour(27, "1.27.0", syncs_after_replay=True, max_onnx_opset=26),
+    HostBehaviour(28, "1.28.0", syncs_after_replay=True, max_onnx_opset=26, min_ep_version=22),
+    HostBehaviour(29, "1.29.0", syncs_after_replay=True, max_onnx_opset=26, min_ep_version=22),
+    HostBehaviour(30, "1.30.0", syncs_after_replay=True, max_onnx_opset=26, min_ep_version=22),
 )
 _BY_API = {b.api: b for b in BEHAVIOURS}
 

@@ -17,6 +17,8 @@
  *   FACTORY_VERSION_21     OrtEpFactory::ort_version_supported = 21 (below the first EP API release)
  *   EP_VERSION_21          OrtEp::ort_version_supported = 21
  *   RELEASE_FACTORY_FAILS  ReleaseEpFactory frees the factory but returns an error status
+ *   CLAIM_NON_CONVEX       GetCapability claims every node except Sigmoids as one group, so a Sigmoid between
+ *                          two claimed nodes makes the group non-convex (Compile is a stub that fails)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -67,8 +69,36 @@ struct test_ep {
 static const char* EpName(const OrtEp* ep) { (void)ep; return "MisbehavingEp"; }
 static OrtStatus* EpGetCapability(OrtEp* ep, const OrtGraph* g, OrtEpGraphSupportInfo* info) {
     (void)ep; (void)g; (void)info;
+#ifdef CLAIM_NON_CONVEX
+    size_t n = 0, claimed = 0;
+    OrtStatus* st = g_api->Graph_GetNumNodes(g, &n);
+    if (st != NULL) return st;
+    const OrtNode** nodes = calloc(n ? n : 1, sizeof *nodes);
+    const OrtNode** chosen = calloc(n ? n : 1, sizeof *chosen);
+    st = g_api->Graph_GetNodes(g, nodes, n);
+    for (size_t i = 0; st == NULL && i < n; ++i) {
+        const char* op = NULL;
+        st = g_api->Node_GetOperatorType(nodes[i], &op);
+        if (st == NULL && strcmp(op, "Sigmoid") != 0) chosen[claimed++] = nodes[i];
+    }
+    if (st == NULL && claimed) st = g_ep_api->EpGraphSupportInfo_AddNodesToFuse(info, chosen, claimed, NULL);
+    free(nodes);
+    free(chosen);
+    return st;
+#else
     return NULL;
+#endif
 }
+
+#ifdef CLAIM_NON_CONVEX
+static OrtStatus* EpCompile(OrtEp* ep, const OrtGraph** graphs, const OrtNode** fused, size_t count,
+                            OrtNodeComputeInfo** infos, OrtNode** ep_context) {
+    (void)ep; (void)graphs; (void)fused; (void)count; (void)infos; (void)ep_context;
+    return g_api->CreateStatus(ORT_EP_FAIL, "Compile must not be called for a non-convex claim");
+}
+
+static void EpReleaseInfos(OrtEp* ep, OrtNodeComputeInfo** infos, size_t n) { (void)ep; (void)infos; (void)n; }
+#endif
 
 static OrtStatus* CreateEp(OrtEpFactory* f, const OrtHardwareDevice* const* d, const OrtKeyValuePairs* const* m,
                            size_t n, const OrtSessionOptions* so, const OrtLogger* l, OrtEp** out) {
@@ -77,6 +107,10 @@ static OrtStatus* CreateEp(OrtEpFactory* f, const OrtHardwareDevice* const* d, c
     ep->base.ort_version_supported = 24;
     ep->base.GetName = EpName;
     ep->base.GetCapability = EpGetCapability;
+#ifdef CLAIM_NON_CONVEX
+    ep->base.Compile = EpCompile;
+    ep->base.ReleaseNodeComputeInfos = EpReleaseInfos;
+#endif
 #ifdef EP_VERSION_ZERO
     ep->base.ort_version_supported = 0;
 #endif
