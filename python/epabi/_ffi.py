@@ -45,6 +45,8 @@ ffi.cdef(_cdef_source(HEADER_TEXT))
 
 #: The newest API whose plugin-side layouts the header declares (``EPABI_ORT_API_VERSION``).
 NEWEST_API: int = int(re.search(r"EPABI_ORT_API_VERSION\s*=\s*(\d+)", HEADER_TEXT).group(1))
+#: The newest API whose host-side tables (OrtApi, OrtEpApi) the header lays out (``EPABI_ORT_HOST_API_VERSION``).
+NEWEST_HOST_API: int = int(re.search(r"EPABI_ORT_HOST_API_VERSION\s*=\s*(\d+)", HEADER_TEXT).group(1))
 
 _SINCE = re.compile(r"since (?:1\.(\d+)|v(\d+))")
 _MEMBER = re.compile(r"\(\*(\w+)\)|\b(\w+)\s*(?:\[\d+\])?;")

@@ -40,7 +40,7 @@ from .objects import (
     Status,
     pystr,
 )
-from .ort_api_slots import ORT_API_SLOTS, RESULT_POINTER, RESULT_STATUS, RESULT_VOID
+from .ort_api_slots import ORT_API_SLOTS, ORT_EP_API_SLOTS, RESULT_POINTER, RESULT_STATUS, RESULT_VOID
 from .served_graph import GraphApi
 from .served_model_editor import ModelEditorApi
 from .served_values import EpGraphApi, ValueApi
@@ -206,8 +206,10 @@ class ServedApi:
 
     def _padding_trap(self, struct: str, slot: int) -> Any:
         """A trap for a slot ort_abi.h leaves as padding, typed by the slot's result (named where known)."""
-        if struct == "OrtApi" and slot < len(ORT_API_SLOTS):
-            name, since, kind = ORT_API_SLOTS[slot]
+        known = ORT_API_SLOTS[slot] if struct == "OrtApi" and slot < len(ORT_API_SLOTS) else \
+            ORT_EP_API_SLOTS.get(slot) if struct == "OrtEpApi" else None
+        if known is not None:
+            name, since, kind = known
             label = f"{struct}::{name} (slot {slot}, since {since_label(since)})"
         else:
             name, since, kind = f"slot {slot}", self.version, RESULT_STATUS
@@ -280,7 +282,9 @@ class _OrtApiBaseImpl:
 
     def GetApi(self, version: int) -> Any:
         s = self.s
-        s.host.api_requests.append(int(version))
+        host = call_context.current_host()  # a plugin may ask at any time, even before a host called it
+        if host is not None:
+            host.api_requests.append(int(version))
         if 1 <= version <= s.version:
             return s.api
         _log.error("The requested API version [%d] is not available, only API versions [1, %d] are supported "

@@ -151,6 +151,11 @@ class HandleTable:
             entry = self._objects.get(address(ptr))
         return (False, False) if entry is None else (entry.host_owned, entry.borrowed)
 
+    def tombstone_count(self) -> int:
+        """How many released handles are still recognised (at most the table's bound)."""
+        with self._lock:
+            return len(self._graves)
+
     def live(self, kind: type[T], owner: int | None = None) -> list[T]:
         """All live objects of one kind, of one owner or of all (for leak checks)."""
         with self._lock:

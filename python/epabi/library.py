@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._ffi import ffi, member_since
 from .dynlib import SharedLibrary
-from .errors import ConductError, OrtStatusError, PluginLoadError
+from .errors import ConductError, OrtErrorCode, OrtStatusError, PluginLoadError
 from .gating import readable_members
 from .objects import EpDevice, Status, pystr
 
@@ -161,6 +161,9 @@ class PluginLibrary:
             status = self._create(self._c_name, host.served.base, host.default_logger.ptr, out, MAX_FACTORIES, num)
             host.raise_status(status, f"CreateEpFactories of '{self.name}'")
         if num[0] > MAX_FACTORIES:
+            if host.behaviour.checks_factory_count:  # 1.31+; older releases abort on an assertion
+                raise OrtStatusError(OrtErrorCode.FAIL, f"CreateEpFactories returned {num[0]} factories but the "
+                                     f"supplied capacity was {MAX_FACTORIES}.", f"CreateEpFactories of '{self.name}'")
             raise ConductError(f"CreateEpFactories of '{self.name}' reported {num[0]} factories; at most "
                                f"{MAX_FACTORIES} were allowed")
         if num[0] == 0:  # ORT registers the library with no EP devices (onnxruntime-ggml 0.2.0 does this on 1.24)

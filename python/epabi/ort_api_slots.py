@@ -1,11 +1,16 @@
-"""Name, since-version and result kind of every ``OrtApi`` slot up to API 30, for slots ort_abi.h leaves as
-reserved padding (it declares only the members epabi serves or calls).
+"""Name, since-version and result kind of every ``OrtApi`` slot up to API 32 and of the ``OrtEpApi`` slots of
+API 31, for slots ort_abi.h leaves as reserved padding (it declares only the members epabi serves or calls).
 
 The host's trap for an unserved slot names the function (``OrtApi::GetModelEditorApi (slot 291, since 1.22) is
 not served by the epabi host``) and answers with the C value its result type needs: an error ``OrtStatus*``, NULL,
 0, or nothing. Restated from the facts sheet's slot index (``shared/abi/ORT_API_INDEX.md``: the ORT 1.29 header
 laid out by the compiler, plus slot 425 of 1.30); tests/test_abi_slots.py checks this table against it and
 against the members ort_abi.h names.
+
+The slots 1.31 and 1.32 added (OrtApi 426-428, OrtEpApi 74-77) were identified from the machine code of the
+1.31.1 and 1.32.0 wheels (no header of those releases was available): what each function checks, stores and
+returns, and the messages it fails with. Their names below describe them and are UNVERIFIED; the host serves
+none of them (each is a trap naming itself).
 """
 
 from __future__ import annotations
@@ -441,4 +446,22 @@ ORT_API_SLOTS: tuple[tuple[str, int, str], ...] = (
     ('KernelContext_GetSyncStream', 28, 's'),  # 423
     ('SessionOptionsSetWeightlessSourceModelBuffer', 29, 's'),  # 424
     ('KernelContext_GetPreallocatedOutput', 30, 's'),  # 425
+    # (OrtSessionOptions*, read callback, void* state): stores both, state cleared with a NULL callback;
+    # "'options' parameter must not be NULL" (1.28-1.30 offered it as experimental
+    # OrtApi_SessionOptions_SetEpContextDataReadFunc_SinceV28)
+    ('SessionOptionsSetEpContextDataReadFunc [name UNVERIFIED]', 31, 's'),  # 426
+    # (void) -> a 16-function table of model-package functions ("ctx, component_name, variant_name, ...")
+    ('GetModelPackageApi [name UNVERIFIED]', 31, 'p'),  # 427
+    # (const OrtEpDevice*, OrtDeviceMemoryType, uint64_t*, uint64_t*): "ep_device must not be null", "At least one
+    # memory capacity output must not be null"; forwards to OrtEpFactory slot 21 of factories declaring >= 32
+    ('EpDevice_GetMemoryCapacity [name UNVERIFIED]', 32, 's'),  # 428
 )
+
+#: ``ORT_EP_API_SLOTS[k] = (name, since API, result kind)`` of the OrtEpApi slots ort_abi.h pads (1.31's four
+#: EPContext-configuration functions, offered as experimental ``OrtEpApi_*_SinceV28`` functions by 1.28-1.30).
+ORT_EP_API_SLOTS: dict[int, tuple[str, int, str]] = {
+    74: ("SessionOptions_GetEpContextConfig [name UNVERIFIED]", 31, "s"),  # "OrtSessionOptions is NULL"
+    75: ("ReleaseEpContextConfig [name UNVERIFIED]", 31, "n"),
+    76: ("EpContextConfig_GetEpContextDataReadFunc [name UNVERIFIED]", 31, "s"),  # "Output read_func is NULL"
+    77: ("EpContextConfig_GetEpContextDataWriteFunc [name UNVERIFIED]", 31, "s"),  # "Output write_func is NULL"
+}

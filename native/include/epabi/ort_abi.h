@@ -31,6 +31,9 @@
 
 /* The newest API whose plugin-side layouts (OrtEp, OrtEpFactory, ...) this file declares in full. */
 enum { EPABI_ORT_API_VERSION = 30 };
+/* The newest API whose host-side tables (OrtApi, OrtEpApi) this file lays out, new slots as padding where
+ * their declarations are not known: what the Python host can emulate. The plugin does not use it. */
+enum { EPABI_ORT_HOST_API_VERSION = 32 };
 
 /* ---- opaque handles (owned by whoever created them; see each Create/Release pair) ------------- */
 
@@ -389,6 +392,10 @@ struct OrtApi {
     OrtStatus* (*KernelContext_GetSyncStream)(const OrtKernelContext* context, OrtSyncStream** out); /* 423 since 1.28 */
     OrtStatus* (*SessionOptionsSetWeightlessSourceModelBuffer)(OrtSessionOptions* options, const void* source_model_data, size_t source_model_data_length); /* 424 since 1.29 */
     OrtStatus* (*KernelContext_GetPreallocatedOutput)(const OrtKernelContext* context, size_t output_index, OrtValue** output); /* 425 since 1.30 */
+    /* 426-427 appeared in 1.31, 428 in 1.32 (the 1.31.1/1.32.0 tables have 428/429 slots); no header of those
+     * releases was available, so they stay padding: python/epabi/ort_api_slots.py says what their machine code
+     * shows them to be. */
+    void* reserved_426_428[3]; /* API 31 and 32 */
 };
 
 struct OrtEpApi {
@@ -466,6 +473,8 @@ struct OrtEpApi {
     OrtStatus* (*ProfilingEvent_GetArgValue)(const OrtProfilingEvent* event, const char* key, const char** out); /* 71 since 1.25 */
     OrtStatus* (*ProfilingEventsContainer_AddEvents)(OrtProfilingEventsContainer* events_container, const OrtProfilingEvent* const* events, size_t num_events); /* 72 since 1.25 */
     OrtStatus* (*SessionOptionsGetWeightlessSourceModelBuffer)(const OrtSessionOptions* session_options, const void** source_model_data, size_t* source_model_data_length); /* 73 since 1.29 */
+    /* 74-77 appeared in 1.31 (78 slots in 1.31.1 and 1.32.0); padding, as OrtApi 426-428 (ort_api_slots.py). */
+    void* reserved_74_77[4]; /* API 31 */
 };
 
 /* OrtModelEditorApi (OrtApi::GetModelEditorApi): building and augmenting models. Layout of the ORT 1.30 header;
