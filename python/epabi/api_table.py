@@ -557,7 +557,14 @@ class _OrtEpApiImpl(EpGraphApi):
         hw = s.get(hardware, HardwareDevice, "hardware device")
         meta = s.get(metadata, KeyValuePairs, "EP metadata", allow_null=True)
         opts = s.get(options, KeyValuePairs, "EP options", allow_null=True)
-        device = EpDevice(owner, hw, meta.as_dict() if meta else {}, opts.as_dict() if opts else {})
+        entries = meta.as_dict() if meta else {}
+        if owner.version >= 23:  # as ORT: the EP version comes from OrtEpFactory::GetVersion, added here
+            if "version" in entries:
+                return s.error(OrtErrorCode.INVALID_ARGUMENT,
+                               "The provided EP metadata should not explicitly specify the EP version.")
+            if owner.plugin_version is not None:
+                entries["version"] = owner.plugin_version
+        device = EpDevice(owner, hw, entries, opts.as_dict() if opts else {})
         device.ptr = self.h.issue(device, "OrtEpDevice*")
         s.host.adopt_borrowed(device.c_metadata, device.c_options)
         _out(out, "EP device")[0] = device.ptr

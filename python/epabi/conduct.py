@@ -17,6 +17,7 @@ host errors. Thread-safe.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -80,8 +81,9 @@ class Conduct:
 
     def _append(self, name: str) -> None:
         # Bounded, so a long-lived host does not grow with every run: past 2*TRACE_KEEP entries the oldest
-        # TRACE_KEEP go (indices taken before that no longer line up). Caller holds the lock.
-        self.trace.append(name)
+        # TRACE_KEEP go (indices taken before that no longer line up); the names are interned, so an entry costs
+        # one list slot, not a string. Caller holds the lock.
+        self.trace.append(sys.intern(name))
         if len(self.trace) > 2 * TRACE_KEEP:
             del self.trace[:TRACE_KEEP]
 

@@ -29,7 +29,7 @@ T = TypeVar("T")
 
 #: How many released handles stay recognisable (each keeps its 8-byte cell): a bound, so a long-lived
 #: process does not grow, and enough to cover the objects of a few closed hosts or sessions.
-TOMBSTONES = 8192
+TOMBSTONES = 1024
 
 PROCESS_OWNER = 0
 

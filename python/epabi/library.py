@@ -190,9 +190,8 @@ class PluginLibrary:
             if device is None or device.factory is not factory:
                 raise ConductError(f"{factory.name}: GetSupportedDevices returned entry {i} that is not an "
                                    f"OrtEpDevice made by CreateEpDevice for this factory")
-            # ONNX Runtime stores these two in every plugin EP device's metadata.
-            if factory.plugin_version is not None:
-                device.c_metadata.add("version", factory.plugin_version)
+            # ONNX Runtime adds the library path to every plugin EP device's metadata (and the EP version in
+            # CreateEpDevice, for factories declaring API 23 or newer)
             device.c_metadata.add("library_path", self.path)
             factory.ep_devices.append(device)
 
