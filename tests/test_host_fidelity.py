@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 
 import epabi
 from plugin_builder import build_plugin
-from real_ort import MIN, NEWEST, run_json
+from real_ort import MIN, NEWEST, run_in_ort, run_json
 
 HOSTS = [MIN, NEWEST]
 
@@ -132,3 +132,25 @@ def test_ep_version_21_matches_real_onnxruntime(plugin_dir: Path, non_convex_mod
             assert result["providers"][0] == "MisbehavingEp"
             with _session(host, lib, non_convex_model) as sess:
                 assert sess.get_providers()[0] == "MisbehavingEp"
+
+
+@pytest.mark.parametrize("api", [24, epabi.NEWEST_EMULATED])
+def test_ep_metadata_naming_the_version_is_refused(plugin_dir: Path, api: int) -> None:
+    # ORT adds "version" (from OrtEpFactory::GetVersion) in CreateEpDevice and refuses metadata that names it
+    lib = build_plugin(plugin_dir, "METADATA_VERSION")
+    with epabi.Host(api_version=api, hardware=[epabi.cpu_device()]) as host:
+        with pytest.raises(epabi.OrtStatusError) as err:
+            host.register_execution_provider_library("probe", lib)
+        assert err.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+        assert err.value.message == "The provided EP metadata should not explicitly specify the EP version."
+        assert host.get_ep_devices() == []
+
+
+@pytest.mark.real_ort
+@pytest.mark.parametrize("version", HOSTS)
+def test_ep_metadata_naming_the_version_under_real_onnxruntime(plugin_dir: Path, version: str) -> None:
+    lib = build_plugin(plugin_dir, "METADATA_VERSION")
+    code, out, err = run_in_ort(version, "ort.register_execution_provider_library('probe', sys.argv[1])\n",
+                                args=[str(lib)])
+    assert code != 0
+    assert "INVALID_ARGUMENT : The provided EP metadata should not explicitly specify the EP version." in out + err

@@ -8,6 +8,7 @@ allocator), described by the process's "Cpu" memory info. ``AllocatorAlloc``/``A
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -25,6 +26,11 @@ ALIGNMENT = 64
 
 _lock = threading.Lock()
 _default: DefaultAllocator | None = None
+_log = logging.getLogger("epabi.host")
+
+
+def _quiet(exc_type: Any, exc: BaseException, tb: Any) -> None:
+    _log.debug("the default allocator failed: %s: %s", exc_type.__name__, exc)
 
 
 class DefaultAllocator:
@@ -34,11 +40,11 @@ class DefaultAllocator:
         self.memory_info = memory_info
         self.struct = ffi.new("OrtAllocator*")
         self.struct.version = 18  # no GetStats/AllocOnStream/Shrink: callers check the version before those
-        self._callbacks = [
-            ffi.callback("void*(*)(OrtAllocator*, size_t)", self._alloc),
-            ffi.callback("void(*)(OrtAllocator*, void*)", self._free),
-            ffi.callback("const OrtMemoryInfo*(*)(const OrtAllocator*)", self._info),
-            ffi.callback("void*(*)(OrtAllocator*, size_t)", self._alloc),
+        self._callbacks = [  # a failure answers NULL (cffi's default) and is logged, never printed
+            ffi.callback("void*(*)(OrtAllocator*, size_t)", self._alloc, onerror=_quiet),
+            ffi.callback("void(*)(OrtAllocator*, void*)", self._free, onerror=_quiet),
+            ffi.callback("const OrtMemoryInfo*(*)(const OrtAllocator*)", self._info, onerror=_quiet),
+            ffi.callback("void*(*)(OrtAllocator*, size_t)", self._alloc, onerror=_quiet),
         ]
         self.struct.Alloc, self.struct.Free, self.struct.Info, self.struct.Reserve = self._callbacks
 

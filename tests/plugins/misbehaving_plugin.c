@@ -17,6 +17,7 @@
  *   FACTORY_VERSION_21     OrtEpFactory::ort_version_supported = 21 (below the first EP API release)
  *   EP_VERSION_21          OrtEp::ort_version_supported = 21
  *   RELEASE_FACTORY_FAILS  ReleaseEpFactory frees the factory but returns an error status
+ *   METADATA_VERSION       passes EP metadata naming "version" to CreateEpDevice (ORT adds that key itself)
  *   CLAIM_NON_CONVEX       GetCapability claims every node except Sigmoids as one group, so a Sigmoid between
  *                          two claimed nodes makes the group non-convex (Compile is a stub that fails)
  */
@@ -55,7 +56,13 @@ static OrtStatus* GetSupportedDevices(OrtEpFactory* f, const OrtHardwareDevice* 
 #endif
     for (size_t i = 0; i < n && *num < max; ++i) {
         if (g_api->HardwareDevice_Type(devices[i]) != OrtHardwareDeviceType_CPU) continue;
-        OrtStatus* s = g_ep_api->CreateEpDevice(f, devices[i], NULL, NULL, &out[*num]);
+        OrtKeyValuePairs* meta = NULL;
+#ifdef METADATA_VERSION
+        g_api->CreateKeyValuePairs(&meta);
+        g_api->AddKeyValuePair(meta, "version", "9.9.9");
+#endif
+        OrtStatus* s = g_ep_api->CreateEpDevice(f, devices[i], meta, NULL, &out[*num]);
+        g_api->ReleaseKeyValuePairs(meta);
         if (s != NULL) return s;
         ++*num;
     }
