@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import epabi
-from epabi._ffi import NEWEST_API, member_since
+from epabi._ffi import NEWEST_API, NEWEST_HOST_API, member_since
 from epabi.versions import BEHAVIOURS, EMULATED, parse_api_version
 
 #: The plugin refuses hosts older than its minimum release and negotiates with the others.
@@ -46,7 +46,7 @@ def test_members_follow_the_negotiated_version(api: int, library_path: str, soft
     members, requests, host = _ep_members(api, library_path)
     try:
         assert max(requests) <= api, "the plugin asked for an API above the host's"
-        assert requests[-1] == min(api, epabi.NEWEST_EMULATED)
+        assert requests[-1] == min(api, NEWEST_API)  # the plugin declares what it knows: API 30
         assert {"GetName", "GetCapability"} <= members
         assert ("Sync" in members) == (api >= 25)
         assert (GRAPH_MEMBERS <= members) == (api >= 26)
@@ -75,7 +75,7 @@ def test_factory_identity(host: epabi.Host) -> None:
     factory = device.factory
     assert (factory.name, factory.vendor, factory.vendor_id) == ("EpAbiExecutionProvider", "epabi", 0x10DE)
     assert factory.plugin_version == epabi.__version__
-    assert factory.version == epabi.NEWEST_EMULATED
+    assert factory.version == NEWEST_API  # the plugin's own layouts, whatever newer host runs it
     assert device.ep_metadata["version"] == epabi.__version__
     assert device.ep_metadata["library_path"] == epabi.get_library_path()
 
@@ -102,7 +102,8 @@ def test_get_api_above_host_returns_null() -> None:
 
 
 def test_behaviour_table_has_one_row_per_emulated_version() -> None:
-    # the table ends at the newest API ort_abi.h declares, with no gap
-    assert [b.api for b in BEHAVIOURS] == list(range(epabi.OLDEST_EMULATED, NEWEST_API + 1)) == list(EMULATED)
+    # the table ends at the newest API whose host tables ort_abi.h lays out, with no gap
+    assert [b.api for b in BEHAVIOURS] == list(range(epabi.OLDEST_EMULATED, NEWEST_HOST_API + 1)) == list(EMULATED)
+    assert NEWEST_HOST_API >= NEWEST_API
     for b in BEHAVIOURS:
         assert b.release.startswith(f"1.{b.api}.") and epabi.RELEASES[b.api] == b.release

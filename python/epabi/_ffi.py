@@ -11,6 +11,7 @@ import functools
 import re
 from enum import IntEnum
 from pathlib import Path
+from typing import Any
 
 import cffi
 
@@ -44,6 +45,8 @@ ffi.cdef(_cdef_source(HEADER_TEXT))
 
 #: The newest API whose plugin-side layouts the header declares (``EPABI_ORT_API_VERSION``).
 NEWEST_API: int = int(re.search(r"EPABI_ORT_API_VERSION\s*=\s*(\d+)", HEADER_TEXT).group(1))
+#: The newest API whose host-side tables (OrtApi, OrtEpApi) the header lays out (``EPABI_ORT_HOST_API_VERSION``).
+NEWEST_HOST_API: int = int(re.search(r"EPABI_ORT_HOST_API_VERSION\s*=\s*(\d+)", HEADER_TEXT).group(1))
 
 _SINCE = re.compile(r"since (?:1\.(\d+)|v(\d+))")
 _MEMBER = re.compile(r"\(\*(\w+)\)|\b(\w+)\s*(?:\[\d+\])?;")
@@ -87,3 +90,17 @@ def header_enum(name: str, doc: str, prefix: str = "", rename: dict[str, str] | 
 def slot_fields(struct: str) -> list[tuple[str, int, object]]:
     """``(member, slot index, cffi type)`` for every member of a function table, padding included."""
     return [(name, field.offset // ffi.sizeof("void*"), field.type) for name, field in ffi.typeof(struct).fields]
+
+
+@functools.cache
+def function_pointer_type(name: str) -> Any:
+    """The cffi pointer type of a function the header declares (``CreateEpFactories``, ``ReleaseEpFactory``),
+    read from its one declaration there, for calling a symbol found with ``dlsym``.
+
+    Raises:
+        KeyError: the header declares no such function.
+    """
+    match = re.search(r"^([\w\s*]+?)\s*\b" + re.escape(name) + r"\((.*?)\);", HEADER_TEXT, re.M | re.S)
+    if match is None:
+        raise KeyError(name)
+    return ffi.typeof(f"{match.group(1).strip()}(*)({match.group(2)})")

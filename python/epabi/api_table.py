@@ -1,20 +1,31 @@
-"""The ``OrtApiBase``/``OrtApi``/``OrtEpApi`` tables an emulated host of one API version hands a plugin.
+"""The ``OrtApiBase``/``OrtApi``/``OrtEpApi`` tables epabi serves plugins: one set per emulated API version per
+process, made on first use and valid for the life of the process, as ONNX Runtime's are.
 
-Every slot is filled: a served function where this host implements the member and the emulated version
-has it; otherwise a trap that records what the plugin asked for (a member newer than the emulated host is
-plugin misconduct; an older member this host does not implement is a host limitation) and answers with an
-error ``OrtStatus`` or a zero value, so the plugin never jumps to garbage. Served functions catch every
-exception: nothing raises into C. Tables follow the semantics of the emulated ONNX Runtime releases (see each
-function).
+Plugins keep the tables (and what they got through them) as long as they like; the served functions therefore
+belong to no host: each one works for the host whose call into the plugin is in progress
+(:mod:`epabi.call_context`) and resolves handles in the process-wide table (:mod:`epabi.handles`), so an object of
+a closed host answers with an error status (or NULL/0) and a conduct report, never a crash.
+
+Every slot is filled: a served function where epabi implements the member and the table's version has it;
+otherwise a trap that names the function and what the plugin asked for (a member newer than the emulated host is
+plugin misconduct; an older member this host does not serve is a host limitation) and answers with the C value
+its result type needs: an error ``OrtStatus``, NULL, 0, or nothing, so the plugin never jumps to garbage. Served
+functions catch every exception, and nothing is printed by cffi: a failure is recorded in the conduct report and
+raised in Python after the call into the plugin returns. Tables follow the semantics of the emulated ONNX Runtime
+releases (see each function).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from . import call_context
 from ._ffi import ffi, member_since, slot_fields
+from .conduct import Conduct
+from .cpu_allocator import AllocatorApi
 from .errors import OrtErrorCode
 from .handles import address
 from .objects import (
@@ -29,11 +40,12 @@ from .objects import (
     Status,
     pystr,
 )
-from .served_editor_stub import EditorApiStub
+from .ort_api_slots import ORT_API_SLOTS, ORT_EP_API_SLOTS, RESULT_POINTER, RESULT_STATUS, RESULT_VOID
 from .served_graph import GraphApi
 from .served_kernels import KernelEpApi, KernelOrtApi
+from .served_model_editor import ModelEditorApi
 from .served_values import EpGraphApi, ValueApi
-from .versions import RELEASES
+from .versions import RELEASES, since_label
 
 if TYPE_CHECKING:
     from .host import Host
@@ -41,6 +53,9 @@ if TYPE_CHECKING:
 _log = logging.getLogger("epabi.host")
 
 _ORT_TO_PY_LEVEL = {0: logging.DEBUG, 1: logging.INFO, 2: logging.WARNING, 3: logging.ERROR, 4: logging.CRITICAL}
+
+#: Where served functions report when no host has called a plugin yet (nothing to raise it to).
+_PROCESS_CONDUCT = Conduct()
 
 
 class Misuse(Exception):
@@ -55,11 +70,37 @@ class Logger:
         self.ptr: Any = ffi.NULL
 
 
-class ServedApi:
-    """Builds and owns the tables for one host; keeps every cffi callback alive as long as itself."""
+_served: dict[int, ServedApi] = {}
+_served_lock = threading.Lock()
 
-    def __init__(self, host: Host, api_version: int) -> None:
-        self.host = host
+
+def served_api(api_version: int) -> ServedApi:
+    """The process's tables for one emulated API version, made on first use and never freed."""
+    with _served_lock:
+        served = _served.get(api_version)
+        if served is None:
+            served = _served[api_version] = ServedApi(api_version)
+        return served
+
+
+def _fail_value(ctype: Any) -> Any:
+    """The C value a served function of this type answers with when it fails (not a status)."""
+    result = ctype.result
+    if result.kind == "void":
+        return None
+    if result.kind == "pointer":
+        return ffi.NULL
+    if result.kind == "primitive" and result.cname in ("float", "double"):
+        return 0.0
+    if result.kind == "primitive" and result.cname == "_Bool":
+        return False
+    return 0
+
+
+class ServedApi:
+    """The tables of one API version; keeps every cffi callback alive as long as itself (the process)."""
+
+    def __init__(self, api_version: int) -> None:
         self.version = api_version
         self.release = RELEASES[api_version]
         self.c_release = ffi.new("char[]", self.release.encode())
@@ -67,91 +108,156 @@ class ServedApi:
         self.api = ffi.new("OrtApi*")
         self.ep_api = ffi.new("OrtEpApi*")
         self.base = ffi.new("OrtApiBase*")
+        self.model_editor_api = ffi.new("OrtModelEditorApi*")
         self._fill("OrtApi", self.api, _OrtApiImpl(self))
+        self._fill("OrtModelEditorApi", self.model_editor_api, ModelEditorApi(self))
         self._fill("OrtEpApi", self.ep_api, _OrtEpApiImpl(self))
         self._fill("OrtApiBase", self.base, _OrtApiBaseImpl(self))
+
+    @property
+    def host(self) -> Host:
+        """The host this call serves (:func:`epabi.call_context.current_host`)."""
+        host = call_context.current_host()
+        if host is None:
+            raise RuntimeError("a served function was called before any epabi host called a plugin")
+        return host
+
+    @property
+    def conduct(self) -> Conduct:
+        host = call_context.current_host()
+        return _PROCESS_CONDUCT if host is None else host.conduct
 
     # -- building ------------------------------------------------------------------------------------
 
     def _fill(self, struct: str, table: Any, impl: object) -> None:
         since = member_since(struct)
         for name, slot, ctype in slot_fields(struct):
-            if ctype.kind == "array":  # reserved padding: one untyped trap per slot
+            if ctype.kind == "array":  # reserved padding: a named trap per slot
                 for i in range(ctype.length):
-                    trap = ffi.callback("void*(*)(void)", self._padding_trap(struct, slot + i))
-                    self._keep.append(trap)
-                    getattr(table, name)[i] = ffi.cast("void*", trap)
+                    cb = self._padding_trap(struct, slot + i)
+                    self._keep.append(cb)
+                    getattr(table, name)[i] = ffi.cast("void*", cb)
                 continue
+            label = f"{struct}::{name} (slot {slot}, since {since_label(since[name])})"
             fn = getattr(impl, name, None)
             if since[name] > self.version:
-                fn = self._newer_trap(struct, name, since[name])
+                fn = self._newer_trap(label, since[name])
             elif fn is None:
-                fn = self._unserved_trap(struct, name)
-            cb = ffi.callback(ctype, self._guard(struct, name, ctype, fn))
+                fn = self._unserved_trap(label)
+            cb = ffi.callback(ctype, self._guard(struct, name, ctype, fn), onerror=self._on_error(struct, name, ctype))
             self._keep.append(cb)
             setattr(table, name, cb)
 
     def _guard(self, struct: str, name: str, ctype: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
         returns_status = ctype.result.kind == "pointer" and ctype.result.item.cname == "OrtStatus"
-        conduct = self.host.conduct
+        fail = _fail_value(ctype)
 
         def call(*args: Any) -> Any:
             try:
                 return fn(*args)
-            except _Unserved:
-                return self.error(OrtErrorCode.NOT_IMPLEMENTED, f"{name} is not implemented by the epabi host") \
-                    if returns_status else 0
+            except _Unserved as exc:
+                return self.error(OrtErrorCode.NOT_IMPLEMENTED, str(exc)) if returns_status else fail
             except Misuse as exc:
-                conduct.violation(f"{struct}::{name}: {exc}")
-                return self.error(OrtErrorCode.INVALID_ARGUMENT, f"{name}: {exc}") if returns_status else 0
+                self.report_violation(f"{struct}::{name}: {exc}")
+                return self.error(OrtErrorCode.INVALID_ARGUMENT, f"{name}: {exc}") if returns_status else fail
             except Exception as exc:  # nothing may raise into C
-                _log.exception("epabi host failed serving %s::%s", struct, name)
-                conduct.internal_error(f"{struct}::{name}: {type(exc).__name__}: {exc}")
-                return self.error(OrtErrorCode.RUNTIME_EXCEPTION, f"{name}: {exc}") if returns_status else 0
+                _log.debug("epabi host failed serving %s::%s", struct, name, exc_info=True)
+                self.conduct.internal_error(f"{struct}::{name}: {type(exc).__name__}: {exc}")
+                return self.error(OrtErrorCode.RUNTIME_EXCEPTION, f"{name}: {exc}") if returns_status else fail
 
         return call
 
-    def _newer_trap(self, struct: str, name: str, since: int) -> Callable[..., Any]:
+    def _on_error(self, struct: str, name: str, ctype: Any) -> Callable[..., Any]:
+        """cffi's last resort (a result that does not convert to the C type): recorded, never printed."""
+        returns_status = ctype.result.kind == "pointer" and ctype.result.item.cname == "OrtStatus"
+
+        def on_error(exc_type: Any, exc: BaseException, tb: Any) -> Any:
+            try:
+                self.conduct.internal_error(f"{struct}::{name}: {exc_type.__name__}: {exc}")
+                if returns_status:
+                    return self.error(OrtErrorCode.RUNTIME_EXCEPTION, f"{name}: {exc}")
+            except Exception:  # the report itself failed: the C default (NULL/0) is all that is left
+                pass
+            return None
+
+        return on_error
+
+    def report_violation(self, message: str) -> None:
+        """Records plugin misconduct for the current host; logged as well when no call of it is in progress
+        (a plugin thread, or a closed host's object), since nothing will raise it then."""
+        self.conduct.violation(message)
+        if not call_context.in_call():
+            _log.warning("plugin conduct (outside any host call): %s", message)
+
+    def _newer_trap(self, label: str, since: int) -> Callable[..., Any]:
         def trap(*args: Any) -> Any:
-            raise Misuse(f"called, but it appeared in API {since} and this host is ONNX Runtime "
+            raise Misuse(f"{label} was called, but it appeared in API {since} and this host is ONNX Runtime "
                          f"{self.release} (API {self.version})")
 
         return trap
 
-    def _unserved_trap(self, struct: str, name: str) -> Callable[..., Any]:
-        conduct = self.host.conduct
+    def _unserved_trap(self, label: str) -> Callable[..., Any]:
+        message = f"{label} is not served by the epabi host"
 
         def trap(*args: Any) -> Any:
-            conduct.limitation(f"{struct}::{name} is not implemented by the epabi host")
-            raise _Unserved(name)
+            self.conduct.limitation(message)
+            raise _Unserved(message)
 
         return trap
 
-    def _padding_trap(self, struct: str, slot: int) -> Callable[[], Any]:
-        conduct = self.host.conduct
+    def _padding_trap(self, struct: str, slot: int) -> Any:
+        """A trap for a slot ort_abi.h leaves as padding, typed by the slot's result (named where known)."""
+        known = ORT_API_SLOTS[slot] if struct == "OrtApi" and slot < len(ORT_API_SLOTS) else \
+            ORT_EP_API_SLOTS.get(slot) if struct == "OrtEpApi" else None
+        if known is not None:
+            name, since, kind = known
+            label = f"{struct}::{name} (slot {slot}, since {since_label(since)})"
+        else:
+            name, since, kind = f"slot {slot}", self.version, RESULT_STATUS
+            label = f"{struct} slot {slot}"
+        newer = since > self.version
+        message = (f"{label} was called, but it appeared in API {since} and this host is ONNX Runtime "
+                   f"{self.release} (API {self.version})") if newer else f"{label} is not served by the epabi host"
+        ctype = {RESULT_STATUS: "OrtStatus*(*)(void)", RESULT_POINTER: "void*(*)(void)",
+                 RESULT_VOID: "void(*)(void)"}.get(kind, "int64_t(*)(void)")
+        fail = _fail_value(ffi.typeof(ctype))
 
         def trap() -> Any:
-            conduct.limitation(f"{struct} slot {slot} is not implemented by the epabi host")
-            return ffi.NULL
+            if newer:
+                self.report_violation(message)
+                code = OrtErrorCode.INVALID_ARGUMENT
+            else:
+                self.conduct.limitation(message)
+                code = OrtErrorCode.NOT_IMPLEMENTED
+            return self.error(code, message) if kind == RESULT_STATUS else fail
 
-        return trap
+        return ffi.callback(ctype, self._guard(struct, name, ffi.typeof(ctype), trap),
+                            onerror=self._on_error(struct, name, ffi.typeof(ctype)))
 
     # -- helpers for served functions ----------------------------------------------------------------
 
     def error(self, code: int, message: str) -> Any:
         """A host-created error ``OrtStatus*``; the plugin must release it."""
-        status = Status(int(code), message, origin=f"host->plugin:{self.host.calling_library()}")
-        status.ptr = self.host.handles.issue(status, "OrtStatus*")
+        host = call_context.current_host()
+        status = Status(int(code), message, origin=f"host->plugin:{call_context.current_library()}")
+        if host is None:
+            from .handles import PROCESS_HANDLES
+
+            status.ptr = PROCESS_HANDLES.issue(status, "OrtStatus*", plugin_lifetime=True)
+        else:
+            status.ptr = host.handles.issue_for_plugin(status, "OrtStatus*")
         return status.ptr
 
     def get(self, ptr: Any, kind: type, what: str, allow_null: bool = False) -> Any:
-        obj = self.host.handles.lookup(ptr, kind)
+        handles = self.host.handles
+        obj = handles.lookup(ptr, kind)
         if obj is None and not (allow_null and address(ptr) == 0):
-            raise Misuse(f"{what} {_fmt(ptr)} is not a live {kind.__name__} this host issued")
+            raise Misuse(f"{what} {_fmt(ptr)} {handles.explain(ptr, kind)}")
         return obj
 
     def issue_kvp(self, kvp: KeyValuePairs) -> Any:
-        kvp.ptr = self.host.handles.issue(kvp, "OrtKeyValuePairs*")
+        """Key-value pairs handed to the plugin to own (it releases them with ReleaseKeyValuePairs)."""
+        kvp.ptr = self.host.handles.issue_for_plugin(kvp, "OrtKeyValuePairs*")
         return kvp.ptr
 
 
@@ -177,7 +283,9 @@ class _OrtApiBaseImpl:
 
     def GetApi(self, version: int) -> Any:
         s = self.s
-        s.host.api_requests.append(int(version))
+        host = call_context.current_host()  # a plugin may ask at any time, even before a host called it
+        if host is not None:
+            host.api_requests.append(int(version))
         if 1 <= version <= s.version:
             return s.api
         _log.error("The requested API version [%d] is not available, only API versions [1, %d] are supported "
@@ -188,18 +296,21 @@ class _OrtApiBaseImpl:
         return self.s.c_release
 
 
-class _OrtApiImpl(GraphApi, ValueApi, KernelOrtApi, EditorApiStub):
+class _OrtApiImpl(GraphApi, ValueApi, KernelOrtApi, AllocatorApi):
     """Served ``OrtApi`` members, named as in ONNX Runtime."""
 
     def __init__(self, served: ServedApi) -> None:
         self.s = served
-        self.h = served.host.handles
+
+    @property
+    def h(self) -> Any:
+        """The calling host's handles (lookups see every host's)."""
+        return self.s.host.handles
 
     # statuses
     def CreateStatus(self, code: int, msg: Any) -> Any:
-        host = self.s.host
-        status = Status(int(code), pystr(msg) or "", origin=f"plugin:{host.calling_library()}")
-        status.ptr = self.h.issue(status, "OrtStatus*")
+        status = Status(int(code), pystr(msg) or "", origin=f"plugin:{call_context.current_library()}")
+        status.ptr = self.h.issue_for_plugin(status, "OrtStatus*")
         return status.ptr
 
     def GetErrorCode(self, status: Any) -> int:
@@ -216,8 +327,8 @@ class _OrtApiImpl(GraphApi, ValueApi, KernelOrtApi, EditorApiStub):
 
     # memory infos
     def _new_memory_info(self, info: MemoryInfo, out: Any) -> None:
-        info.ptr = self.h.issue(info, "OrtMemoryInfo*")
-        info.device_ptr = self.h.issue(info.device, "OrtMemoryDevice*")
+        info.ptr = self.h.issue_for_plugin(info, "OrtMemoryInfo*")
+        info.device_ptr = self.h.issue_for_plugin(info.device, "OrtMemoryDevice*")
         _out(out, "memory info")[0] = info.ptr
 
     def CreateMemoryInfo(self, name: Any, allocator_type: int, device_id: int, mem_type: int, out: Any) -> Any:
@@ -408,6 +519,20 @@ class _OrtApiImpl(GraphApi, ValueApi, KernelOrtApi, EditorApiStub):
     def GetEpApi(self) -> Any:
         return self.s.ep_api
 
+    def GetModelEditorApi(self) -> Any:
+        return self.s.model_editor_api
+
+    def GetExperimentalFunction(self, name: Any) -> Any:
+        # epabi offers no experimental functions: NULL is ORT's answer for a name it does not know, and what a
+        # plugin must handle anyway (the set changes between releases); the names asked for are kept
+        self.s.host.experimental_requests.append(pystr(name) or "")
+        return ffi.NULL
+
+    def SessionOptionsSetWeightlessSourceModelBuffer(self, options: Any, data: Any, length: int) -> Any:
+        so = self._session_options(options)
+        so.weightless_source = (ffi.cast("const void*", data), int(length)) if address(data) != 0 else None
+        return ffi.NULL
+
     def GetRunConfigEntry(self, options: Any, key: Any) -> Any:
         from .run_options import RunOptions
 
@@ -419,7 +544,11 @@ class _OrtEpApiImpl(EpGraphApi, KernelEpApi):
 
     def __init__(self, served: ServedApi) -> None:
         self.s = served
-        self.h = served.host.handles
+
+    @property
+    def h(self) -> Any:
+        """The calling host's handles (lookups see every host's)."""
+        return self.s.host.handles
 
     def CreateEpDevice(self, factory: Any, hardware: Any, metadata: Any, options: Any, out: Any) -> Any:
         s = self.s
@@ -429,7 +558,14 @@ class _OrtEpApiImpl(EpGraphApi, KernelEpApi):
         hw = s.get(hardware, HardwareDevice, "hardware device")
         meta = s.get(metadata, KeyValuePairs, "EP metadata", allow_null=True)
         opts = s.get(options, KeyValuePairs, "EP options", allow_null=True)
-        device = EpDevice(owner, hw, meta.as_dict() if meta else {}, opts.as_dict() if opts else {})
+        entries = meta.as_dict() if meta else {}
+        if owner.version >= 23:  # as ORT: the EP version comes from OrtEpFactory::GetVersion, added here
+            if "version" in entries:
+                return s.error(OrtErrorCode.INVALID_ARGUMENT,
+                               "The provided EP metadata should not explicitly specify the EP version.")
+            if owner.plugin_version is not None:
+                entries["version"] = owner.plugin_version
+        device = EpDevice(owner, hw, entries, opts.as_dict() if opts else {})
         device.ptr = self.h.issue(device, "OrtEpDevice*")
         s.host.adopt_borrowed(device.c_metadata, device.c_options)
         _out(out, "EP device")[0] = device.ptr
@@ -488,8 +624,8 @@ class _OrtEpApiImpl(EpGraphApi, KernelEpApi):
         except ValueError:
             return s.error(OrtErrorCode.INVALID_ARGUMENT, f"CreateHardwareDevice: unknown device type {device_type}")
         hw = HardwareDevice(kind, int(vendor_id), pystr(vendor_name) or "", int(device_id),
-                            meta.as_dict() if meta else {}, created_by=f"plugin:{s.host.calling_library()}")
-        s.host.issue_hardware(hw)
+                            meta.as_dict() if meta else {}, created_by=f"plugin:{call_context.current_library()}")
+        s.host.issue_hardware(hw, for_plugin=True)
         _out(out, "hardware device")[0] = hw.ptr
         return ffi.NULL
 
@@ -501,6 +637,15 @@ class _OrtEpApiImpl(EpGraphApi, KernelEpApi):
             raise Misuse("ReleaseHardwareDevice on a hardware device the host discovered (only devices made "
                          "with CreateHardwareDevice may be released)")
         self.s.host.release_hardware(hw)
+
+    def SessionOptionsGetWeightlessSourceModelBuffer(self, options: Any, data: Any, length: Any) -> Any:
+        # the buffer the application set (the host keeps its pointer, as ORT does); NULL and 0 when none
+        from .session_options import SessionOptions
+
+        source = self.s.get(options, SessionOptions, "session options").weightless_source
+        _out(data, "source model data")[0] = ffi.NULL if source is None else source[0]
+        _out(length, "source model length")[0] = 0 if source is None else source[1]
+        return ffi.NULL
 
     def GetEnvConfigEntries(self, out: Any) -> Any:
         _out(out, "config entries")[0] = self.s.issue_kvp(KeyValuePairs(self.s.host.env_config_view()))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -93,7 +92,6 @@ class GraphCapture:
         self.enabled = True
         self.replays = 0
         self._sync_after_replay = ep.host.behaviour.syncs_after_replay and "Sync" in ep.members
-        self._pins = threading.local()  # per thread: id -> the capturing run's values (gone with the thread)
 
     def release(self, graph_id: int) -> None:
         """``OrtApi::SessionReleaseCapturedGraph``: the EP drops the calling thread's graph of the id, which the
@@ -105,12 +103,12 @@ class GraphCapture:
                                  "on an EP that implements OrtEp::ReleaseCapturedGraph "
                                  f"(API {RELEASE_CAPTURED_GRAPH_SINCE} and newer)")
         ep.call_status("ReleaseCapturedGraph", graph_id)
-        self._pins.__dict__.get("by_id", {}).pop(graph_id, None)
 
     def run(self, execute: Callable[[], tuple[dict[str, Any], object]], run_options: RunOptions | None,
             replayed: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """``execute`` runs the graph once and returns its outputs and the run's state (kept alive while its graph
-        stays captured); ``replayed`` gives the outputs after a replay."""
+        """``execute`` runs the graph once and returns its outputs and the run's state; ``replayed`` gives the
+        outputs after a replay. As in ORT, nothing of a capturing run outlives it but the caller's buffers: a
+        replay may only use what the caller bound and the session's initializers."""
         ep = self.ep
         graph_id = annotation_id(run_options)
         executions = 0
@@ -123,14 +121,11 @@ class GraphCapture:
                 ep.call("IsGraphCaptured", graph_id)
                 self.replays += 1
                 return replayed()
-            outputs, state = execute()
+            outputs, _ = execute()
             executions += 1
             if graph_id == -1 or not ep.call("IsGraphCaptureEnabled"):
                 return outputs
             if ep.call("IsGraphCaptured", graph_id):
-                # values the captured launches read (CPU-node outputs among them) must outlive the call
-                pins = self._pins.__dict__.setdefault("by_id", {})
-                pins[graph_id] = state
                 return outputs
             if executions >= MAX_CAPTURE_RUNS:
                 raise OrtStatusError(OrtErrorCode.FAIL, f"Graph capture did not complete after {MAX_CAPTURE_RUNS} "

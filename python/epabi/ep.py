@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._ffi import ffi
 from .api_table import Logger
-from .errors import ConductError, HostLimitationError
+from .errors import ConductError, HostLimitationError, OrtErrorCode, OrtStatusError
 from .gating import readable_members
 from .objects import pystr
 
@@ -40,9 +40,10 @@ class Ep:
         """Creates the EP on ``session_options.provider_devices``.
 
         Raises:
-            OrtStatusError: CreateEp (or a query after it) failed; nothing is left allocated.
-            ConductError: the returned table breaks the contract (version 0, NULL GetName/GetCapability,
-                Compile without ReleaseNodeComputeInfos, ...).
+            OrtStatusError: CreateEp (or a query after it) failed, or the OrtEp declares a version the emulated
+                release refuses (ORT_FAIL, 1.28+: below 22); nothing is left allocated.
+            ConductError: the returned table breaks the contract (NULL GetName/GetCapability, Compile without
+                ReleaseNodeComputeInfos, ...).
         """
         ep = cls(factory, session_options)
         try:
@@ -71,8 +72,12 @@ class Ep:
             raise ConductError(f"{factory.name}: CreateEp succeeded but returned a NULL OrtEp")
         self.ptr = out[0]
         where = f"OrtEp of {factory.name}"
-        if int(self.ptr.ort_version_supported) == 0:
-            raise ConductError(f"{where}: ort_version_supported is 0")
+        declared, minimum = int(self.ptr.ort_version_supported), host.behaviour.min_ep_version
+        if declared < minimum:
+            raise OrtStatusError(OrtErrorCode.FAIL, f"OrtEp has invalid ort_version_supported={declared} (expected "
+                                 f"at least {minimum}).", f"{factory.name}: CreateEp")
+        if declared == 0:  # ORT before 1.28 accepts it and reads only the members of API 23 and older
+            host.tolerate(f"{where}: ort_version_supported is 0; a plugin must declare the API it was built for")
         self.members = readable_members("OrtEp", self.ptr, host.api_version)
         missing = [m for m in _REQUIRED_EP_MEMBERS if m not in self.members]
         if missing:

@@ -17,6 +17,7 @@ import onnx
 from onnx import numpy_helper
 
 from ._ffi import enum_value, ffi
+from .model_metadata import ExternalInitializerInfo, ModelMetadata
 from .values import OrtValue, TensorTypeAndShapeInfo, TypeInfo
 
 _ATTR_TYPES = {  # onnx.AttributeProto.AttributeType -> OrtOpAttrType (values from ort_abi.h)
@@ -69,6 +70,7 @@ class ValueInfoView:
         self.constant_initializer = False
         self.outer_scope = False
         self.initializer: OrtValue | None = None
+        self.external: ExternalInitializerInfo | None = None  # where the initializer's data lives, if external
         self.ptr: Any = ffi.NULL
 
 
@@ -116,6 +118,7 @@ class GraphView:
         self.opsets = dict(opsets)
         self.c_opset_domains = [ffi.new("char[]", d.encode()) for d in self.opsets]
         self.parent_node: NodeView | None = None
+        self.metadata: ModelMetadata | None = None  # the model's (Graph_GetModelMetadata); subgraphs share it
         self.values: dict[str, ValueInfoView] = {}
         self.ptr: Any = ffi.NULL
         constant = set(initializers) if constant_initializers is None else constant_initializers
@@ -213,5 +216,10 @@ def model_graph(model: onnx.ModelProto, model_path: str = "") -> GraphView:
     initializers = {t.name: numpy_helper.to_array(t) for t in g.initializer}
     opsets = {(o.domain if o.domain != "ai.onnx" else ""): o.version for o in model.opset_import}
     inputs = [i.name for i in g.input]
-    return GraphView(g.name, g.node, inputs, [o.name for o in g.output], initializers, types, opsets,
+    view = GraphView(g.name, g.node, inputs, [o.name for o in g.output], initializers, types, opsets,
                      model.ir_version, model_path)
+    view.metadata = ModelMetadata.of(model)
+    for t in g.initializer:
+        if t.name in view.values:
+            view.values[t.name].external = ExternalInitializerInfo.of(t)
+    return view

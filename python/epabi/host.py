@@ -6,32 +6,63 @@ Names follow onnxruntime's Python API so one script runs on either::
     host.register_execution_provider_library("epabi", epabi.get_library_path())
     devices = [d for d in host.get_ep_devices() if d.ep_name == epabi.get_ep_name()]
 
-The host checks the plugin's conduct on every call (:class:`ConductError`), raises failed statuses as
-:class:`OrtStatusError`, and routes plugin log messages to ``logging`` ("epabi.plugin" for the default logger,
-"epabi.session.<EP>" for session loggers). Not thread-safe for registration; served callbacks are.
+The host is as strict as ONNX Runtime: what ORT refuses raises :class:`OrtStatusError` with ORT's code, plugin
+misconduct ORT would crash on raises :class:`ConductError`, and deviations ORT tolerates (zero factories, claims
+that would form a cycle, a leaked status, ...) go to the conduct report (:meth:`Host.conduct_report`) with a
+logged warning while the host proceeds as ORT does; ``Host(strict=True)`` raises those too, for EP authors.
+Plugin log messages go to ``logging`` ("epabi.plugin" for the default logger, "epabi.session.<EP>" for session
+loggers).
+
+Any number of hosts may live in one process, in sequence or at once, like repeated ORT environments would
+if ORT allowed them: they share the process's served API tables, default logger and handle table, which
+outlive every host (plugins keep what the first host gave them). Not thread-safe for registration; served
+callbacks are.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from . import call_context
 from ._ffi import ffi
-from .api_table import Logger, ServedApi
+from .api_table import Logger, served_api
 from .conduct import Conduct
 from .ep import Ep
 from .errors import ConductError, OrtStatusError
 from .graph_view import GraphView
-from .handles import HandleTable, address
+from .handles import PROCESS_HANDLES, HostHandles, address
 from .hardware import discover_hardware
 from .library import Factory, PluginLibrary
 from .objects import EpDevice, HardwareDevice, KeyValuePairs, Status
 from .session_options import SessionOptions
 from .values import cpu_memory_info
 from .versions import NEWEST_EMULATED, behaviour, parse_api_version
+
+_host_ids = itertools.count(1)
+_process_lock = threading.Lock()
+_process_objects: dict[str, Any] = {}
+
+
+def _process_object(name: str) -> Any:
+    """The process-wide default logger ("logger") and CPU memory info ("cpu_memory"): made once, never
+    released, as ORT's live as long as its process (plugins keep the logger CreateEpFactories gave them)."""
+    with _process_lock:
+        if not _process_objects:
+            logger = Logger("epabi.plugin")
+            logger.ptr = PROCESS_HANDLES.issue(logger, "OrtLogger*")
+            memory = cpu_memory_info()
+            memory.ptr = PROCESS_HANDLES.issue(memory, "OrtMemoryInfo*")
+            memory.device_ptr = PROCESS_HANDLES.issue(memory.device, "OrtMemoryDevice*")
+            PROCESS_HANDLES.set_flags(memory.ptr, host_owned=True)
+            PROCESS_HANDLES.set_flags(memory.device_ptr, host_owned=True)
+            _process_objects.update(logger=logger, cpu_memory=memory)
+        return _process_objects[name]
 
 
 class Host:
@@ -44,37 +75,47 @@ class Host:
         hardware: the hardware devices to offer plugins; None discovers them (CPU + NVIDIA GPUs from sysfs).
         env_config: environment config entries (``OrtEnvCreationOptions::config_entries``), read by plugins
             through ``OrtEpApi::GetEnvConfigEntries``.
+        strict: raise :class:`ConductError` also for deviations ONNX Runtime tolerates (see the module
+            docstring); False (default) reports them in :meth:`conduct_report` and proceeds as ORT does.
 
     Raises:
         ValueError: api_version is malformed or outside the emulated range.
     """
 
     def __init__(self, api_version: int | str | None = None, hardware: list[HardwareDevice] | None = None,
-                 env_config: dict[str, str] | None = None) -> None:
+                 env_config: dict[str, str] | None = None, strict: bool = False) -> None:
         self.api_version = NEWEST_EMULATED if api_version is None else parse_api_version(api_version)
         #: How ONNX Runtime's core of this API version differs from other releases (the versions.py table).
         self.behaviour = behaviour(self.api_version)
         self.version_string = self.behaviour.release
-        self.handles = HandleTable()
-        self.conduct = Conduct()
+        self.id = next(_host_ids)
+        self.strict = strict
+        self.handles = HostHandles(self.id)
+        self.conduct = Conduct(strict)
         self.api_requests: list[int] = []
+        #: Names plugins asked ``GetExperimentalFunction`` for (epabi answers NULL to every one).
+        self.experimental_requests: list[str] = []
         self.env_config = dict(env_config or {})
-        self._tls = threading.local()
         self._libraries: dict[str, PluginLibrary] = {}
         self._enumerating: Factory | None = None
         self._registering: str | None = None
-        self._borrowed: set[int] = set()
         self.hardware = list(discover_hardware() if hardware is None else hardware)
-        for hw in self.hardware:
-            self.issue_hardware(hw)
-        self.served = ServedApi(self, self.api_version)
-        self.default_logger = Logger("epabi.plugin")
-        self.default_logger.ptr = self.handles.issue(self.default_logger, "OrtLogger*")
-        self._host_owned: set[int] = set()
-        self.cpu_memory = cpu_memory_info()
-        self.cpu_memory.ptr = self.handles.issue(self.cpu_memory, "OrtMemoryInfo*")
-        self.cpu_memory.device_ptr = self.handles.issue(self.cpu_memory.device, "OrtMemoryDevice*")
-        self.mark_host_owned(self.cpu_memory.ptr)
+        self._hardware_issued = False
+        self._issue_host_hardware()
+        #: The process's tables for this API version (shared with every host of that version).
+        self.served = served_api(self.api_version)
+        #: The process's default logger, handed to every ``CreateEpFactories``.
+        self.default_logger: Logger = _process_object("logger")
+        #: The process's CPU memory info ("Cpu"), as ``GetTensorMemoryInfo`` reports host memory.
+        self.cpu_memory = _process_object("cpu_memory")
+        # A host dropped without close() still releases its handles (its libraries stay loaded, as ORT's would).
+        weakref.finalize(self, PROCESS_HANDLES.drop_owner_later, self.id)
+
+    def _issue_host_hardware(self) -> None:
+        if not self._hardware_issued:
+            for hw in self.hardware:
+                self.issue_hardware(hw)
+            self._hardware_issued = True
 
     # -- onnxruntime-style API -------------------------------------------------------------------------
 
@@ -93,6 +134,7 @@ class Host:
             raise ValueError(f"registration name {registration_name!r}: a non-empty string is required")
         if registration_name in self._libraries:
             raise ValueError(f"EP library is already registered under {registration_name}")
+        self._issue_host_hardware()
         library = PluginLibrary(self, registration_name, path)
         self._registering = registration_name
         try:
@@ -140,15 +182,33 @@ class Host:
         return Ep.create(factory, session_options)
 
     def close(self) -> None:
-        """Unregisters every library (the first leak error, if any, is raised after all are released)."""
+        """Unregisters every library and releases the host's own handles (hardware devices, ...): a plugin that
+        still uses them afterwards gets an error status and a conduct report. The host may register libraries
+        again later. Raises the first ConductError of an unregistration (a strict host's leak report) after all
+        are released."""
         errors: list[Exception] = []
         for name in list(self._libraries):
             try:
                 self.unregister_execution_provider_library(name)
             except ConductError as exc:
                 errors.append(exc)
+        PROCESS_HANDLES.drop_owner(self.id)
+        for hw in self.hardware:
+            hw.ptr = hw.c_metadata.ptr = ffi.NULL
+        self._hardware_issued = False
         if errors:
             raise errors[0]
+
+    def conduct_report(self) -> list[tuple[str, str]]:
+        """What the plugins did that the host noticed: ``(kind, message)`` pairs, kind "violation" (raised as
+        ConductError), "tolerated" (accepted as ONNX Runtime accepts it, with a logged warning), "limitation"
+        (a function epabi does not serve) or "internal"."""
+        return self.conduct.report()
+
+    def tolerate(self, message: str) -> None:
+        """Reports a deviation ONNX Runtime accepts: a warning in the conduct report, or ConductError when
+        strict."""
+        self.conduct.tolerate(message)
 
     def __enter__(self) -> Host:
         return self
@@ -166,17 +226,14 @@ class Host:
 
     @contextmanager
     def calling(self, library: PluginLibrary, where: str) -> Iterator[None]:
-        stack = self._tls.__dict__.setdefault("stack", [])
-        stack.append(library.name)
-        try:
-            with self.conduct.watch(where):
-                yield
-        finally:
-            stack.pop()
+        """A call into ``library``'s code: served functions work for this host meanwhile; what they record is
+        raised after it (:meth:`Conduct.watch`)."""
+        with call_context.calling(self, library.name), self.conduct.watch(where):
+            yield
 
     def calling_library(self) -> str:
-        stack = getattr(self._tls, "stack", None)
-        return stack[-1] if stack else "?"
+        """Registration name of the library being called on this thread ("?" when none)."""
+        return call_context.current_library()
 
     @contextmanager
     def enumerating(self, factory: Factory) -> Iterator[None]:
@@ -201,13 +258,15 @@ class Host:
         self.handles.drop(ptr)
         raise OrtStatusError(status.code, status.message, where)
 
-    def issue_hardware(self, hw: HardwareDevice) -> None:
-        hw.ptr = self.handles.issue(hw, "OrtHardwareDevice*")
-        hw.c_metadata.ptr = self.handles.issue(hw.c_metadata, "OrtKeyValuePairs*")
+    def issue_hardware(self, hw: HardwareDevice, for_plugin: bool = False) -> None:
+        """Handles for a hardware device and its metadata: the host's own, or (``for_plugin``) one the plugin
+        made with CreateHardwareDevice, which lives until the plugin releases it."""
+        issue = self.handles.issue_for_plugin if for_plugin else self.handles.issue
+        hw.ptr = issue(hw, "OrtHardwareDevice*")
+        hw.c_metadata.ptr = issue(hw.c_metadata, "OrtKeyValuePairs*")
         self.adopt_borrowed(hw.c_metadata)
 
     def release_hardware(self, hw: HardwareDevice) -> None:
-        self._borrowed.discard(address(hw.c_metadata.ptr))
         self.handles.drop(hw.c_metadata.ptr)
         self.handles.drop(hw.ptr)
 
@@ -216,27 +275,25 @@ class Host:
         for kvp in kvps:
             if kvp.ptr == ffi.NULL:
                 kvp.ptr = self.handles.issue(kvp, "OrtKeyValuePairs*")
-            self._borrowed.add(address(kvp.ptr))
+            PROCESS_HANDLES.set_flags(kvp.ptr, borrowed=True)
 
     def is_borrowed(self, kvp: KeyValuePairs) -> bool:
-        return address(kvp.ptr) in self._borrowed
+        return PROCESS_HANDLES.flags(kvp.ptr)[1]
 
     def forget_ep_device(self, device: EpDevice) -> None:
         for kvp in (device.c_metadata, device.c_options):
-            self._borrowed.discard(address(kvp.ptr))
             self.handles.drop(kvp.ptr)
         self.handles.drop(device.ptr)
 
     def mark_host_owned(self, ptr: Any) -> None:
         """The plugin may use this handle but never release it."""
-        self._host_owned.add(address(ptr))
+        PROCESS_HANDLES.set_flags(ptr, host_owned=True)
 
     def is_host_owned(self, ptr: Any) -> bool:
-        return address(ptr) in self._host_owned
+        return PROCESS_HANDLES.flags(ptr)[0]
 
     def release_handle(self, ptr: Any) -> None:
         if address(ptr) != 0:
-            self._host_owned.discard(address(ptr))
             self.handles.drop(ptr)
 
     def expose_graph(self, graph: GraphView) -> None:

@@ -175,7 +175,7 @@ class IOBinding:
 
     def copy_outputs_to_cpu(self) -> list[np.ndarray]:
         """Host copies of the last run's outputs (device values are copied through the plugin)."""
-        return [v.numpy() for v in self._results]
+        return [np.array(v.numpy()) for v in self._results]
 
     def clear_binding_inputs(self) -> None:
         self.inputs.clear()

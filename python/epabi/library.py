@@ -1,26 +1,31 @@
 """A loaded plugin EP library and its factories, driven in ONNX Runtime's registration order.
 
 Registration (``PluginLibrary.load``): dlopen; resolve ``CreateEpFactories`` and ``ReleaseEpFactory`` (both
-required); ``CreateEpFactories(name, api_base, logger, factories, max=4, &n)``; per factory: check the table,
-``GetSupportedDevices(..., max_ep_devices=8)``, then ``CreateDataTransfer``. Unregistration (``close``):
-release EP devices and data transfers, ``ReleaseEpFactory`` per factory, check for leaked statuses, dlclose.
-Not thread-safe: the host serialises registration.
+required); ``CreateEpFactories(name, api_base, logger, factories, max=4, &n)`` (zero factories is accepted, as
+ORT accepts it); per factory: check the table, ``GetSupportedDevices(..., max_ep_devices=8)``, then
+``CreateDataTransfer``. Unregistration (``close``): release EP devices and data transfers, ``ReleaseEpFactory``
+per factory (a failure is logged and the factory treated as released, as ORT does), check for leaked statuses,
+dlclose. Not thread-safe: the host serialises registration.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._ffi import ffi, member_since
-from .errors import ConductError, PluginLoadError
+from .dynlib import SharedLibrary
+from .errors import ConductError, OrtErrorCode, OrtStatusError, PluginLoadError
 from .gating import readable_members
 from .objects import EpDevice, Status, pystr
 
 if TYPE_CHECKING:
     from .host import Host
+
+_log = logging.getLogger("epabi.host")
 
 MAX_FACTORIES = 4
 MAX_EP_DEVICES = 8
@@ -39,8 +44,9 @@ class Factory:
         self.ptr = ptr
         self.version = int(ptr.ort_version_supported)
         where = f"factory of library '{library.name}'"
-        if self.version == 0:
-            raise ConductError(f"{where}: ort_version_supported is 0; a plugin must declare the API it was built for")
+        if self.version == 0:  # ORT 1.24.4-1.32.0 accept it (observed) and read only the 1.23 members
+            library.host.tolerate(f"{where}: ort_version_supported is 0; a plugin must declare the API it was "
+                                  "built for (ONNX Runtime reads only the members of API 23 and older then)")
         host_api = library.host.api_version
         self.members = readable_members("OrtEpFactory", ptr, host_api)
         since = member_since("OrtEpFactory")
@@ -107,7 +113,9 @@ class PluginLibrary:
         self.path = str(Path(path).resolve()) if Path(path).exists() else str(path)
         self.factories: list[Factory] = []
         self.sessions: weakref.WeakSet[Any] = weakref.WeakSet()  # live sessions on this library's EPs
-        self._lib: Any = None
+        self._lib: SharedLibrary | None = None
+        self._create: Any = None
+        self._release: Any = None
         self._c_name = ffi.new("char[]", name.encode())
 
     @property
@@ -118,7 +126,7 @@ class PluginLibrary:
     def load(self) -> None:
         """Runs ONNX Runtime's registration sequence. Raises PluginLoadError, OrtStatusError, ConductError."""
         try:
-            self._lib = ffi.dlopen(self.path)
+            self._lib = SharedLibrary(self.path)
         except OSError as exc:
             raise PluginLoadError(f"Failed to load library {self.path}: {exc}") from exc
         try:
@@ -137,23 +145,30 @@ class PluginLibrary:
     def _resolve(self) -> None:
         for symbol in ("CreateEpFactories", "ReleaseEpFactory"):
             try:
-                getattr(self._lib, symbol)
+                fn = self._lib.function(symbol)
             except AttributeError as exc:
                 raise PluginLoadError(f"Failed to get symbol {symbol} from {self.path}") from exc
+            if symbol == "CreateEpFactories":
+                self._create = fn
+            else:
+                self._release = fn
 
     def _create_factories(self) -> None:
         host = self.host
         out = ffi.new("OrtEpFactory*[]", MAX_FACTORIES)
         num = ffi.new("size_t*", 0)
         with host.calling(self, "CreateEpFactories"):
-            status = self._lib.CreateEpFactories(self._c_name, host.served.base, host.default_logger.ptr, out,
-                                                 MAX_FACTORIES, num)
+            status = self._create(self._c_name, host.served.base, host.default_logger.ptr, out, MAX_FACTORIES, num)
             host.raise_status(status, f"CreateEpFactories of '{self.name}'")
         if num[0] > MAX_FACTORIES:
+            if host.behaviour.checks_factory_count:  # 1.31+; older releases abort on an assertion
+                raise OrtStatusError(OrtErrorCode.FAIL, f"CreateEpFactories returned {num[0]} factories but the "
+                                     f"supplied capacity was {MAX_FACTORIES}.", f"CreateEpFactories of '{self.name}'")
             raise ConductError(f"CreateEpFactories of '{self.name}' reported {num[0]} factories; at most "
                                f"{MAX_FACTORIES} were allowed")
-        if num[0] == 0:
-            raise ConductError(f"CreateEpFactories of '{self.name}' succeeded but returned no factory")
+        if num[0] == 0:  # ORT registers the library with no EP devices (onnxruntime-ggml 0.2.0 does this on 1.24)
+            host.tolerate(f"CreateEpFactories of '{self.name}' succeeded but returned no factory: the library is "
+                          "registered with no EP devices")
         for i in range(num[0]):
             if out[i] == ffi.NULL:
                 raise ConductError(f"CreateEpFactories of '{self.name}' returned a NULL factory at index {i}")
@@ -175,9 +190,8 @@ class PluginLibrary:
             if device is None or device.factory is not factory:
                 raise ConductError(f"{factory.name}: GetSupportedDevices returned entry {i} that is not an "
                                    f"OrtEpDevice made by CreateEpDevice for this factory")
-            # ONNX Runtime stores these two in every plugin EP device's metadata.
-            if factory.plugin_version is not None:
-                device.c_metadata.add("version", factory.plugin_version)
+            # ONNX Runtime adds the library path to every plugin EP device's metadata (and the EP version in
+            # CreateEpDevice, for factories declaring API 23 or newer)
             device.c_metadata.add("library_path", self.path)
             factory.ep_devices.append(device)
 
@@ -224,17 +238,25 @@ class PluginLibrary:
                     factory.data_transfer.Release(factory.data_transfer)
                 factory.data_transfer = ffi.NULL
         factories, self.factories = self.factories, []
-        if self._lib is not None:
-            for factory in factories:
-                with host.calling(self, "ReleaseEpFactory"):
-                    host.raise_status(self._lib.ReleaseEpFactory(factory.ptr), f"ReleaseEpFactory of '{self.name}'")
+        findings: list[str] = []
+        if self._release is not None:
+            for factory in factories:  # as ORT: a failure is logged and the factory counts as released
+                try:
+                    with host.calling(self, "ReleaseEpFactory"):
+                        host.raise_status(self._release(factory.ptr), f"ReleaseEpFactory of '{self.name}'")
+                except (OrtStatusError, ConductError) as exc:
+                    _log.error("ReleaseEpFactory failed for: %s with error: %s", self.path, exc)
+                    findings.append(f"ReleaseEpFactory of '{self.name}' failed: {exc}")
         leaked = [s for s in host.handles.live(Status) if s.origin.endswith(f"plugin:{self.name}")]
         for status in leaked:
             host.handles.drop(status.ptr)
         if self._lib is not None:
-            ffi.dlclose(self._lib)
+            self._lib.close()
             self._lib = None
+        self._create = self._release = None
         if check_leaks and leaked:
             first = leaked[0]
-            raise ConductError(f"library '{self.name}' leaked {len(leaked)} OrtStatus object(s) it never returned "
-                               f"or released (first: code {first.code}, {first.message!r})")
+            findings.append(f"library '{self.name}' leaked {len(leaked)} OrtStatus object(s) it never returned "
+                            f"or released (first: code {first.code}, {first.message!r})")
+        for finding in findings:  # after everything is released, so a strict host raises with nothing left over
+            host.tolerate(finding)

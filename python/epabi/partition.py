@@ -5,6 +5,11 @@ fused node whose inputs are the values its nodes consume from outside the group 
 included unless the EP asked to drop them), in order of first use, and whose outputs are the values it
 produces that the rest of the graph or the graph outputs need, in order of production. Units (fused nodes
 and the nodes left to the CPU) are then ordered topologically.
+
+A group must be convex: no path between two of its nodes may leave it (a node outside on such a path would have
+to run both before and after the fused node). ORT checks every group so (its plugin-EP adapter splits the group
+into supported partitions and finds more than one), logs "OrtEp::GetCapability() set nodes that cannot be fused
+together" and uses none of the EP's claims (:func:`non_convex_groups`).
 """
 
 from __future__ import annotations
@@ -41,6 +46,36 @@ class Unit:
     kernel_node: NodeView | None = None  # a node a kernel-registry EP runs with its own kernel
     order_key: int = 0
     deps: set[int] = field(default_factory=set)
+
+
+def _successors(node: NodeView) -> list[NodeView]:
+    out: list[NodeView] = []
+    for value in node.outputs:
+        if value is not None:
+            out += [consumer for consumer, _ in value.consumers] + list(value.implicit_consumers)
+    return out
+
+
+def is_convex(nodes: list[NodeView]) -> bool:
+    """No path from one of ``nodes`` to another passes through a node outside them."""
+    members = {n.id for n in nodes}
+    stack = [s for n in nodes for s in _successors(n) if s.id not in members]
+    seen: set[int] = set()
+    while stack:
+        node = stack.pop()
+        if node.id in members:
+            return False
+        if node.id in seen:
+            continue
+        seen.add(node.id)
+        stack.extend(_successors(node))
+    return True
+
+
+def non_convex_groups(groups: list[tuple[list[NodeView], bool]]) -> list[int]:
+    """Indices of the claimed groups (as ``EpGraphSupportInfo_AddNodesToFuse`` recorded them) that are not
+    convex; ORT drops every claim of the EP when there is one."""
+    return [i for i, (nodes, _) in enumerate(groups) if not is_convex(nodes)]
 
 
 def build_groups(graph: GraphView, groups: list[tuple[list[NodeView], bool]], ep_name: str) -> list[FusedGroup]:

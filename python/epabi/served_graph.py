@@ -1,4 +1,5 @@
-"""Served ``OrtApi`` graph accessors (``Graph_*``, ``Node_*``, ``ValueInfo_*``, ``OpAttr_*``, type infos).
+"""Served ``OrtApi`` graph accessors (``Graph_*``, ``Node_*``, ``ValueInfo_*``, ``OpAttr_*``, type infos, external
+initializer info, model metadata).
 
 Semantics follow ONNX Runtime 1.23+: arrays are copied into caller-provided buffers that must be large
 enough (``ORT_INVALID_ARGUMENT`` otherwise); returned strings and objects are owned by the graph and live
@@ -16,6 +17,7 @@ from ._ffi import enum_value, ffi
 from .errors import OrtErrorCode
 from .graph_view import GraphView, NodeView, OpAttrView, ValueInfoView
 from .handles import address
+from .model_metadata import ExternalInitializerInfo, ModelMetadata
 from .values import OrtValue, TensorTypeAndShapeInfo, TypeInfo
 
 _ATTR = {k: enum_value("OrtOpAttrType", f"ORT_OP_ATTR_{k}") for k in ("INT", "INTS", "FLOAT", "FLOATS", "STRING",
@@ -181,7 +183,7 @@ class GraphApi:
         if attr.type != 8:
             return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"attribute '{attr.name}' is not a tensor")
         value = OrtValue(numpy_helper.to_array(attr.proto.t).copy())
-        value.ptr = self.h.issue(value, "OrtValue*")
+        value.ptr = self.h.issue_for_plugin(value, "OrtValue*")
         return self._set(out, value.ptr)  # caller releases with ReleaseValue
 
     def ReadOpAttr(self, a: Any, kind: int, data: Any, length: int, out: Any) -> Any:
@@ -323,7 +325,98 @@ class GraphApi:
         self._release_owned(t, TensorTypeAndShapeInfo, "tensor type-and-shape info")
 
     def ReleaseTypeInfo(self, t: Any) -> None:
-        info = self.s.host.handles.lookup(t, TypeInfo)
+        info = self.h.lookup(t, TypeInfo)
         self._release_owned(t, TypeInfo, "type info")
         if info is not None and info.tensor is not None and info.tensor.ptr != ffi.NULL:
             self.s.host.release_handle(info.tensor.ptr)  # the plugin's copy: its tensor part goes with it
+
+    # -- external initializers (ORT 1.23+) --------------------------------------------------------------
+    def _external(self, ptr: Any) -> ExternalInitializerInfo:
+        return self.s.get(ptr, ExternalInitializerInfo, "external initializer info")
+
+    def ValueInfo_GetExternalInitializerInfo(self, v: Any, out: Any) -> Any:
+        # a copy the plugin owns (ReleaseExternalInitializerInfo); NULL for data inside the model
+        ext = self._vi(v).external
+        if ext is None:
+            return self._set(out, ffi.NULL)
+        info = ExternalInitializerInfo(ext.path, ext.offset, ext.size)
+        info.ptr = self.h.issue_for_plugin(info, "OrtExternalInitializerInfo*")
+        return self._set(out, info.ptr)
+
+    def ReleaseExternalInitializerInfo(self, info: Any) -> None:
+        if address(info) != 0:
+            self._external(info)
+            self.h.drop(info)
+
+    def ExternalInitializerInfo_GetFilePath(self, info: Any) -> Any:
+        return self._external(info).c_path
+
+    def ExternalInitializerInfo_GetFileOffset(self, info: Any) -> int:
+        return self._external(info).offset
+
+    def ExternalInitializerInfo_GetByteSize(self, info: Any) -> int:
+        return self._external(info).size
+
+    # -- model metadata (Graph_GetModelMetadata since 1.23; the getters are the session API's) ----------
+    def _metadata(self, ptr: Any) -> ModelMetadata:
+        return self.s.get(ptr, ModelMetadata, "model metadata")
+
+    def _allocated(self, allocator: Any, data: bytes) -> Any:
+        """``data`` copied into memory from the caller's ``OrtAllocator`` (the caller frees it with it)."""
+        if address(allocator) == 0:
+            from .api_table import Misuse
+
+            raise Misuse("NULL OrtAllocator")
+        p = allocator.Alloc(allocator, max(len(data), 1))
+        if p == ffi.NULL:
+            raise MemoryError(f"the caller's OrtAllocator failed to allocate {len(data)} bytes")
+        ffi.memmove(p, data, len(data))
+        return p
+
+    def _string_out(self, allocator: Any, text: str, out: Any) -> Any:
+        return self._set(out, ffi.cast("char*", self._allocated(allocator, text.encode() + b"\0")))
+
+    def Graph_GetModelMetadata(self, g: Any, out: Any) -> Any:
+        meta = (self._graph(g).metadata or ModelMetadata()).copy()
+        meta.ptr = self.h.issue_for_plugin(meta, "OrtModelMetadata*")
+        return self._set(out, meta.ptr)
+
+    def ReleaseModelMetadata(self, m: Any) -> None:
+        if address(m) != 0:
+            self._metadata(m)
+            self.h.drop(m)
+
+    def ModelMetadataGetProducerName(self, m: Any, allocator: Any, out: Any) -> Any:
+        return self._string_out(allocator, self._metadata(m).producer_name, out)
+
+    def ModelMetadataGetGraphName(self, m: Any, allocator: Any, out: Any) -> Any:
+        return self._string_out(allocator, self._metadata(m).graph_name, out)
+
+    def ModelMetadataGetDomain(self, m: Any, allocator: Any, out: Any) -> Any:
+        return self._string_out(allocator, self._metadata(m).domain, out)
+
+    def ModelMetadataGetDescription(self, m: Any, allocator: Any, out: Any) -> Any:
+        return self._string_out(allocator, self._metadata(m).description, out)
+
+    def ModelMetadataGetGraphDescription(self, m: Any, allocator: Any, out: Any) -> Any:
+        return self._string_out(allocator, self._metadata(m).graph_description, out)
+
+    def ModelMetadataLookupCustomMetadataMap(self, m: Any, allocator: Any, key: Any, out: Any) -> Any:
+        from .objects import pystr
+
+        value = self._metadata(m).custom.get(pystr(key) or "")
+        return self._set(out, ffi.NULL) if value is None else self._string_out(allocator, value, out)
+
+    def ModelMetadataGetVersion(self, m: Any, out: Any) -> Any:
+        return self._set(out, self._metadata(m).version)
+
+    def ModelMetadataGetCustomMetadataMapKeys(self, m: Any, allocator: Any, keys: Any, num: Any) -> Any:
+        # an array of strings, array and strings each from the caller's allocator; NULL when there are none
+        names = list(self._metadata(m).custom)
+        num[0] = len(names)
+        if not names:
+            return self._set(keys, ffi.NULL)
+        array = ffi.cast("char**", self._allocated(allocator, bytes(ffi.sizeof("char*") * len(names))))
+        for i, name in enumerate(names):
+            array[i] = ffi.cast("char*", self._allocated(allocator, name.encode() + b"\0"))
+        return self._set(keys, array)

@@ -59,7 +59,7 @@ class ValueApi:
         return self.s.get(ptr, OrtValue, "OrtValue")
 
     def _new_value(self, value: OrtValue, out: Any) -> Any:
-        value.ptr = self.h.issue(value, "OrtValue*")
+        value.ptr = self.h.issue_for_plugin(value, "OrtValue*")
         out[0] = value.ptr
         return ffi.NULL
 
@@ -123,7 +123,7 @@ class ValueApi:
 
     def GetTensorTypeAndShape(self, v: Any, out: Any) -> Any:
         info: TensorTypeAndShapeInfo = self._value(v).type_and_shape()
-        info.ptr = self.h.issue(info, "OrtTensorTypeAndShapeInfo*")
+        info.ptr = self.h.issue_for_plugin(info, "OrtTensorTypeAndShapeInfo*")
         out[0] = info.ptr
         return ffi.NULL
 
@@ -186,6 +186,24 @@ class ValueApi:
         ctx.outputs[index] = value
         ctx.output_ptrs[index] = self.h.issue(value, "OrtValue*")
         self.s.host.mark_host_owned(ctx.output_ptrs[index])
+        out[0] = ctx.output_ptrs[index]
+        return ffi.NULL
+
+    def KernelContext_GetPreallocatedOutput(self, c: Any, index: int, out: Any) -> Any:
+        """The output value when it already exists: created by ``KernelContext_GetOutput`` before, or bound by the
+        caller in the memory the EP computes in (IOBinding), which then becomes the output; NULL otherwise."""
+        ctx = self._ctx(c)
+        if not 0 <= index < len(ctx.outputs):
+            return self.s.error(OrtErrorCode.INVALID_ARGUMENT, f"KernelContext_GetPreallocatedOutput: index {index} "
+                                f"out of range [0, {len(ctx.outputs)})")
+        if ctx.outputs[index] is None:
+            target = ctx.preallocated.get(index)
+            if target is None or target.element_type() != ctx.output_types[index]:
+                out[0] = ffi.NULL
+                return ffi.NULL
+            ctx.outputs[index] = target
+            ctx.output_ptrs[index] = self.h.issue(target, "OrtValue*")
+            self.s.host.mark_host_owned(ctx.output_ptrs[index])
         out[0] = ctx.output_ptrs[index]
         return ffi.NULL
 

@@ -29,16 +29,19 @@ from .capture import GraphCapture, annotation_id
 from .cpu_fallback import CpuFallback
 from .device_memory import DataTransfer, DeviceAllocator, DeviceValue
 from .errors import ConductError, OrtErrorCode, OrtStatusError
+from .freed_buffers import FreedBuffers
 from .graph_view import GraphView, NodeView, model_graph
 from .io_binding import IOBinding
 from .kernel_nodes import KernelNodes
 from .layout import transform_layout
+from .model_checks import check_node_inputs, check_opsets
 from .objects import MemoryInfo, OrtDeviceMemoryType
-from .partition import FusedGroup, Unit, build_groups, order_units
+from .partition import FusedGroup, Unit, build_groups, non_convex_groups, order_units
 from .run_options import RunOptions
 from .served_values import GraphSupportInfo, KernelContext, NodeComputeContext
 from .session_options import SessionOptions
 from .values import ONNX_TO_NUMPY, OrtValue, as_ortvalue
+from .versions import NEWEST_EMULATED, HostBehaviour, behaviour
 
 if TYPE_CHECKING:
     from .ep import Ep
@@ -50,8 +53,11 @@ def _invalid(message: str) -> OrtStatusError:
     return OrtStatusError(OrtErrorCode.INVALID_ARGUMENT, message)
 
 
-def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
-    """Parses and shape-infers a model. Raises OrtStatusError (NO_SUCHFILE, INVALID_PROTOBUF, INVALID_GRAPH)."""
+def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
+               release: HostBehaviour | None = None) -> tuple[onnx.ModelProto, str]:
+    """Parses and shape-infers a model, refusing what the ONNX Runtime ``release`` refuses at load (opsets above
+    its maximum, node inputs nothing provides: :mod:`epabi.model_checks`). Raises OrtStatusError (NO_SUCHFILE,
+    INVALID_PROTOBUF, INVALID_GRAPH, FAIL, INVALID_ARGUMENT)."""
     model_path = ""
     if isinstance(path_or_bytes, onnx.ModelProto):
         model = path_or_bytes
@@ -71,6 +77,9 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto) -> tuple[onn
                                  f"Load model from {model_path} failed: protobuf parsing failed ({exc})") from exc
     if not model.graph.node and not model.graph.output:
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, "the model has an empty graph (truncated or not a model?)")
+    if release is not None:
+        check_opsets(model, release, model_path or "memory")
+    check_node_inputs(model, model_path or "memory")
     try:
         onnx.checker.check_model(model)
     except Exception as exc:  # ORT accepts some models the checker rejects (untyped outputs)
@@ -96,7 +105,9 @@ class NodeArg:
         self.elem_type = tt.elem_type
         self.type = f"tensor({onnx.helper.tensor_dtype_to_string(tt.elem_type).split('.')[-1].lower()})"
         if tt.HasField("shape"):
-            self.shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+            # a dim stored as a negative value is dynamic, as in ORT (its NodeArg shows None)
+            self.shape = [d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
+                          for d in tt.shape.dim]
 
 
 class InferenceSession:
@@ -138,15 +149,17 @@ class InferenceSession:
         self._cpu: CpuFallback | None = None
         self._kernels: KernelNodes | None = None
         self._kernel_nodes: list[NodeView] = []
+        self._freed = FreedBuffers()
         self.options = sess_options or SessionOptions()
-        self.model, model_path = load_model(path_or_bytes)
+        devices = self.options.provider_devices
+        self.host = host if host is not None else (devices[0].factory.library.host if devices else None)
+        self.model, model_path = load_model(path_or_bytes, self.host.behaviour if self.host is not None else
+                                            behaviour(NEWEST_EMULATED))
         self.graph = model_graph(self.model, model_path)
         self._inputs = [NodeArg(vi) for vi in self.model.graph.input
                         if vi.name not in {t.name for t in self.model.graph.initializer}]
         self._outputs = [NodeArg(vi) for vi in self.model.graph.output]
         self.node_assignment: dict[str, str] = {}
-        devices = self.options.provider_devices
-        self.host = host if host is not None else (devices[0].factory.library.host if devices else None)
         try:
             if devices:
                 self._create_ep()
@@ -237,6 +250,14 @@ class InferenceSession:
             ep.call_status("GetCapability", self.graph.ptr, support.ptr)
         finally:
             host.handles.drop(support.ptr)
+        bad = non_convex_groups(support.groups)
+        if bad:  # as ORT: it logs an error and takes none of the EP's claims, so every node runs on the CPU
+            names = [", ".join(n.name or n.op_type for n in support.groups[i][0][:4]) for i in bad]
+            host.tolerate(f"OrtEp::GetCapability() for {ep.name} set nodes that cannot be fused together (a node "
+                          f"outside the group lies on a path between two of its nodes: {'; '.join(names)}); as ONNX "
+                          "Runtime, the host uses none of the EP's claims")
+            support.groups = []
+            support.single_nodes = []
         return support
 
     def _make_subgraph(self, group: FusedGroup) -> None:
@@ -248,6 +269,9 @@ class InferenceSession:
         initializers = {name: g.values[name].initializer.array for name in group.constant_inputs}
         sub = GraphView(group.name, [n.proto for n in group.nodes], group.inputs, group.outputs, initializers, types,
                         g.opsets, g.ir_version, g.model_path, constant_initializers=set(initializers))
+        sub.metadata = g.metadata  # Graph_GetModelMetadata on a fused node's graph answers for the model
+        for name in initializers:
+            sub.values[name].external = g.values[name].external
         group.proto = onnx.helper.make_node(group.name, group.inputs, group.outputs, name=group.name)
         group.subgraph = sub
         self.host.expose_graph(sub)
@@ -344,12 +368,11 @@ class InferenceSession:
         names = [o.name for o in self._outputs] if not output_names else list(output_names)
         for name in names:
             self.output_arg(name)
-        results = self._run(feeds, {}, run_options)
+        results = self._run(feeds, {}, run_options, copy_outputs=True)
         if results is None:  # a replay hands no fresh outputs to a plain run, as in ORT
             _log.warning("graph replay: run() returns no outputs; bind pre-allocated outputs with io_binding()")
             return []
-        # copies: an output may be a feed or an initializer passed straight through
-        return [_fresh(results[name]) for name in names]
+        return [results[name] for name in names]
 
     def run_with_iobinding(self, binding: IOBinding, run_options: RunOptions | None = None) -> None:
         """Runs with bound inputs; bound outputs are written in place, unbound ones allocated."""
@@ -450,8 +473,9 @@ class InferenceSession:
                                f"{bad[0]} Got: {shape[bad[0]]} Expected: {arg.shape[bad[0]]}")
 
     def _run(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
-             run_options: RunOptions | None) -> dict[str, Any] | None:
+             run_options: RunOptions | None, copy_outputs: bool = False) -> dict[str, Any] | None:
         """One user call: plain execution, or ORT's capture/replay loop (None = replayed, nothing fresh).
+        ``copy_outputs``: hand over copies (numpy arrays, as ``run()`` does) and free the host's buffers.
 
         close() waits for calls in flight, and calls that start after it raise."""
         with self._idle:
@@ -464,11 +488,13 @@ class InferenceSession:
         try:
             with serial:
                 if not getattr(self, "graph_capture", None) or not self.graph_capture.enabled:
-                    return self._execute(feeds, prealloc, run_options)[0]
+                    return self._execute(feeds, prealloc, run_options, copy_outputs)[0]
                 if self._allocator is not None and annotation_id(run_options) != -1:
                     self._check_capture_bindings(feeds, prealloc)
-                return self.graph_capture.run(lambda: self._execute(feeds, prealloc, run_options), run_options,
-                                              lambda: None)
+                results = self.graph_capture.run(lambda: self._execute(feeds, prealloc, run_options, copy_outputs),
+                                                 run_options, lambda: None)
+                self._check_freed_buffers()
+                return results
         finally:
             with self._idle:
                 self._in_flight -= 1
@@ -490,9 +516,10 @@ class InferenceSession:
                            "gpu_graph_id -1)")
 
     def _execute(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
-                 run_options: RunOptions | None) -> tuple[dict[str, Any], _Run]:
-        """Runs the graph once: the outputs by name, and the run's state (graph capture keeps a capturing
-        run's values alive, since the captured launches read them)."""
+                 run_options: RunOptions | None, copy_outputs: bool = False) -> tuple[dict[str, Any], _Run]:
+        """Runs the graph once: the outputs by name, and the run's state. As in ORT, the buffers the host
+        allocated for the run are gone afterwards (device ones freed, host ones poisoned, see
+        :meth:`_Run.free_host_buffers`), except the outputs handed to the caller."""
         if self._closed:
             raise _invalid("the session is closed (closed by close(), or its EP library was unregistered)")
         missing = [i.name for i in self._inputs if i.name not in feeds]
@@ -503,6 +530,7 @@ class InferenceSession:
             run.values.setdefault(vi.name, vi.initializer)
         run_options = run_options or RunOptions()
         ep, host = self._ep, self.host
+        out: dict[str, Any] = {}
         if ep is not None:
             run_options.ptr = host.handles.issue(run_options, "OrtRunOptions*")
         try:
@@ -519,7 +547,6 @@ class InferenceSession:
                 ep.call_status("OnRunEnd", run_options.ptr, True)
             if self._kernels is not None:
                 self._kernels.end_run()
-            out: dict[str, Any] = {}
             for arg in self._outputs:
                 target = prealloc.get(arg.name)
                 result = run.values[arg.name]
@@ -528,14 +555,38 @@ class InferenceSession:
                     result = target
                 elif isinstance(result, DeviceValue) and target is None:
                     result = OrtValue(self._to_host(result))  # unbound: the caller gets host memory
-                out[arg.name] = result
+                # copies: an output may be a feed or an initializer passed straight through
+                out[arg.name] = _fresh(result) if copy_outputs else result
             return out, run
         finally:
             for value in run.temps:
                 value.release()
+            self._free_host_buffers(run, list(out.values()))
             if ep is not None:
                 host.handles.drop(run_options.ptr)
                 run_options.ptr = ffi.NULL
+
+    def _free_host_buffers(self, run: _Run, returned: list[Any]) -> None:
+        """Frees the host-memory buffers the host allocated for ``run`` as ORT does (:mod:`epabi.freed_buffers`),
+        except those handed to the caller (or sharing memory with one)."""
+        keep = [r.array for r in returned if isinstance(r, OrtValue) and not isinstance(r, DeviceValue)]
+        keep += [r for r in returned if isinstance(r, np.ndarray)]
+        capture = bool(getattr(self, "graph_capture", None) and self.graph_capture.enabled)
+        for value, name in run.host_allocated:
+            if not any(np.shares_memory(value.array, k) for k in keep):
+                self._freed.free(value.array, f"'{name}'", quarantine=capture)
+        run.host_allocated = [(v, n) for v, n in run.host_allocated
+                              if any(np.shares_memory(v.array, k) for k in keep)]
+
+    def _check_freed_buffers(self) -> None:
+        """Raises ConductError when the EP wrote into buffers freed after an earlier run (under ORT, memory its
+        arena gave to other tensors)."""
+        written = self._freed.written()
+        if written:
+            raise ConductError(f"{self._ep.name} wrote into host buffers freed after an earlier run "
+                               f"({', '.join(written)}); under ONNX Runtime this is a use after free. A replayed "
+                               "graph writes into the buffers of the run that captured it: bind outputs with "
+                               "IOBinding to buffers that outlive the runs")
 
     def _copy_into(self, name: str, result: Any, target: OrtValue) -> None:
         """Copies a run's output into the caller's bound value, wherever each lives (host or device memory).
@@ -633,6 +684,8 @@ class InferenceSession:
                 host.release_handle(ptr)
             bound = {id(v) for v in targets.values()}
             run.temps.extend(v for v in ctx.outputs if isinstance(v, DeviceValue) and id(v) not in bound)
+            run.host_allocated.extend((v, n) for v, n in zip(ctx.outputs, group.outputs, strict=True)
+                                      if v is not None and not isinstance(v, DeviceValue) and id(v) not in bound)
         for name, value in zip(group.outputs, ctx.outputs, strict=True):
             if value is None:
                 raise ConductError(f"{ep.name}: Compute of {group.name} succeeded without producing output '{name}'")
@@ -667,12 +720,15 @@ class _Run:
         self.on_host: dict[str, np.ndarray] = {}
         self.on_device: dict[str, OrtValue] = {}
         self.temps: list[DeviceValue] = []
+        self.host_allocated: list[tuple[OrtValue, str]] = []  # fused-node outputs allocated in host memory
 
 
 def _fresh(x: Any) -> Any:
     """A caller-owned copy of a result; string tensors come back as object arrays, as from onnxruntime."""
-    if isinstance(x, OrtValue):
+    if isinstance(x, DeviceValue):
         return x.numpy()
+    if isinstance(x, OrtValue):
+        return x.array.copy()
     if isinstance(x, np.ndarray):
         return x.astype(object) if x.dtype.kind in "US" else x.copy()
     return x  # sequences, maps, optionals from the CPU fallback

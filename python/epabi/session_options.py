@@ -19,6 +19,9 @@ class SessionOptions:
         self.config: dict[str, str] = {}
         self.provider_devices: list[EpDevice] = []
         self.provider_options: dict[str, str] = {}
+        #: ``(const void*, length)`` the application set with ``SessionOptionsSetWeightlessSourceModelBuffer``
+        #: (the host keeps the pointer, not a copy), read back by ``SessionOptionsGetWeightlessSourceModelBuffer``.
+        self.weightless_source: tuple[Any, int] | None = None
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Sets one config entry (``session.compile_only``, ``ep.epabiexecutionprovider.enable_cuda_graph``, ...).

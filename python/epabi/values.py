@@ -93,12 +93,24 @@ class OrtValue:
         self._device_type = "cpu"
         self.ptr: Any = ffi.NULL
 
+    def _share(self, array: np.ndarray) -> None:
+        """Initialises the value over ``array`` itself (C-contiguous; read-only arrays included, as ORT shares
+        them). Raises TypeError for an unsupported dtype."""
+        self._elem_type = onnx_type_of(array.dtype)
+        self._array = array
+        self._device_type = "cpu"
+        self.ptr = ffi.NULL
+
     # -- onnxruntime-style API ---------------------------------------------------------------------
 
     @staticmethod
     def ortvalue_from_numpy(array: np.ndarray, device_type: str = "cpu", device_id: int = 0, vendor_id: int = -1,
                             *, host: Any = None) -> OrtValue:
-        """A value holding a copy of ``array`` (C-contiguous), in host memory or in an EP device's memory.
+        """A value over ``array`` in host memory, or a copy of it in an EP device's memory.
+
+        As onnxruntime's, a CPU value shares the array's buffer when the array is C-contiguous (read-only
+        arrays too): writes to either show in the other, and the value keeps the array alive. Other arrays are
+        copied into a C-contiguous buffer.
 
         Args:
             array: any numpy array whose dtype has an ONNX element type.
@@ -118,7 +130,12 @@ class OrtValue:
             MemoryError: the plugin's allocator failed.
         """
         if device_type.lower() == "cpu":
-            return OrtValue(np.array(array, copy=True, order="C"))
+            array = np.asarray(array)
+            if not array.flags.c_contiguous:
+                return OrtValue(np.array(array, copy=True, order="C"))
+            value = OrtValue.__new__(OrtValue)
+            value._share(array)
+            return value
         from .device_memory import device_value_from_numpy, find_device_memory
 
         memory = find_device_memory(device_type, device_id, vendor_id, _host_of(host))
@@ -159,8 +176,9 @@ class OrtValue:
         return DeviceValue.wrap(memory, view.pointer, list(view.shape), view.element_type, owner=view)
 
     def numpy(self) -> np.ndarray:
-        """A copy of the data."""
-        return self._array.copy()
+        """The data as a numpy array sharing this value's host buffer (as onnxruntime's ``numpy()`` of a CPU
+        value: writes through it change the value)."""
+        return self._array
 
     def update_inplace(self, array: np.ndarray) -> None:
         """Copies ``array`` into this value's buffer, keeping its address.

@@ -9,8 +9,14 @@ Two kinds of version facts, kept apart:
   :func:`epabi._ffi.member_since` and never restated here (the ``*_SINCE`` constants below are read from it);
 * how ONNX Runtime's core behaves at a version: :data:`BEHAVIOURS`, one row per emulated API version.
 
-Adding an emulated API version: declare its members in ``ort_abi.h`` (``EPABI_ORT_API_VERSION`` is the
-newest) and add its row to :data:`BEHAVIOURS`; the import below fails until both agree.
+Adding an emulated API version: lay out its host-side table slots in ``ort_abi.h`` (members where their
+declarations are known, padding otherwise; ``EPABI_ORT_HOST_API_VERSION`` is the newest) and add its row to
+:data:`BEHAVIOURS`; the import below fails until both agree. The plugin's own layouts (``EPABI_ORT_API_VERSION``)
+may stay older: a host reads only the members a plugin's table declares.
+
+How each release was established: 1.22.0-1.30.0 from their public headers (facts sheet) plus behaviour observed
+on each wheel; 1.31.1 and 1.32.0 from their wheels alone (table sizes by binary analysis, the new slots' work from
+their machine code, behaviour observed; see ``ort_api_slots.py``), so their new slots are served as traps.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ._ffi import NEWEST_API, member_since
+from ._ffi import NEWEST_HOST_API, member_since
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,14 @@ class HostBehaviour:
         release: what ``GetVersionString()`` returns: the patch release of 1.<api> checked in the facts sheet.
         syncs_after_replay: the host calls ``OrtEp::Sync`` right after a successful ``ReplayGraph`` (when the
             plugin's table has ``Sync``). Observed on 1.27 and newer; 1.26.0 does not (facts sheet, section 3).
+        min_ep_version: the lowest ``OrtEp::ort_version_supported`` session creation accepts (0: any). 1.28.0 and
+            newer fail with ORT_FAIL "OrtEp has invalid ort_version_supported=N (expected at least 22)."; 1.24.4,
+            1.26.0 and 1.27.0 accept even 0 (observed with the misbehaving test plugin on each release's wheel).
+        max_onnx_opset: the newest ``ai.onnx`` opset a model may import; newer ones fail the load with ORT_FAIL
+            (observed on each release's wheel; ``ai.onnx.ml`` is capped at 5 on all of them).
+        checks_factory_count: ``CreateEpFactories`` reporting more factories than ``max_factories`` fails the
+            registration with ORT_FAIL (1.31.1, 1.32.0: "CreateEpFactories returned N factories but the supplied
+            capacity was 4."); older releases abort the process on an assertion (observed).
         limits_kernel_ep_version: creating a kernel of a kernel-registry EP fails (``ORT_FAIL``) when the EP's
             ``ort_version_supported`` is 0 or above the host's API. Observed on 1.26.0 (the WebGPU plugin, which
             declares 30, runs on 1.24.4 and 1.32.0 but not there); the facts sheet finds the check in no other
@@ -39,31 +53,44 @@ class HostBehaviour:
     api: int
     release: str
     syncs_after_replay: bool
+    max_onnx_opset: int
+    min_ep_version: int = 0
+    checks_factory_count: bool = False
     limits_kernel_ep_version: bool = False
+
+    @property
+    def max_opsets(self) -> dict[str, int]:
+        """Newest opset per domain the release loads (domains it does not cap are absent)."""
+        return {"ai.onnx": self.max_onnx_opset, "ai.onnx.ml": 5}
 
 
 #: One row per emulated API version, oldest first.
 BEHAVIOURS: tuple[HostBehaviour, ...] = (
-    HostBehaviour(22, "1.22.0", syncs_after_replay=False),
-    HostBehaviour(23, "1.23.2", syncs_after_replay=False),
-    HostBehaviour(24, "1.24.4", syncs_after_replay=False),
-    HostBehaviour(25, "1.25.1", syncs_after_replay=False),
-    HostBehaviour(26, "1.26.0", syncs_after_replay=False, limits_kernel_ep_version=True),
-    HostBehaviour(27, "1.27.0", syncs_after_replay=True),
-    HostBehaviour(28, "1.28.0", syncs_after_replay=True),
-    HostBehaviour(29, "1.29.0", syncs_after_replay=True),
-    HostBehaviour(30, "1.30.0", syncs_after_replay=True),
+    HostBehaviour(22, "1.22.0", syncs_after_replay=False, max_onnx_opset=22),
+    HostBehaviour(23, "1.23.2", syncs_after_replay=False, max_onnx_opset=23),
+    HostBehaviour(24, "1.24.4", syncs_after_replay=False, max_onnx_opset=25),
+    HostBehaviour(25, "1.25.1", syncs_after_replay=False, max_onnx_opset=26),
+    HostBehaviour(26, "1.26.0", syncs_after_replay=False, max_onnx_opset=26,
+                  limits_kernel_ep_version=True),
+    HostBehaviour(27, "1.27.0", syncs_after_replay=True, max_onnx_opset=26),
+    HostBehaviour(28, "1.28.0", syncs_after_replay=True, max_onnx_opset=26, min_ep_version=22),
+    HostBehaviour(29, "1.29.0", syncs_after_replay=True, max_onnx_opset=26, min_ep_version=22),
+    HostBehaviour(30, "1.30.0", syncs_after_replay=True, max_onnx_opset=26, min_ep_version=22),
+    HostBehaviour(31, "1.31.1", syncs_after_replay=True, max_onnx_opset=26, min_ep_version=22,
+                  checks_factory_count=True),
+    HostBehaviour(32, "1.32.0", syncs_after_replay=True, max_onnx_opset=28, min_ep_version=22,
+                  checks_factory_count=True),
 )
 _BY_API = {b.api: b for b in BEHAVIOURS}
 
 OLDEST_EMULATED = BEHAVIOURS[0].api
 #: The newest API whose layouts ort_abi.h declares; the table must end there.
-NEWEST_EMULATED = NEWEST_API
+NEWEST_EMULATED = NEWEST_HOST_API
 #: Every emulated API version, oldest first (tests parametrize over this).
 EMULATED: tuple[int, ...] = tuple(range(OLDEST_EMULATED, NEWEST_EMULATED + 1))
 if tuple(_BY_API) != EMULATED:
-    raise ImportError(f"epabi.versions.BEHAVIOURS covers API {sorted(_BY_API)}, but ort_abi.h declares up to API "
-                      f"{NEWEST_API}: give every API version from {OLDEST_EMULATED} on one row, in order")
+    raise ImportError(f"epabi.versions.BEHAVIOURS covers API {sorted(_BY_API)}, but ort_abi.h lays out host tables "
+                      f"up to API {NEWEST_HOST_API}: give each API version from {OLDEST_EMULATED} on one row, in order")
 
 #: Release string the emulated host reports per API version.
 RELEASES: dict[int, str] = {b.api: b.release for b in BEHAVIOURS}

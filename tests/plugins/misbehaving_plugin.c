@@ -13,6 +13,13 @@
  *   FORGED_STATUS          GetSupportedDevices returns a pointer that CreateStatus never made
  *   CALL_NEWER_API         GetSupportedDevices calls OrtEpApi::GetOpSchema (API 25) on any host
  *   TOO_MANY_FACTORIES     reports more factories than max_factories
+ *   ZERO_FACTORIES         CreateEpFactories succeeds with no factory (as onnxruntime-ggml 0.2.0 on 1.24)
+ *   FACTORY_VERSION_21     OrtEpFactory::ort_version_supported = 21 (below the first EP API release)
+ *   EP_VERSION_21          OrtEp::ort_version_supported = 21
+ *   RELEASE_FACTORY_FAILS  ReleaseEpFactory frees the factory but returns an error status
+ *   METADATA_VERSION       passes EP metadata naming "version" to CreateEpDevice (ORT adds that key itself)
+ *   CLAIM_NON_CONVEX       GetCapability claims every node except Sigmoids as one group, so a Sigmoid between
+ *                          two claimed nodes makes the group non-convex (Compile is a stub that fails)
  */
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +56,13 @@ static OrtStatus* GetSupportedDevices(OrtEpFactory* f, const OrtHardwareDevice* 
 #endif
     for (size_t i = 0; i < n && *num < max; ++i) {
         if (g_api->HardwareDevice_Type(devices[i]) != OrtHardwareDeviceType_CPU) continue;
-        OrtStatus* s = g_ep_api->CreateEpDevice(f, devices[i], NULL, NULL, &out[*num]);
+        OrtKeyValuePairs* meta = NULL;
+#ifdef METADATA_VERSION
+        g_api->CreateKeyValuePairs(&meta);
+        g_api->AddKeyValuePair(meta, "version", "9.9.9");
+#endif
+        OrtStatus* s = g_ep_api->CreateEpDevice(f, devices[i], meta, NULL, &out[*num]);
+        g_api->ReleaseKeyValuePairs(meta);
         if (s != NULL) return s;
         ++*num;
     }
@@ -63,8 +76,36 @@ struct test_ep {
 static const char* EpName(const OrtEp* ep) { (void)ep; return "MisbehavingEp"; }
 static OrtStatus* EpGetCapability(OrtEp* ep, const OrtGraph* g, OrtEpGraphSupportInfo* info) {
     (void)ep; (void)g; (void)info;
+#ifdef CLAIM_NON_CONVEX
+    size_t n = 0, claimed = 0;
+    OrtStatus* st = g_api->Graph_GetNumNodes(g, &n);
+    if (st != NULL) return st;
+    const OrtNode** nodes = calloc(n ? n : 1, sizeof *nodes);
+    const OrtNode** chosen = calloc(n ? n : 1, sizeof *chosen);
+    st = g_api->Graph_GetNodes(g, nodes, n);
+    for (size_t i = 0; st == NULL && i < n; ++i) {
+        const char* op = NULL;
+        st = g_api->Node_GetOperatorType(nodes[i], &op);
+        if (st == NULL && strcmp(op, "Sigmoid") != 0) chosen[claimed++] = nodes[i];
+    }
+    if (st == NULL && claimed) st = g_ep_api->EpGraphSupportInfo_AddNodesToFuse(info, chosen, claimed, NULL);
+    free(nodes);
+    free(chosen);
+    return st;
+#else
     return NULL;
+#endif
 }
+
+#ifdef CLAIM_NON_CONVEX
+static OrtStatus* EpCompile(OrtEp* ep, const OrtGraph** graphs, const OrtNode** fused, size_t count,
+                            OrtNodeComputeInfo** infos, OrtNode** ep_context) {
+    (void)ep; (void)graphs; (void)fused; (void)count; (void)infos; (void)ep_context;
+    return g_api->CreateStatus(ORT_EP_FAIL, "Compile must not be called for a non-convex claim");
+}
+
+static void EpReleaseInfos(OrtEp* ep, OrtNodeComputeInfo** infos, size_t n) { (void)ep; (void)infos; (void)n; }
+#endif
 
 static OrtStatus* CreateEp(OrtEpFactory* f, const OrtHardwareDevice* const* d, const OrtKeyValuePairs* const* m,
                            size_t n, const OrtSessionOptions* so, const OrtLogger* l, OrtEp** out) {
@@ -73,8 +114,15 @@ static OrtStatus* CreateEp(OrtEpFactory* f, const OrtHardwareDevice* const* d, c
     ep->base.ort_version_supported = 24;
     ep->base.GetName = EpName;
     ep->base.GetCapability = EpGetCapability;
+#ifdef CLAIM_NON_CONVEX
+    ep->base.Compile = EpCompile;
+    ep->base.ReleaseNodeComputeInfos = EpReleaseInfos;
+#endif
 #ifdef EP_VERSION_ZERO
     ep->base.ort_version_supported = 0;
+#endif
+#ifdef EP_VERSION_21
+    ep->base.ort_version_supported = 21;
 #endif
 #ifdef EP_NULL_CAPABILITY
     ep->base.GetCapability = NULL;
@@ -109,6 +157,9 @@ EXPORT OrtStatus* CreateEpFactories(const char* name, const OrtApiBase* base, co
 #ifdef FACTORY_VERSION_ZERO
     f->base.ort_version_supported = 0;
 #endif
+#ifdef FACTORY_VERSION_21
+    f->base.ort_version_supported = 21;
+#endif
 #ifdef NULL_GET_VERSION
     f->base.GetVersion = NULL;
 #endif
@@ -120,6 +171,11 @@ EXPORT OrtStatus* CreateEpFactories(const char* name, const OrtApiBase* base, co
 #ifdef TOO_MANY_FACTORIES
     *num = max + 1;
 #endif
+#ifdef ZERO_FACTORIES
+    free(f);
+    factories[0] = NULL;
+    *num = 0;
+#endif
     (void)max;
     return NULL;
 }
@@ -127,6 +183,10 @@ EXPORT OrtStatus* CreateEpFactories(const char* name, const OrtApiBase* base, co
 #ifndef NO_RELEASE_EXPORT
 EXPORT OrtStatus* ReleaseEpFactory(OrtEpFactory* f) {
     free(f);
+#ifdef RELEASE_FACTORY_FAILS
+    return g_api->CreateStatus(ORT_FAIL, "ReleaseEpFactory failed on purpose");
+#else
     return NULL;
+#endif
 }
 #endif

@@ -31,6 +31,9 @@
 
 /* The newest API whose plugin-side layouts (OrtEp, OrtEpFactory, ...) this file declares in full. */
 enum { EPABI_ORT_API_VERSION = 30 };
+/* The newest API whose host-side tables (OrtApi, OrtEpApi) this file lays out, new slots as padding where
+ * their declarations are not known: what the Python host can emulate. The plugin does not use it. */
+enum { EPABI_ORT_HOST_API_VERSION = 32 };
 
 /* ---- opaque handles (owned by whoever created them; see each Create/Release pair) ------------- */
 
@@ -67,6 +70,7 @@ typedef struct OrtMemoryDevice OrtMemoryDevice;
 typedef struct OrtMemoryInfo OrtMemoryInfo;
 typedef struct OrtModel OrtModel;
 typedef struct OrtModelEditorApi OrtModelEditorApi;
+typedef struct OrtModelMetadata OrtModelMetadata;
 typedef struct OrtNode OrtNode;
 typedef struct OrtNodeComputeContext OrtNodeComputeContext;
 typedef struct OrtNodeComputeInfo OrtNodeComputeInfo;
@@ -255,11 +259,23 @@ struct OrtApi {
     void (*ReleaseRunOptions)(OrtRunOptions*); /* 97 since v1 */
     void (*ReleaseTypeInfo)(OrtTypeInfo*); /* 98 since v1 */
     void (*ReleaseTensorTypeAndShapeInfo)(OrtTensorTypeAndShapeInfo*); /* 99 since v1 */
-    void* reserved_100_129[30];
+    void* reserved_100_111[12];
+    OrtStatus* (*ModelMetadataGetProducerName)(const OrtModelMetadata* model_metadata, OrtAllocator* allocator, char** value); /* 112 since v2 */
+    OrtStatus* (*ModelMetadataGetGraphName)(const OrtModelMetadata* model_metadata, OrtAllocator* allocator, char** value); /* 113 since v2 */
+    OrtStatus* (*ModelMetadataGetDomain)(const OrtModelMetadata* model_metadata, OrtAllocator* allocator, char** value); /* 114 since v2 */
+    OrtStatus* (*ModelMetadataGetDescription)(const OrtModelMetadata* model_metadata, OrtAllocator* allocator, char** value); /* 115 since v2 */
+    OrtStatus* (*ModelMetadataLookupCustomMetadataMap)(const OrtModelMetadata* model_metadata, OrtAllocator* allocator, const char* key, char** value); /* 116 since v2 */
+    OrtStatus* (*ModelMetadataGetVersion)(const OrtModelMetadata* model_metadata, int64_t* value); /* 117 since v2 */
+    void (*ReleaseModelMetadata)(OrtModelMetadata*); /* 118 since v2 */
+    void* reserved_119_122[4];
+    OrtStatus* (*ModelMetadataGetCustomMetadataMapKeys)(const OrtModelMetadata* model_metadata, OrtAllocator* allocator, char*** keys, int64_t* num_keys); /* 123 since v3 */
+    void* reserved_124_129[6];
     OrtStatus* (*AddSessionConfigEntry)(OrtSessionOptions* options, const char* config_key, const char* config_value); /* 130 since v5 */
     void* reserved_131_131[1];
     void (*ReleaseAllocator)(OrtAllocator*); /* 132 since v5 */
-    void* reserved_133_161[29];
+    void* reserved_133_157[25];
+    OrtStatus* (*ModelMetadataGetGraphDescription)(const OrtModelMetadata* model_metadata, OrtAllocator* allocator, char** value); /* 158 since v7 */
+    void* reserved_159_161[3];
     OrtStatus* (*KernelInfoGetAttributeArray_float)(const OrtKernelInfo* info, const char* name, float* out, size_t* size); /* 162 since v8 */
     OrtStatus* (*KernelInfoGetAttributeArray_int64)(const OrtKernelInfo* info, const char* name, int64_t* out, size_t* size); /* 163 since v8 */
     void* reserved_164_164[1];
@@ -393,7 +409,8 @@ struct OrtApi {
     void* (*SyncStream_GetHandle)(OrtSyncStream* stream); /* 384 since 1.23 */
     void* reserved_385_385[1];
     OrtStatus* (*CopyTensors)(const OrtEnv* env, const OrtValue* const* src_tensors, OrtValue* const* dst_tensors, OrtSyncStream* stream, size_t num_tensors); /* 386 since 1.23 */
-    void* reserved_387_389[3];
+    OrtStatus* (*Graph_GetModelMetadata)(const OrtGraph* graph, OrtModelMetadata** out); /* 387 since 1.23 */
+    void* reserved_388_389[2];
     bool (*TensorTypeAndShape_HasShape)(const OrtTensorTypeAndShapeInfo* info); /* 390 since 1.24 */
     OrtStatus* (*KernelInfo_GetConfigEntries)(const OrtKernelInfo* info, OrtKeyValuePairs** out); /* 391 since 1.24 */
     OrtStatus* (*KernelInfo_GetOperatorDomain)(const OrtKernelInfo* info, char* out, size_t* size); /* 392 since 1.24 */
@@ -409,6 +426,10 @@ struct OrtApi {
     OrtStatus* (*KernelContext_GetSyncStream)(const OrtKernelContext* context, OrtSyncStream** out); /* 423 since 1.28 */
     OrtStatus* (*SessionOptionsSetWeightlessSourceModelBuffer)(OrtSessionOptions* options, const void* source_model_data, size_t source_model_data_length); /* 424 since 1.29 */
     OrtStatus* (*KernelContext_GetPreallocatedOutput)(const OrtKernelContext* context, size_t output_index, OrtValue** output); /* 425 since 1.30 */
+    /* 426-427 appeared in 1.31, 428 in 1.32 (the 1.31.1/1.32.0 tables have 428/429 slots); no header of those
+     * releases was available, so they stay padding: python/epabi/ort_api_slots.py says what their machine code
+     * shows them to be. */
+    void* reserved_426_428[3]; /* API 31 and 32 */
 };
 
 struct OrtEpApi {
@@ -486,6 +507,33 @@ struct OrtEpApi {
     OrtStatus* (*ProfilingEvent_GetArgValue)(const OrtProfilingEvent* event, const char* key, const char** out); /* 71 since 1.25 */
     OrtStatus* (*ProfilingEventsContainer_AddEvents)(OrtProfilingEventsContainer* events_container, const OrtProfilingEvent* const* events, size_t num_events); /* 72 since 1.25 */
     OrtStatus* (*SessionOptionsGetWeightlessSourceModelBuffer)(const OrtSessionOptions* session_options, const void** source_model_data, size_t* source_model_data_length); /* 73 since 1.29 */
+    /* 74-77 appeared in 1.31 (78 slots in 1.31.1 and 1.32.0); padding, as OrtApi 426-428 (ort_api_slots.py). */
+    void* reserved_74_77[4]; /* API 31 */
+};
+
+/* OrtModelEditorApi (OrtApi::GetModelEditorApi): building and augmenting models. Layout of the ORT 1.30 header;
+ * the table appeared in 1.22 and is append-only (members added after 1.22, if any, are UNVERIFIED and marked 1.22). */
+struct OrtModelEditorApi {
+    OrtStatus* (*CreateTensorTypeInfo)(const OrtTensorTypeAndShapeInfo* tensor_info, OrtTypeInfo** type_info); /* 0 since 1.22 */
+    OrtStatus* (*CreateSparseTensorTypeInfo)(const OrtTensorTypeAndShapeInfo* tensor_info, OrtTypeInfo** type_info); /* 1 since 1.22 */
+    OrtStatus* (*CreateMapTypeInfo)(ONNXTensorElementDataType map_key_type, const OrtTypeInfo* map_value_type, OrtTypeInfo** type_info); /* 2 since 1.22 */
+    OrtStatus* (*CreateSequenceTypeInfo)(const OrtTypeInfo* sequence_type, OrtTypeInfo** type_info); /* 3 since 1.22 */
+    OrtStatus* (*CreateOptionalTypeInfo)(const OrtTypeInfo* contained_type, OrtTypeInfo** type_info); /* 4 since 1.22 */
+    OrtStatus* (*CreateValueInfo)(const char* name, const OrtTypeInfo* type_info, OrtValueInfo** value_info); /* 5 since 1.22 */
+    OrtStatus* (*CreateNode)(const char* operator_name, const char* domain_name, const char* node_name, const char* const* input_names, size_t input_names_len, const char* const* output_names, size_t output_names_len, OrtOpAttr** attributes, size_t attribs_len, OrtNode** node); /* 6 since 1.22 */
+    OrtStatus* (*CreateGraph)(OrtGraph** graph); /* 7 since 1.22 */
+    OrtStatus* (*SetGraphInputs)(OrtGraph* graph, OrtValueInfo** inputs, size_t inputs_len); /* 8 since 1.22 */
+    OrtStatus* (*SetGraphOutputs)(OrtGraph* graph, OrtValueInfo** outputs, size_t outputs_len); /* 9 since 1.22 */
+    OrtStatus* (*AddInitializerToGraph)(OrtGraph* graph, const char* name, OrtValue* tensor, bool data_is_external); /* 10 since 1.22 */
+    OrtStatus* (*AddNodeToGraph)(OrtGraph* graph, OrtNode* node); /* 11 since 1.22 */
+    OrtStatus* (*CreateModel)(const char* const* domain_names, const int* opset_versions, size_t opset_entries_len, OrtModel** model); /* 12 since 1.22 */
+    OrtStatus* (*AddGraphToModel)(OrtModel* model, OrtGraph* graph); /* 13 since 1.22 */
+    OrtStatus* (*CreateSessionFromModel)(const OrtEnv* env, const OrtModel* model, const OrtSessionOptions* options, OrtSession** out); /* 14 since 1.22 */
+    OrtStatus* (*CreateModelEditorSession)(const OrtEnv* env, const ORTCHAR_T* model_path, const OrtSessionOptions* options, OrtSession** out); /* 15 since 1.22 */
+    OrtStatus* (*CreateModelEditorSessionFromArray)(const OrtEnv* env, const void* model_data, size_t model_data_length, const OrtSessionOptions* options, OrtSession** out); /* 16 since 1.22 */
+    OrtStatus* (*SessionGetOpsetForDomain)(const OrtSession* session, const char* domain, int* opset); /* 17 since 1.22 */
+    OrtStatus* (*ApplyModelToModelEditorSession)(OrtSession* session, OrtModel* model); /* 18 since 1.22 */
+    OrtStatus* (*FinalizeModelEditorSession)(OrtSession* session, const OrtSessionOptions* options, void* prepacked_weights_container); /* 19 since 1.22 */
 };
 
 /* ---- plugin-implemented tables ---------------------------------------------------------------- */

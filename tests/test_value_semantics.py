@@ -1,0 +1,176 @@
+"""ONNX Runtime's value, memory and model-load semantics in epabi's host, checked against real onnxruntime.
+
+CPU ``OrtValue``s share the numpy buffer; buffers the host allocates for a run are gone after it; a dim
+stored as -1 is dynamic; opsets above the release's maximum and node inputs nothing provides are refused with
+ORT's codes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+from onnx import helper
+
+import epabi
+from epabi.freed_buffers import FreedBuffers
+from real_ort import MIN, NEWEST, run_json
+
+SHARING = """
+import numpy as np
+a = np.zeros((2, 3), np.float32)
+v = ort.OrtValue.ortvalue_from_numpy(a)
+a[0, 0] = 5
+b = np.zeros((3, 2), np.float32).T
+w = ort.OrtValue.ortvalue_from_numpy(b)
+b[0, 0] = 7
+r = np.zeros(4, np.int64)
+r.flags.writeable = False
+ro = ort.OrtValue.ortvalue_from_numpy(r)
+view = v.numpy()
+view[0, 1] = 9
+emit(shared=float(v.numpy()[0, 0]), non_contiguous=float(w.numpy()[0, 0]), same_address=v.data_ptr() == a.ctypes.data,
+     readonly_shared=ro.data_ptr() == r.ctypes.data, numpy_writes_back=float(a[0, 1]))
+"""
+
+
+def _sharing_here() -> dict:
+    a = np.zeros((2, 3), np.float32)
+    v = epabi.OrtValue.ortvalue_from_numpy(a)
+    a[0, 0] = 5
+    b = np.zeros((3, 2), np.float32).T
+    w = epabi.OrtValue.ortvalue_from_numpy(b)
+    b[0, 0] = 7
+    r = np.zeros(4, np.int64)
+    r.flags.writeable = False
+    ro = epabi.OrtValue.ortvalue_from_numpy(r)
+    view = v.numpy()
+    view[0, 1] = 9
+    return {"shared": float(v.numpy()[0, 0]), "non_contiguous": float(w.numpy()[0, 0]),
+            "same_address": v.data_ptr() == a.ctypes.data, "readonly_shared": ro.data_ptr() == r.ctypes.data,
+            "numpy_writes_back": float(a[0, 1])}
+
+
+def test_cpu_ortvalue_shares_the_numpy_buffer() -> None:
+    assert _sharing_here() == {"shared": 5.0, "non_contiguous": 0.0, "same_address": True, "readonly_shared": True,
+                               "numpy_writes_back": 9.0}
+
+
+@pytest.mark.real_ort
+@pytest.mark.parametrize("version", [MIN, NEWEST])
+def test_cpu_ortvalue_sharing_matches_real_onnxruntime(version: str) -> None:
+    result, _, _ = run_json(version, SHARING)
+    assert result == _sharing_here()
+
+
+def _relu(shape: list[int], opsets: list[tuple[str, int]]) -> onnx.ModelProto:
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", T.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", T.FLOAT, shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+    model.ir_version = 8
+    return model
+
+
+def test_a_dim_stored_as_minus_one_is_dynamic(host: epabi.Host) -> None:
+    model = _relu([-1, 3], [("", 17)])
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(host.get_ep_devices())
+    with epabi.InferenceSession(model, so) as sess:
+        assert sess.get_inputs()[0].shape == [None, 3]  # as onnxruntime shows it
+        for rows in (1, 5):
+            x = np.linspace(-1, 1, rows * 3, dtype=np.float32).reshape(rows, 3)
+            np.testing.assert_array_equal(sess.run(None, {"x": x})[0], np.maximum(x, 0))
+
+
+@pytest.mark.parametrize(("api", "opset", "refused"), [(24, 25, False), (24, 26, True), (25, 26, False),
+                                                       (epabi.NEWEST_EMULATED, 99, True)])
+def test_opsets_above_the_release_maximum_are_refused(software_adapter: None, library_path: str, api: int, opset: int,
+                                                      refused: bool) -> None:
+    maximum = epabi.versions.behaviour(api).max_onnx_opset
+    with epabi.Host(api_version=api, hardware=[epabi.cpu_device()]) as h:
+        h.register_execution_provider_library("epabi", library_path)
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices(h.get_ep_devices())
+        model = _relu([2, 3], [("", opset)])
+        if not refused:
+            epabi.InferenceSession(model, so).close()
+            return
+        with pytest.raises(epabi.OrtStatusError) as err:
+            epabi.InferenceSession(model, so)
+        assert err.value.code == epabi.OrtErrorCode.FAIL
+        assert f"Opset {opset} is under development" in err.value.message
+        assert f"Current official support for domain ai.onnx is till opset {maximum}." in err.value.message
+
+
+def test_ml_domain_above_5_is_refused() -> None:
+    with pytest.raises(epabi.OrtStatusError, match="domain ai.onnx.ml is till opset 5") as err:
+        epabi.InferenceSession(_relu([2, 3], [("", 17), ("ai.onnx.ml", 6)]))
+    assert err.value.code == epabi.OrtErrorCode.FAIL
+
+
+def test_a_node_input_nothing_provides_is_invalid_argument() -> None:
+    graph = helper.make_graph([helper.make_node("Add", ["x", "nope"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [2, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(epabi.OrtStatusError) as err:
+        epabi.InferenceSession(model)
+    assert err.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+    assert "Invalid model. Node input 'nope' is not a graph input, initializer, or output of a previous node." \
+        in err.value.message
+
+
+LOAD_ERRORS = """
+import numpy as np
+out = {}
+for path in sys.argv[1:]:
+    try:
+        ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+        out[path] = None
+    except Exception as exc:
+        out[path] = str(exc)
+emit(**out)
+"""
+
+
+@pytest.mark.real_ort
+@pytest.mark.parametrize("version", [MIN, NEWEST])
+def test_load_refusals_match_real_onnxruntime(tmp_path, version: str) -> None:
+    dangling = helper.make_model(helper.make_graph(
+        [helper.make_node("Add", ["x", "nope"], ["y"])], "g", [helper.make_tensor_value_info("x", T.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", T.FLOAT, [2])]), opset_imports=[helper.make_opsetid("", 17)])
+    dangling.ir_version = 8
+    models = {"dangling": dangling, "opset99": _relu([2], [("", 99)]), "ml6": _relu([2], [("", 17), ("ai.onnx.ml", 6)])}
+    paths = {}
+    for name, model in models.items():
+        paths[name] = str(tmp_path / f"{name}.onnx")
+        onnx.save(model, paths[name])
+    real, _, _ = run_json(version, LOAD_ERRORS, args=list(paths.values()))
+    api = min(int(version.split(".")[1]), epabi.NEWEST_EMULATED)
+    with epabi.Host(api_version=api, hardware=[epabi.cpu_device()]) as host:
+        for name, path in paths.items():
+            so = epabi.SessionOptions()
+            with pytest.raises(epabi.OrtStatusError) as err:
+                epabi.InferenceSession(path, so, host=host)
+            code = {"dangling": "2 : INVALID_ARGUMENT", "opset99": "1 : FAIL", "ml6": "1 : FAIL"}[name]
+            assert f"[ONNXRuntimeError] : {code}" in real[path]
+            tail = err.value.message.split("failed:", 1)[1].strip()
+            assert tail.split(" Current official")[0] in real[path]
+
+
+def test_freed_buffers_are_poisoned_and_writes_into_them_are_named() -> None:
+    freed = FreedBuffers(limit=64)
+    a, b = np.ones(4, np.float32), np.ones(8, np.int64)
+    freed.free(a, "'a'", quarantine=True)
+    freed.free(b, "'b'", quarantine=False)
+    assert np.isnan(a).all() and (b == -1).all()
+    assert freed.written() == []
+    a[2] = 1.0  # a write after free
+    assert freed.written() == ["'a'"]
+    assert freed.written() == []  # reported once
+    big = np.ones(32, np.float32)  # 128 bytes: past the limit, the oldest leave the quarantine
+    freed.free(big, "'big'", quarantine=True)
+    big[0] = 0
+    assert freed.written() == []
