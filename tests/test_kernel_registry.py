@@ -343,3 +343,35 @@ def test_sessions_leave_no_handles_behind(kreg: Path, tmp_path: Path, monkeypatc
                     sess.run(None, {sess.get_inputs()[0].name: _feed(model)})
             counts.append(len(host.handles.live(object)))
         assert counts[0] == counts[1] == counts[2]
+
+
+def test_a_kernel_registry_ep_runs_in_hosts_at_once_and_in_sequence(kreg: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Registries, kernel definitions and OrtDataTypes the plugin made through one host stay valid in the
+    process-wide tables: two hosts at once (API 24 and the newest), then a third after both are closed."""
+    monkeypatch.setenv("KREG_LOG", str(tmp_path / "log"))
+    model = _boundary()
+    x = _feed(model)
+
+    def run(host: epabi.Host) -> tuple[np.ndarray, dict[str, str]]:
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices(host.get_ep_devices())
+        with epabi.InferenceSession(model.SerializeToString(), so) as sess:
+            return sess.run(None, {"x": x})[0], dict(sess.node_assignment)
+
+    hosts = [epabi.Host(api_version=24, hardware=[epabi.cpu_device()]), epabi.Host(hardware=[epabi.cpu_device()])]
+    for host in hosts:
+        host.register_execution_provider_library("kreg", kreg)
+    results = [run(hosts[0])]
+    hosts[0].close()
+    results.append(run(hosts[1]))
+    hosts[1].close()
+    hosts.append(epabi.Host(api_version=30, hardware=[epabi.cpu_device()]))
+    hosts[2].register_execution_provider_library("kreg", kreg)
+    results.append(run(hosts[2]))
+    hosts[2].close()
+    for y, assignment in results:
+        np.testing.assert_allclose(y, _boundary_reference(x), rtol=1e-5, atol=1e-6)
+        assert assignment["mm"] == assignment["relu"] == "KregEp" and assignment["sig"] == "CPUExecutionProvider"
+    for host in hosts:
+        assert [m for kind, m in host.conduct_report() if kind in ("violation", "internal")] == []

@@ -40,7 +40,7 @@ _INTERNAL_SCHEMAS = {("", "MemcpyFromHost"): (["T"], ["T"]), ("", "MemcpyToHost"
 
 
 class DataType:
-    """``OrtDataType`` of a tensor element type (``OrtEpApi::GetTensorDataType``); one per type per host."""
+    """``OrtDataType`` of a tensor element type (``OrtEpApi::GetTensorDataType``); one per type per process."""
 
     def __init__(self, elem_type: int) -> None:
         self.elem_type = elem_type

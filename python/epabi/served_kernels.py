@@ -6,7 +6,8 @@ attribute type ``ORT_FAIL``; strings and arrays are copied into caller buffers w
 in/out; a NULL buffer asks for the size; a short buffer is ``ORT_INVALID_ARGUMENT`` with ``*size`` set); type
 infos, key-value pairs, kernel-info copies and allocators handed out are owned by the caller and released with
 the matching ``Release*``; kernel definitions, registries and builders belong to the plugin until it releases
-them, and the host keeps its own copy of a registry a session uses.
+them (handles of plugin lifetime, whichever host is alive), and the host keeps its own copy of a registry a
+session uses. ``OrtDataType``s are process objects, one per element type.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from onnx import numpy_helper
 
 from ._ffi import ffi
 from .errors import OrtErrorCode
-from .handles import address
+from .handles import PROCESS_HANDLES, address
 from .host_allocators import lookup as lookup_allocator
 from .kernel_registry import DataType, KernelDef, KernelDefBuilder, KernelRegistry, default_attribute
 from .objects import KeyValuePairs, MemoryInfo, pystr
@@ -44,6 +45,21 @@ def _shape_ref(value: OrtValue) -> Any:
             dims = ffi.new("int64_t[]", value.shape() or [0])
             _shapes[value] = dims
         return dims
+
+
+_data_types_lock = threading.Lock()
+_data_types: dict[int, DataType] = {}
+
+
+def _data_type(elem: int) -> DataType:
+    """The process's one ``OrtDataType`` of a tensor element type, like ORT's singletons: a process handle that
+    every host's plugins may keep."""
+    with _data_types_lock:
+        data_type = _data_types.get(elem)
+        if data_type is None:
+            data_type = _data_types[elem] = DataType(elem)
+            data_type.ptr = PROCESS_HANDLES.issue(data_type, "OrtDataType*")
+        return data_type
 
 
 def _misuse(message: str) -> Exception:
@@ -162,7 +178,7 @@ class KernelOrtApi:
         if attr is None:
             return status
         value = OrtValue(np.ascontiguousarray(numpy_helper.to_array(attr.t)))
-        value.ptr = self.h.issue(value, "OrtValue*")
+        value.ptr = self.h.issue_for_plugin(value, "OrtValue*")
         out[0] = value.ptr  # the caller releases it with ReleaseValue
         return ffi.NULL
 
@@ -206,9 +222,9 @@ class KernelOrtApi:
             tensor = TensorTypeAndShapeInfo(src.tensor.elem_type, None if src.tensor.dims is None else
                                             list(src.tensor.dims), list(src.tensor.symbolic))
         copy = TypeInfo(src.onnx_type, tensor)
-        copy.ptr = self.h.issue(copy, "OrtTypeInfo*")
+        copy.ptr = self.h.issue_for_plugin(copy, "OrtTypeInfo*")
         if tensor is not None:  # part of the type info: released with it, never on its own
-            tensor.ptr = self.h.issue(tensor, "OrtTensorTypeAndShapeInfo*")
+            tensor.ptr = self.h.issue_for_plugin(tensor, "OrtTensorTypeAndShapeInfo*")
             self.s.host.mark_host_owned(tensor.ptr)
         out[0] = copy.ptr
         return ffi.NULL
@@ -262,7 +278,7 @@ class KernelOrtApi:
 
         src = self._info(info)
         copy = KernelInfo(src.node, src.kernel_def, src.nodes)
-        copy.ptr = self.h.issue(copy, "OrtKernelInfo*")
+        copy.ptr = self.h.issue_for_plugin(copy, "OrtKernelInfo*")
         out[0] = copy.ptr
         return ffi.NULL
 
@@ -354,7 +370,7 @@ class KernelEpApi:
     # registries
     def CreateKernelRegistry(self, out: Any) -> Any:
         registry = KernelRegistry()
-        registry.ptr = self.h.issue(registry, "OrtKernelRegistry*")
+        registry.ptr = self.h.issue_for_plugin(registry, "OrtKernelRegistry*")
         out[0] = registry.ptr
         return ffi.NULL
 
@@ -377,7 +393,7 @@ class KernelEpApi:
     # definition builders
     def CreateKernelDefBuilder(self, out: Any) -> Any:
         builder = KernelDefBuilder()
-        builder.ptr = self.h.issue(builder, "OrtKernelDefBuilder*")
+        builder.ptr = self.h.issue_for_plugin(builder, "OrtKernelDefBuilder*")
         out[0] = builder.ptr
         return ffi.NULL
 
@@ -448,7 +464,7 @@ class KernelEpApi:
 
     def KernelDefBuilder_Build(self, builder: Any, out: Any) -> Any:
         kernel_def = self._builder(builder).build()
-        kernel_def.ptr = self.h.issue(kernel_def, "OrtKernelDef*")
+        kernel_def.ptr = self.h.issue_for_plugin(kernel_def, "OrtKernelDef*")
         out[0] = kernel_def.ptr
         return ffi.NULL
 
@@ -498,12 +514,7 @@ class KernelEpApi:
         elem = int(elem_type)
         if elem not in ONNX_TO_NUMPY and elem != 8:  # strings have no numpy dtype but are tensor types
             return self._invalid(f"GetTensorDataType: {elem} is not a tensor element type the epabi host knows")
-        cache: dict[int, DataType] = self.__dict__.setdefault("_data_types", {})
-        if elem not in cache:  # one OrtDataType per element type, like ORT's singletons
-            data_type = DataType(elem)
-            data_type.ptr = self.h.issue(data_type, "OrtDataType*")
-            cache[elem] = data_type
-        out[0] = cache[elem].ptr
+        out[0] = _data_type(elem).ptr
         return ffi.NULL
 
     # graph support
