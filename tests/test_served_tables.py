@@ -126,6 +126,37 @@ def test_the_default_logger_and_allocator_are_process_objects() -> None:
     b.close()
 
 
+def test_the_default_allocator_is_the_hosts_allocator_kind_and_never_released(capfd: pytest.CaptureFixture) -> None:
+    """One OrtAllocator implementation for the default allocator and the ones lent to kernels: version 18 with
+    Reserve, C-heap memory, an Info laid out as ORT's C++ OrtMemoryInfo ("Cpu", OrtMemTypeDefault,
+    OrtDeviceAllocator, a CPU OrtDevice); releasing the default one is refused, as ORT would crash on it."""
+    host = epabi.Host(hardware=[])
+    api = host.served.api
+    with call_context.calling(host, "test"):
+        out = ffi.new("OrtAllocator**")
+        assert api.GetAllocatorWithDefaultOptions(out) == ffi.NULL
+        allocator = out[0]
+        assert allocator.version == 18 and allocator.Reserve != ffi.NULL
+        p = allocator.Reserve(allocator, 10)
+        assert int(ffi.cast("uintptr_t", p)) % 64 == 0
+        allocator.Free(allocator, p)
+        info = allocator.Info(allocator)
+        base = int(ffi.cast("uintptr_t", info))
+        name = ffi.cast("char**", base)[0]
+        assert ffi.string(name, ffi.cast("size_t*", base + 8)[0]) == b"Cpu"
+        assert ffi.cast("int32_t*", base + 32)[0] == 0  # OrtMemTypeDefault
+        assert ffi.cast("int32_t*", base + 36)[0] == 0  # OrtDeviceAllocator
+        assert ffi.cast("int8_t*", base + 40)[0] == 0  # OrtDevice::CPU
+        name_out = ffi.new("const char**")
+        assert api.MemoryInfoGetName(info, name_out) == ffi.NULL and pystr(name_out[0]) == "Cpu"
+        api.ReleaseAllocator(allocator)
+        assert api.GetAllocatorWithDefaultOptions(out) == ffi.NULL and out[0] == allocator  # still served
+    report = [m for kind, m in host.conduct_report() if kind == "violation"]
+    assert any("ReleaseAllocator on the default allocator" in m for m in report), report
+    assert capfd.readouterr().err == ""
+    host.close()
+
+
 def _metadata_model() -> onnx.ModelProto:
     graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "the_graph",
                               [helper.make_tensor_value_info("x", T.FLOAT, [2])],

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 from . import call_context
 from ._ffi import ffi, member_since, slot_fields
 from .conduct import Conduct
-from .cpu_allocator import AllocatorApi
 from .errors import OrtErrorCode
 from .handles import address
 from .objects import (
@@ -41,6 +40,7 @@ from .objects import (
     pystr,
 )
 from .ort_api_slots import ORT_API_SLOTS, ORT_EP_API_SLOTS, RESULT_POINTER, RESULT_STATUS, RESULT_VOID
+from .served_allocators import AllocatorApi
 from .served_graph import GraphApi
 from .served_kernels import KernelEpApi, KernelOrtApi
 from .served_model_editor import ModelEditorApi

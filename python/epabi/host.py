@@ -38,6 +38,7 @@ from .errors import ConductError, OrtStatusError
 from .graph_view import GraphView
 from .handles import PROCESS_HANDLES, HostHandles, address
 from .hardware import discover_hardware
+from .host_allocators import ort_memory_info_layout
 from .library import Factory, PluginLibrary
 from .objects import EpDevice, HardwareDevice, KeyValuePairs, Status
 from .session_options import SessionOptions
@@ -51,13 +52,17 @@ _process_objects: dict[str, Any] = {}
 
 def _process_object(name: str) -> Any:
     """The process-wide default logger ("logger") and CPU memory info ("cpu_memory"): made once, never
-    released, as ORT's live as long as its process (plugins keep the logger CreateEpFactories gave them)."""
+    released, as ORT's live as long as its process (plugins keep the logger CreateEpFactories gave them). The
+    memory info is laid out as ORT's C++ ``OrtMemoryInfo`` (:mod:`epabi.host_allocators`): it is the ``Info`` of
+    the default allocator, which plugins built from ORT's sources may read as that struct."""
     with _process_lock:
         if not _process_objects:
             logger = Logger("epabi.plugin")
             logger.ptr = PROCESS_HANDLES.issue(logger, "OrtLogger*")
             memory = cpu_memory_info()
-            memory.ptr = PROCESS_HANDLES.issue(memory, "OrtMemoryInfo*")
+            layout = ort_memory_info_layout(memory)
+            memory.ptr = PROCESS_HANDLES.issue(memory, "OrtMemoryInfo*", cell=layout[0])
+            _process_objects["cpu_memory_layout"] = layout  # the name bytes the layout may point at
             memory.device_ptr = PROCESS_HANDLES.issue(memory.device, "OrtMemoryDevice*")
             PROCESS_HANDLES.set_flags(memory.ptr, host_owned=True)
             PROCESS_HANDLES.set_flags(memory.device_ptr, host_owned=True)

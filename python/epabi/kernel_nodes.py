@@ -562,7 +562,7 @@ class KernelNodes:
             self.initializer_allocator.close()
             self.initializer_allocator = None
         for allocator in self._allocators:
-            allocator.release()
+            allocator.close()
         self._allocators = []
         for graph in self._memcpy_graphs:
             self.host.unexpose_graph(graph)

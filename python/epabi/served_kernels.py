@@ -5,9 +5,10 @@ Semantics follow ONNX Runtime 1.24+: a missing attribute is ``ORT_FAIL`` ("No at
 attribute type ``ORT_FAIL``; strings and arrays are copied into caller buffers with ORT's size protocol (``*size``
 in/out; a NULL buffer asks for the size; a short buffer is ``ORT_INVALID_ARGUMENT`` with ``*size`` set); type
 infos, key-value pairs, kernel-info copies and allocators handed out are owned by the caller and released with
-the matching ``Release*``; kernel definitions, registries and builders belong to the plugin until it releases
-them (handles of plugin lifetime, whichever host is alive), and the host keeps its own copy of a registry a
-session uses. ``OrtDataType``s are process objects, one per element type.
+the matching ``Release*`` (``ReleaseAllocator``: :mod:`epabi.served_allocators`); kernel definitions, registries
+and builders belong to the plugin until it releases them (handles of plugin lifetime, whichever host is alive),
+and the host keeps its own copy of a registry a session uses. ``OrtDataType``s are process objects, one per
+element type.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from onnx import numpy_helper
 from ._ffi import ffi
 from .errors import OrtErrorCode
 from .handles import PROCESS_HANDLES, address
-from .host_allocators import lookup as lookup_allocator
 from .kernel_registry import DataType, KernelDef, KernelDefBuilder, KernelRegistry, default_attribute
 from .objects import KeyValuePairs, MemoryInfo, pystr
 from .values import OrtValue, TensorTypeAndShapeInfo, TypeInfo
@@ -289,15 +289,6 @@ class KernelOrtApi:
         if obj.nodes.owns_info(obj):
             raise _misuse("ReleaseKernelInfo on the kernel info the host passed to the create function")
         self.h.drop(info)
-
-    def ReleaseAllocator(self, allocator: Any) -> None:
-        if address(allocator) == 0:
-            return
-        obj = lookup_allocator(allocator)
-        if obj is None:
-            raise _misuse(f"ReleaseAllocator on {hex(address(allocator))}, which is not an allocator the host "
-                          "handed out (or was already released)")
-        obj.release()
 
     def GetTensorElementTypeAndShapeDataReference(self, v: Any, elem: Any, shape: Any, count: Any) -> Any:
         value = self.s.get(v, OrtValue, "OrtValue")
