@@ -483,6 +483,9 @@ class KernelNodes:
             for ptr in (ctx.ptr, *input_ptrs, *ctx.output_ptrs):
                 host.release_handle(ptr)
             run.temps.extend(v for v in ctx.outputs if isinstance(v, DeviceValue))
+            # host-memory outputs are freed after the run as ORT frees them (the session poisons them)
+            run.host_allocated.extend((v, n) for v, n in zip(ctx.outputs, names, strict=True)
+                                      if v is not None and not isinstance(v, DeviceValue))
         return list(ctx.outputs)
 
     def _input(self, name: str, on_device: bool, run: Any) -> Any:

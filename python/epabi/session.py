@@ -720,7 +720,7 @@ class _Run:
         self.on_host: dict[str, np.ndarray] = {}
         self.on_device: dict[str, OrtValue] = {}
         self.temps: list[DeviceValue] = []
-        self.host_allocated: list[tuple[OrtValue, str]] = []  # fused-node outputs allocated in host memory
+        self.host_allocated: list[tuple[OrtValue, str]] = []  # fused-node and kernel outputs in host memory
 
 
 def _fresh(x: Any) -> Any:
