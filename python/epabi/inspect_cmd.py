@@ -171,12 +171,15 @@ def inspect_library(library: str, name: str = "inspect", cpu_only: bool = False,
     """The full ``inspect`` report for one library: exports, then one entry per emulated API version.
 
     ``injected``: the hardware devices every host offers instead of the discovered ones (``--hardware``).
-    ``hint`` says what to try when a version registered the library but it listed no EP device."""
+    ``hint`` says what to try when versions registered the library but none listed an EP device (a version
+    whose registration succeeded with no factory, as ORT accepts, needs no hint when another lists devices)."""
     exports, note = elf_exports(library)
     offered = hardware(cpu_only, injected)
     versions = [inspect_version(library, v, name, cpu_only, echo_level, offered) for v in EMULATED]
     empty = [v for v in versions if v["registered"] and not v["devices"]]
-    hint = no_device_hint(library, [f["name"] for f in empty[-1]["factories"]], offered) if empty else None
+    listed = any(v["devices"] for v in versions)
+    hint = no_device_hint(library, [f["name"] for f in empty[-1]["factories"]], offered) \
+        if empty and not listed else None
     return {
         "library": str(Path(library).resolve()),
         "registration_name": name,
