@@ -29,13 +29,14 @@ INTEL_CPU = epabi.HardwareDevice(epabi.OrtHardwareDeviceType.CPU, 0x8086, "Intel
 PAIRS = [(epabi.NEWEST_EMULATED, NEWEST), (24, MIN)]
 
 #: Runs each model once under real onnxruntime with the plugin's first EP device (the CPU EP when it offers none);
-#: saves the outputs beside the inputs.
+#: saves the outputs beside the inputs. ``whole`` says whether the EP takes every node: a session with the CPU
+#: EP fallback disabled can be made only then (``get_providers`` lists the EP even when it claims nothing).
 REAL_RUN = """
 import numpy as np
 lib, ep_name, folder = sys.argv[1:4]
 ort.register_execution_provider_library(ep_name, lib)
 devices = [d for d in ort.get_ep_devices() if d.ep_name == ep_name]
-providers = {}
+whole = {}
 for name in sys.argv[4:]:
     so = ort.SessionOptions()
     if devices:
@@ -43,8 +44,16 @@ for name in sys.argv[4:]:
     sess = ort.InferenceSession(f"{folder}/{name}.onnx", sess_options=so, enable_fallback=0)
     x = np.load(f"{folder}/{name}.in.npy")
     np.save(f"{folder}/{name}.out.npy", sess.run(None, {sess.get_inputs()[0].name: x})[0])
-    providers[name] = sess.get_providers()
-emit(devices=len(devices), providers=providers)
+    if devices:
+        so = ort.SessionOptions()
+        so.add_provider_for_devices(devices[:1], {})
+        so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        try:
+            ort.InferenceSession(f"{folder}/{name}.onnx", sess_options=so, enable_fallback=0)
+            whole[name] = True
+        except Exception:
+            whole[name] = False
+emit(devices=len(devices), whole=whole)
 """
 
 
@@ -59,24 +68,12 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-class FallbackFailed(Exception):
-    """The run failed in the host's CPU fallback only (see the TODO where it is raised)."""
-
-
 def _run_here(host: epabi.Host, ep_name: str, folder: Path, name: str) -> tuple[np.ndarray, dict[str, str]]:
     so = epabi.SessionOptions()
     so.add_provider_for_devices([d for d in host.get_ep_devices() if d.ep_name == ep_name][:1])
     with epabi.InferenceSession(str(folder / f"{name}.onnx"), so) as sess:
         x = np.load(folder / f"{name}.in.npy")
-        try:
-            (y,) = sess.run(None, {sess.get_inputs()[0].name: x})
-        except epabi.OrtStatusError as exc:
-            if "CPU fallback failed" in str(exc):
-                # TODO(merge with the CPU-fallback work): nodes the plugin leaves to the CPU run through
-                # onnx.reference here, whose GlobalMaxPool returns shape (N, C) for (N, C, L); with onnxruntime's
-                # CPU EP as the fallback this case must pass, and the xfail below must go.
-                raise FallbackFailed(str(exc)) from exc
-            raise
+        (y,) = sess.run(None, {sess.get_inputs()[0].name: x})
         return y, dict(sess.node_assignment)
 
 
@@ -90,7 +87,6 @@ def test_plugin_runs_the_mlp_and_magika_like_real_onnxruntime(plugin: str, api: 
     names = ["mlp", "magika"]
     real, _, _ = run_json(release, REAL_RUN, args=[str(lib), ep_name, str(models), *names], timeout=600)
     expected = {name: np.load(models / f"{name}.out.npy") for name in names}
-    fallback_failures: list[str] = []
     for round_ in range(2):  # twice in one process: the second host after the first is closed
         host = epabi.Host(api_version=api, hardware=[INTEL_CPU])
         try:
@@ -101,20 +97,14 @@ def test_plugin_runs_the_mlp_and_magika_like_real_onnxruntime(plugin: str, api: 
                 assert any("returned no factory" in m for k, m in host.conduct_report() if k == "tolerated")
                 continue
             for name in names:
-                try:
-                    y, assignment = _run_here(host, ep_name, models, name)
-                except FallbackFailed as exc:
-                    fallback_failures.append(f"{name}, round {round_}: {exc}")
-                    continue
+                y, assignment = _run_here(host, ep_name, models, name)
                 np.testing.assert_allclose(y, expected[name], rtol=1e-5, atol=1e-5, err_msg=f"{name}, round {round_}")
-                on_plugin = {n for n, where in assignment.items() if where == ep_name}
-                assert bool(on_plugin) == (real["providers"][name][0] == ep_name)
+                assert (set(assignment.values()) == {ep_name}) == real["whole"][name], \
+                    f"{name}, round {round_}: {assignment}"
         finally:
             host.close()
         del host
         gc.collect()
-    if fallback_failures:
-        pytest.xfail("only the CPU fallback fails (onnx.reference): " + "; ".join(fallback_failures))
 
 
 @pytest.mark.parametrize(("plugin", "first"), [("openvino", 24), ("ggml", 29)])
