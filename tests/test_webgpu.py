@@ -1,7 +1,8 @@
 """onnxruntime-ep-webgpu 0.4.0, a kernel-registry plugin EP (no Compile), through epabi's host: it registers, lists
 the device real onnxruntime lists, and runs the built-in MLP and magika at the newest emulated API and at 1.24,
 with outputs identical to real onnxruntime 1.24.4's and 1.32.0's with the same plugin (Mesa's lavapipe as the
-Vulkan driver; see tests/webgpu_env.py). Each epabi run has its own process, as a real application has."""
+Vulkan driver; see tests/webgpu_env.py). Each epabi run has its own process, as a real application has; one
+process also runs both models in two hosts in turn, the second made after the first is closed."""
 
 from __future__ import annotations
 
@@ -48,6 +49,29 @@ with epabi.Host(api_version=api) as host:
         assignment = dict(sess.node_assignment)
     emit(devices=[describe(d) for d in devices], outputs=[o.tolist() for o in outputs], assignment=assignment,
          release=host.version_string)
+'''
+
+#: Two hosts in one process, the second made after the first is closed (the plugin keeps the first one's tables):
+#: each registers the plugin and runs every model given; argv: plugin, then model and feed paths in pairs.
+_EPABI_TWICE = PRELUDE.replace("import onnxruntime as ort\n", "import epabi\n") + '''
+import numpy as np
+lib, rest = sys.argv[1], sys.argv[2:]
+rounds = []
+for api in (None, 24):
+    host = epabi.Host(api_version=api)
+    try:
+        host.register_execution_provider_library("webgpu", lib)
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices([d for d in host.get_ep_devices() if d.ep_name == "WebGpuExecutionProvider"])
+        outputs = []
+        for model_path, feed_path in zip(rest[::2], rest[1::2]):
+            with epabi.InferenceSession(model_path, so) as sess:
+                outputs.append([o.tolist() for o in sess.run(None, {sess.get_inputs()[0].name: np.load(feed_path)})])
+        rounds.append({"release": host.version_string, "outputs": outputs,
+                       "violations": [m for kind, m in host.conduct_report() if kind == "violation"]})
+    finally:
+        host.close()
+emit(rounds=rounds)
 '''
 
 _REAL = _COMMON + '''
@@ -137,3 +161,24 @@ def test_webgpu_is_refused_where_onnxruntime_1_26_refuses_it(webgpu: tuple[Path,
     assert mine["code"] == "FAIL"
     reason = "OrtEp for 'WebGpuExecutionProvider' has invalid ort_version_supported=30 (expected 1..26)"
     assert reason in mine["error"] and reason in real["error"]
+
+
+@pytest.mark.real_ort
+def test_webgpu_runs_in_a_second_host_after_the_first_is_closed(webgpu: tuple[Path, dict[str, str]],
+                                                                models: dict[str, tuple[Path, Path]]) -> None:
+    """The plugin keeps the API tables, default logger and OrtDataTypes of the first host for the life of the
+    process (as under ORT, which has one set per process): a second host, of another API version, runs it too."""
+    plugin, env = webgpu
+    paths = [str(p) for name in ("mlp", "magika") for p in models[name]]
+    proc = subprocess.run([sys.executable, "-c", _EPABI_TWICE, str(plugin), *paths], capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **env})
+    result = result_of(proc.stdout)
+    if proc.returncode != 0 or result is None:
+        pytest.fail(f"epabi run exited with {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}",
+                    pytrace=False)
+    first, second = result["rounds"]
+    assert (first["release"], second["release"]) == (NEWEST, MIN)
+    assert first["violations"] == second["violations"] == []
+    for i, name in enumerate(("mlp", "magika")):
+        real = _real(NEWEST, str(plugin), *map(str, models[name]), tuple(env.items()))
+        assert first["outputs"][i] == second["outputs"][i] == real["outputs"], name
