@@ -27,9 +27,18 @@ def _rss() -> int:
     return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def _maps(files_only: bool) -> int:
+    """Mappings of this process; ``files_only``: those backed by a file (libraries), not anonymous memory."""
+    lines = Path("/proc/self/maps").read_text().splitlines()
+    return sum(1 for line in lines if not files_only or len(line.split(None, 5)) == 6)
+
+
 #: RSS growth allowed over 200 cycles: allocator and list-growth noise. The leak this guards against (cffi kept
 #: every dlopen wrapper) grew 33 kB per cycle, 6.6 MB over 200.
 RSS_SLACK = 512 << 10
+#: CI's sanitizer pass preloads AddressSanitizer, whose allocator keeps freed memory in quarantine (mapped, up to
+#: 256 MB): there, RSS and anonymous mappings grow by design, so only files and mapped libraries are compared.
+_UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
 
 
 def test_register_unregister_200_times_without_growth(library_path: str, software_adapter: None) -> None:
@@ -53,13 +62,14 @@ def test_register_unregister_200_times_without_growth(library_path: str, softwar
     for _ in range(20):
         cycle()
     gc.collect()
-    fds, maps, rss = _fds(), len(Path("/proc/self/maps").read_text().splitlines()), _rss()
+    fds, maps, rss = _fds(), _maps(_UNDER_ASAN), _rss()
     for _ in range(200):
         cycle()
     gc.collect()
     assert _fds() <= fds
-    assert len(Path("/proc/self/maps").read_text().splitlines()) <= maps
-    assert _rss() - rss < RSS_SLACK, f"RSS grew {(_rss() - rss) >> 10} kB over 200 cycles"
+    assert _maps(_UNDER_ASAN) <= maps
+    if not _UNDER_ASAN:
+        assert _rss() - rss < RSS_SLACK, f"RSS grew {(_rss() - rss) >> 10} kB over 200 cycles"
     assert _mappings(library_path) == 0, "the plugin stayed mapped after unregister"
     assert host.get_ep_devices() == []
     # everything the plugin made was released: no statuses or key-value pairs beyond the host's own
