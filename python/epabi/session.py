@@ -26,6 +26,7 @@ import onnx
 
 from ._ffi import ffi
 from .capture import GraphCapture, annotation_id
+from .constant_nodes import constants_to_initializers
 from .cpu_fallback import CpuFallback
 from .device_memory import DataTransfer, DeviceAllocator, DeviceValue
 from .errors import ConductError, OrtErrorCode, OrtStatusError
@@ -51,7 +52,8 @@ def _invalid(message: str) -> OrtStatusError:
 
 
 def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
-    """Parses and shape-infers a model. Raises OrtStatusError (NO_SUCHFILE, INVALID_PROTOBUF, INVALID_GRAPH)."""
+    """Parses and shape-infers a model, its Constant nodes turned into initializers as ORT does
+    (:mod:`epabi.constant_nodes`). Raises OrtStatusError (NO_SUCHFILE, INVALID_PROTOBUF, INVALID_GRAPH)."""
     model_path = ""
     if isinstance(path_or_bytes, onnx.ModelProto):
         model = path_or_bytes
@@ -79,6 +81,7 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto) -> tuple[onn
         model = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception as exc:
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, f"the model is not valid ONNX: {exc}") from exc
+    constants_to_initializers(model)  # in the inferred copy: the caller's ModelProto stays as it was
     return model, model_path
 
 
