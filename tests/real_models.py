@@ -3,7 +3,9 @@
 Shared by the tests (``test_real_models.py``) and the benches (``bench/software_adapter.py``,
 ``bench/graph_replay.py``). Weights are drawn with a fixed seed and scaled so that activations stay near unit size;
 every builder returns a checked model (``onnx.checker`` with full shape inference) whose shapes are static except
-the voice-activity model's batch axis.
+the voice-activity model's batch axis. The detector and the voice-activity model hold their small constants
+(shapes, axes, pads, scales, scalars: up to 16 elements) in ``Constant`` nodes, as PyTorch's TorchScript exporter
+writes them, and their weights in initializers; the other models hold everything in initializers.
 
 ``small_cnn``: a classifier of the kind a tutorial trains: four 3x3 Conv+Relu stages (16, 32, 64, 128 channels,
 stride 2 after the first), a 1x1 Conv, GlobalMaxPool, Reshape and Gemm to 10 classes; input ``x`` [batch, 3, 128,
@@ -54,9 +56,14 @@ from onnx import TensorProto, helper, numpy_helper
 OPSET = 17
 
 
+#: Constants of at most this many elements are Constant nodes in the models built with ``constant_nodes``.
+SMALL_CONSTANT = 16
+
+
 class _Builder:
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, constant_nodes: bool = False) -> None:
         self.rng = np.random.default_rng(seed)
+        self.constant_nodes = constant_nodes
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
         self.count = 0
@@ -65,16 +72,25 @@ class _Builder:
         self.count += 1
         return f"{stem}{self.count}"
 
-    def const(self, stem: str, value: np.ndarray) -> str:
+    def const(self, stem: str, value: np.ndarray, param: bool = True) -> str:
+        """An initializer; a Constant node instead for a small constant that is no parameter (``param=False``)
+        of a model built with ``constant_nodes``."""
         n = self.name(stem)
-        self.inits.append(numpy_helper.from_array(np.asarray(value), n))
+        tensor = numpy_helper.from_array(np.asarray(value), n)
+        if self.constant_nodes and not param and 0 < tensor_size(tensor) <= SMALL_CONSTANT:
+            self.nodes.append(helper.make_node("Constant", [], [n], name=f"{n}/Constant", value=tensor))
+        else:
+            self.inits.append(tensor)
         return n
 
     def ints(self, *values: int) -> str:
-        return self.const("i", np.array(values, np.int64))
+        return self.const("i", np.array(values, np.int64), param=False)
+
+    def index(self, value: int) -> str:
+        return self.const("i", np.array(value, np.int64), param=False)
 
     def scalar(self, value: float) -> str:
-        return self.const("f", np.array(value, np.float32))
+        return self.const("f", np.array(value, np.float32), param=False)
 
     def node(self, op: str, inputs: list[str], **attrs: object) -> str:
         out = self.name(op.lower())
@@ -141,6 +157,10 @@ class _Builder:
         return model
 
 
+def tensor_size(tensor: onnx.TensorProto) -> int:
+    return int(np.prod(tensor.dims, dtype=np.int64))
+
+
 def op_counts(model: onnx.ModelProto) -> collections.Counter:
     """Nodes per op type."""
     return collections.Counter(n.op_type for n in model.graph.node)
@@ -183,7 +203,7 @@ def _sppf(b: _Builder, x: str, cin: int, cout: int) -> str:
 
 
 def _upsample(b: _Builder, x: str) -> str:
-    return b.node("Resize", [x, "", b.const("scales", np.array([1, 1, 2, 2], np.float32))],
+    return b.node("Resize", [x, "", b.const("scales", np.array([1, 1, 2, 2], np.float32), param=False)],
                   coordinate_transformation_mode="asymmetric", mode="nearest", nearest_mode="floor",
                   cubic_coeff_a=-0.75)
 
@@ -193,8 +213,8 @@ def _anchors(b: _Builder, feats: list[str], strides: list[int]) -> tuple[str, st
     points, stride_cols = [], []
     for feat, stride in zip(feats, strides):
         shape = b.node("Shape", [feat])
-        h = b.node("Gather", [shape, b.const("i", np.array(2, np.int64))], axis=0)
-        w = b.node("Gather", [shape, b.const("i", np.array(3, np.int64))], axis=0)
+        h = b.node("Gather", [shape, b.index(2)], axis=0)
+        w = b.node("Gather", [shape, b.index(3)], axis=0)
         zero, one = b.scalar(0.0), b.scalar(1.0)
         sx = b.node("Add", [b.node("Range", [zero, b.node("Cast", [w], to=TensorProto.FLOAT), one]), b.scalar(0.5)])
         sy = b.node("Add", [b.node("Range", [zero, b.node("Cast", [h], to=TensorProto.FLOAT), one]), b.scalar(0.5)])
@@ -216,7 +236,7 @@ def yolo_detector(batch: int = 1, size: int = 320, width: int = 16, classes: int
     """The detector of the module docstring; size must be a multiple of 32."""
     if size % 32 != 0:
         raise ValueError(f"yolo_detector: size={size} must be a multiple of 32")
-    b = _Builder(seed)
+    b = _Builder(seed, constant_nodes=True)
     c1, c2, c3, c4, c5 = (width * m for m in (1, 2, 4, 8, 16))
     x = b.conv(b.conv("x", 3, c1, stride=2), c1, c2, stride=2)          # /4
     x = _c2f(b, x, c2, c2, 1, True)
@@ -285,8 +305,8 @@ def _squeeze_excite(b: _Builder, x: str, c: int) -> str:
 
 
 def _resize_nearest(b: _Builder, x: str, scale: int) -> str:
-    roi = b.const("roi", np.zeros(0, np.float32))  # paddle2onnx writes an empty roi
-    return b.node("Resize", [x, roi, b.const("scales", np.array([1, 1, scale, scale], np.float32))],
+    roi = b.const("roi", np.zeros(0, np.float32), param=False)  # paddle2onnx writes an empty roi
+    return b.node("Resize", [x, roi, b.const("scales", np.array([1, 1, scale, scale], np.float32), param=False)],
                   coordinate_transformation_mode="asymmetric", mode="nearest", nearest_mode="floor")
 
 
@@ -366,7 +386,7 @@ def vad_model(samples: int = 1600, n_fft: int = 64, channels: int = 16, hidden: 
     hop = n_fft // 2
     if samples % hop != 0:
         raise ValueError(f"vad_model: samples={samples} must be a multiple of the hop {hop}")
-    b = _Builder(seed)
+    b = _Builder(seed, constant_nodes=True)
     bins = n_fft // 2 + 1
     x = b.node("Unsqueeze", ["x", b.ints(1)])
     x = b.node("Pad", [x, b.ints(0, 0, hop, 0, 0, hop)], mode="reflect")
@@ -392,15 +412,15 @@ def vad_model(samples: int = 1600, n_fft: int = 64, channels: int = 16, hidden: 
     frames = (frames - 1) // 2 + 1
     seq = b.node("Transpose", [h], perm=[2, 0, 1])                      # [frames, batch, channels]
     # torch.zeros(2, x.size(0), hidden) as traced
-    n = b.node("Unsqueeze", [b.node("Gather", [b.node("Shape", ["x"]), b.const("i", np.array(0, np.int64))],
+    n = b.node("Unsqueeze", [b.node("Gather", [b.node("Shape", ["x"]), b.index(0)],
                                     axis=0), b.ints(0)])
     zeros = b.node("ConstantOfShape", [b.node("Concat", [b.ints(2), n, b.ints(hidden)], axis=0)],
                    value=helper.make_tensor("value", TensorProto.FLOAT, [1], [0.0]))
     y, _, _ = b.multi("LSTM", [seq, *_lstm_weights(b, 2, channels, hidden), "", zeros, zeros], 3,
                       hidden_size=hidden, direction="bidirectional")
     y = b.node("Reshape", [b.node("Transpose", [y], perm=[0, 2, 1, 3]), b.ints(0, 0, -1)])
-    h0 = b.node("Unsqueeze", [b.node("Gather", ["state", b.const("i", np.array(0, np.int64))], axis=0), b.ints(0)])
-    c0 = b.node("Unsqueeze", [b.node("Gather", ["state", b.const("i", np.array(1, np.int64))], axis=0), b.ints(0)])
+    h0 = b.node("Unsqueeze", [b.node("Gather", ["state", b.index(0)], axis=0), b.ints(0)])
+    c0 = b.node("Unsqueeze", [b.node("Gather", ["state", b.index(1)], axis=0), b.ints(0)])
     y2, yh, yc = b.multi("LSTM", [y, *_lstm_weights(b, 1, 2 * hidden, hidden), "", h0, c0], 3, hidden_size=hidden)
     z = b.node("Relu", [b.node("Squeeze", [y2, b.ints(1)])])           # [frames, batch, hidden]
     head = b.const("head", b.weight((hidden, 1), hidden, gain=16.0))
