@@ -2,10 +2,10 @@
 
 Models: MLPs of 8 and 32 layers (width 64, batch 1, MatMul+Add+Relu; ``epabi.models.mlp``), magika's
 standard_v3_3 (batch 1, when the ``magika`` package is installed), and the real-model structures of
-``tests/real_models.py`` at their deployed sizes: a YOLOv8n-shaped detector (640x640, 80 classes, 309 nodes: C2f,
-SPPF, Resize, DFL) and a DBNet text detector (PP-OCR's MobileNetV3 scale 0.5 with unfolded BatchNormalization,
-squeeze-excite, ConvTranspose; 640x640, 231 nodes); those two are timed over ``--model-runs`` runs. For each
-model, per-run medians of:
+``tests/real_models.py`` at their deployed sizes: a YOLOv8n-shaped detector (640x640, 80 classes; 309 nodes and
+64 Constant nodes: C2f, SPPF, Resize, DFL) and a DBNet text detector (PP-OCR's MobileNetV3 scale 0.5 with
+unfolded BatchNormalization, squeeze-excite, ConvTranspose; 640x640, 231 nodes); those two are timed over
+``--model-runs`` runs. For each model, per-run medians of:
 
 * our EP, eager (``enable_cuda_graph=0``) and replay (``enable_cuda_graph=1``, ``gpu_graph_id=1``), through
   epabi's emulated host and through real onnxruntime (when importable); inputs and outputs are bound once in the
