@@ -1,7 +1,11 @@
 """Eager runs vs CUDA-graph replays on the GPU EP device: per-run microseconds, against the raw CUDA-graph floor.
 
-Models: MLPs of 8 and 32 layers (width 64, batch 1, MatMul+Add+Relu; ``epabi.models.mlp``) and magika's
-standard_v3_3 (batch 1, when the ``magika`` package is installed). For each model, per-run medians of:
+Models: MLPs of 8 and 32 layers (width 64, batch 1, MatMul+Add+Relu; ``epabi.models.mlp``), magika's
+standard_v3_3 (batch 1, when the ``magika`` package is installed), and the real-model structures of
+``tests/real_models.py`` at their deployed sizes: a YOLOv8n-shaped detector (640x640, 80 classes; 309 nodes and
+64 Constant nodes: C2f, SPPF, Resize, DFL) and a DBNet text detector (PP-OCR's MobileNetV3 scale 0.5 with
+unfolded BatchNormalization, squeeze-excite, ConvTranspose; 640x640, 231 nodes); those two are timed over
+``--model-runs`` runs. For each model, per-run medians of:
 
 * our EP, eager (``enable_cuda_graph=0``) and replay (``enable_cuda_graph=1``, ``gpu_graph_id=1``), through
   epabi's emulated host and through real onnxruntime (when importable); inputs and outputs are bound once in the
@@ -17,7 +21,7 @@ sees it (our EP syncs its stream at the end of a run; replays are followed by ``
 not a test. Pieces that cannot run are skipped with the reason printed (no GPU: nothing runs; no nvcc: no
 floor; no torch: no PyTorch rows; no onnxruntime: no real-onnxruntime rows), and the exit status stays 0.
 
-    python bench/graph_replay.py [--runs 1000] [--json] [--keep-build DIR]
+    python bench/graph_replay.py [--runs 1000] [--model-runs 200] [--json] [--keep-build DIR]
 """
 
 from __future__ import annotations
@@ -40,8 +44,12 @@ import epabi
 from epabi.models import mlp
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))  # the builders the tests use too
+from real_models import ocr_detector, yolo_detector  # noqa: E402
+
 FLOOR_SOURCE = HERE / "cuda_floor" / "mlp_graph.cu"
 WIDTH, BATCH, LAYERS = 64, 1, (8, 32)
+DETECTOR_SIZE = 640
 SKIPPED: list[str] = []
 
 
@@ -239,6 +247,8 @@ def torch_mlp(torch: Any, layers: int, runs: int) -> tuple[float, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000, help="timed runs per measurement (median reported)")
+    parser.add_argument("--model-runs", type=int, default=200,
+                        help="timed runs per measurement of the detectors (YOLO, OCR)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     parser.add_argument("--keep-build", type=Path, help="build the floor harness here instead of a temp dir")
     args = parser.parse_args()
@@ -257,6 +267,14 @@ def main() -> int:
         skip("magika", "the magika package (its standard_v3_3 model) is not installed")
     else:
         models.append(("magika b1", magika, {"bytes": magika_input()}, [1, 214], None))
+    runs = {name: args.runs for name, *_ in models}
+    image = rng.uniform(0, 1, (1, 3, DETECTOR_SIZE, DETECTOR_SIZE)).astype(np.float32)
+    cells = sum((DETECTOR_SIZE // s) ** 2 for s in (8, 16, 32))
+    for name, model, out_shape in [(f"yolo {DETECTOR_SIZE} b1", yolo_detector(size=DETECTOR_SIZE), [1, 84, cells]),
+                                   (f"ocr {DETECTOR_SIZE} b1", ocr_detector(size=DETECTOR_SIZE),
+                                    [1, 1, DETECTOR_SIZE, DETECTOR_SIZE])]:
+        models.append((name, model, {"x": image}, out_shape, None))
+        runs[name] = args.model_runs
 
     rows: dict[str, dict[str, float]] = {name: {} for name, *_ in models}
 
@@ -275,12 +293,13 @@ def main() -> int:
         else:
             for name, model, feeds, out_shape, _ in models:
                 for graph, key in ((False, "epabi_eager_us"), (True, "epabi_replay_us")):
-                    measure(name, key, lambda m=model, f=feeds, o=out_shape, g=graph:
-                            emulated(host, gpus[0], m, f, o, g, args.runs))
+                    measure(name, key, lambda m=model, f=feeds, o=out_shape, g=graph, n=runs[name]:
+                            emulated(host, gpus[0], m, f, o, g, n))
 
     # our captured graph alone (no host around it)
     for name, model, feeds, out_shape, _ in models:
-        measure(name, "epabi_graph_only_us", lambda m=model, f=feeds, o=out_shape: graph_only_us(m, f, o, args.runs))
+        measure(name, "epabi_graph_only_us",
+                lambda m=model, f=feeds, o=out_shape, n=runs[name]: graph_only_us(m, f, o, n))
 
     # our EP through real onnxruntime
     try:
@@ -298,8 +317,8 @@ def main() -> int:
                      "discovered)")
             for name, model, feeds, out_shape, _ in models if gpus else []:
                 for graph, key in ((False, "ort_eager_us"), (True, "ort_replay_us")):
-                    measure(name, key, lambda m=model, f=feeds, o=out_shape, g=graph:
-                            real_ort(ort, gpus[0], m, f, o, g, args.runs))
+                    measure(name, key, lambda m=model, f=feeds, o=out_shape, g=graph, n=runs[name]:
+                            real_ort(ort, gpus[0], m, f, o, g, n))
         finally:
             gc.collect()
             ort.unregister_execution_provider_library("epabi")
@@ -351,7 +370,7 @@ def main() -> int:
         return 0
     print(f"\nper-run microseconds (median of {args.runs}), run + synchronise; ratios eager/replay and replay/floor")
     for name, row in rows.items():
-        print(f"\n{name}")
+        print(f"\n{name}" + (f" (median of {runs[name]})" if runs[name] != args.runs else ""))
         for key, value in row.items():
             if key == "floor_kernels":
                 print(f"  {key:<28}{int(value):>10}")

@@ -3,7 +3,7 @@
     EPABI_ALLOW_SOFTWARE_ADAPTER=1 python bench/software_adapter.py [--runs N] [--warmup N] [--threads 1,2] [--json]
 
 Models: epabi's built-in MLP at two sizes, magika's standard_v3_3 model (from the installed ``magika`` wheel) on
-batches of 1 and 16 real files, a small CNN and a YOLO-class detector (``cnn_models.py``). Backends:
+batches of 1 and 16 real files, a small CNN and a YOLOv8n-shaped detector (``tests/real_models.py``). Backends:
 
 * ``epabi-emulated``: our EP through epabi's emulated host (``epabi.InferenceSession``);
 * ``ort-epabi``: our EP through the onnxruntime installed in this interpreter (the plugin library registered
@@ -39,8 +39,8 @@ import onnx
 import epabi
 from epabi.models import mlp, sample_inputs
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cnn_models import small_cnn, yolo_like  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the builders the tests use too
+from real_models import small_cnn, yolo_detector  # noqa: E402
 
 EP_NAME = epabi.get_ep_name()
 REPO = Path(__file__).resolve().parent.parent
@@ -102,7 +102,7 @@ def workloads() -> tuple[list[tuple[str, onnx.ModelProto, dict[str, np.ndarray]]
         for batch in MAGIKA_BATCHES:
             feeds = {"bytes": np.stack([magika_features(p.read_bytes()) for p in real_files(batch)])}
             out.append((f"magika batch {batch}", model, feeds))
-    for label, model in [("cnn 128x128 batch 1", small_cnn()), ("yolo-like 320 batch 1", yolo_like())]:
+    for label, model in [("cnn 128x128 batch 1", small_cnn()), ("yolo-like 320 batch 1", yolo_detector())]:
         out.append((label, model, sample_inputs(model)))
     return out, notes
 

@@ -276,8 +276,8 @@ def test_partitions_are_connected_cpu_runs_between_fused_nodes() -> None:
 
 
 def test_a_partition_reads_constants_as_part_of_its_model() -> None:
-    # the Constant node runs on its own partition (its value is computed once); the partition reading it and
-    # the initializer gets both inside its model instead of as inputs
+    # the Constant node is an initializer from the load on, as in ORT (epabi.constant_nodes); the partition
+    # reading it and the other initializer gets both inside its model instead of as inputs
     nodes = [helper.make_node("Constant", [], ["k"], name="const", value_float=2.0),
              helper.make_node("Sigmoid", ["x"], ["e"], name="ep"),
              helper.make_node("Mul", ["e", "k"], ["m"], name="cpu_mul"),
@@ -287,8 +287,8 @@ def test_a_partition_reads_constants_as_part_of_its_model() -> None:
     graph, units = _units(model, [["ep"]])
     parts = cpu_partitions(graph, units)
     assert [([n.name for n in p.nodes], p.inputs, p.constants) for p in parts] == \
-        [(["const"], [], []), (["cpu_mul", "cpu_add"], ["e"], ["k", "w"])]
-    assert [n.name for n in parts[1].constant_nodes] == ["const"]
+        [(["cpu_mul", "cpu_add"], ["e"], ["k", "w"])]
+    assert parts[0].constant_nodes == [] and graph.values["k"].constant_initializer
 
 
 # -- errors -------------------------------------------------------------------------------------------------------

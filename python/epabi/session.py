@@ -26,6 +26,7 @@ import onnx
 
 from ._ffi import ffi
 from .capture import GraphCapture, annotation_id
+from .constant_nodes import constants_to_initializers
 from .cpu_fallback import CpuFallback
 from .device_memory import DataTransfer, DeviceAllocator, DeviceValue
 from .errors import ConductError, OrtErrorCode, OrtStatusError
@@ -55,8 +56,9 @@ def _invalid(message: str) -> OrtStatusError:
 
 def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
                release: HostBehaviour | None = None) -> tuple[onnx.ModelProto, str]:
-    """Parses and shape-infers a model, refusing what the ONNX Runtime ``release`` refuses at load (opsets above
-    its maximum, node inputs nothing provides: :mod:`epabi.model_checks`). Raises OrtStatusError (NO_SUCHFILE,
+    """Parses and shape-infers a model, its Constant nodes turned into initializers as ORT does
+    (:mod:`epabi.constant_nodes`), refusing what the ONNX Runtime ``release`` refuses at load (opsets above its
+    maximum, node inputs nothing provides: :mod:`epabi.model_checks`). Raises OrtStatusError (NO_SUCHFILE,
     INVALID_PROTOBUF, INVALID_GRAPH, FAIL, INVALID_ARGUMENT)."""
     model_path = ""
     if isinstance(path_or_bytes, onnx.ModelProto):
@@ -88,6 +90,7 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
         model = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception as exc:
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, f"the model is not valid ONNX: {exc}") from exc
+    constants_to_initializers(model)  # in the inferred copy: the caller's ModelProto stays as it was
     return model, model_path
 
 
