@@ -49,11 +49,12 @@ struct epabi_run_env {
  *   - owns, when set, is asked about every kernel operand in device memory: one outside it is an error naming
  *     the value and the node (the software adapter's device-memory mode, where reading host memory by mistake
  *     would not crash as it does on a GPU);
- *   - unless host_addressable: "host steps". A node whose kernel is a host_step and whose outputs are small
- *     int32/int64 shape values (Shape, and Slice/Concat/Gather/Cast/Unsqueeze/... over shapes and constants)
- *     runs its C kernel on the host at run time, when every reader of its outputs reads them on the host
- *     (kernels' host_inputs) or is a host step itself; so dynamic-shape chains like Shape -> Slice -> Concat ->
- *     Reshape need neither a device round trip nor a host synchronization, and can be captured. */
+ *   - unless host_addressable: "host steps". A node whose kernel is a host_step and whose inputs are
+ *     constants or host values (Shape, and Slice/Concat/Gather/Cast/Div/... over shapes and constants) runs
+ *     its C kernel on the host at run time, when every reader of its outputs reads them on the host (kernels'
+ *     host_inputs) or is a host step itself; so dynamic-shape chains like Shape -> Slice -> Concat -> Reshape,
+ *     or Shape -> Gather -> Cast -> Div -> Range (float scalars), need neither a device round trip nor a host
+ *     synchronization, and can be captured. */
 struct epabi_plan_device {
     const OrtMemoryDevice* memory;                                /* the EP's DEFAULT device memory */
     bool host_addressable;                                        /* the host reads it directly (software) */

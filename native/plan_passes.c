@@ -86,17 +86,18 @@ out:
     return st;
 }
 
-/* Device plans: marks host steps and host values (plan.h), to a fixed point. A candidate step has only
- * int32/int64 outputs, none a fused output, and inputs that are constants or candidates' outputs (Shape reads
- * only its input's dims). A candidate stays one while every reader of its outputs is a candidate or reads
- * them only as shape inputs. */
+/* Device plans: marks host steps and host values (plan.h), to a fixed point. A candidate step has no fused
+ * output and inputs that are constants or candidates' outputs (Shape reads only its input's dims). A candidate
+ * stays one while every reader of its outputs is a candidate or reads them only as host inputs. Outputs of any
+ * dtype qualify: exporters compute Range's float start/limit/delta from Shape through Cast and Div, and those
+ * scalars must be on the host before Range sizes its output (during capture too, where no copy back may run). */
 void epabi_plan_place_steps(struct epabi_plan* p) {
     for (int si = 0; si < p->n_steps; ++si) {
         struct plan_step* s = &p->steps[si];
         bool ok = s->kernel->host_step && s->n_out > 0;
         for (int j = 0; j < s->n_out && ok; ++j) {
             const struct plan_value* v = &p->values[s->out[j]];
-            ok = epabi_is_index_dtype(v->dtype) && v->output_index < 0;
+            ok = v->output_index < 0;
         }
         s->on_host = ok;
     }

@@ -136,7 +136,7 @@ struct epabi_kernel {
      * to a launch: shape inputs (Reshape's shape, Slice's starts/ends/axes/steps, axes inputs). The executor
      * keeps such values in host memory on devices. */
     uint32_t host_inputs;
-    bool host_step;            /* a device plan may run it on the host when it computes int shape values (plan.h) */
+    bool host_step;            /* a device plan may run it on the host when only host inputs read its outputs (plan.h) */
     bool takes_epilogue;       /* its launch applies an activation the plan fused in (epabi_exec_epilogue) */
     enum epabi_epilogue as_epilogue;   /* the epilogue it becomes when fused into its producer; NONE: never */
     /* GetCapability on a GPU device, after supports() said yes: may the CUDA kernels of its launch kind compute
