@@ -14,6 +14,7 @@ together" and uses none of the EP's claims (:func:`non_convex_groups`).
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 
 import onnx
@@ -78,15 +79,78 @@ def non_convex_groups(groups: list[tuple[list[NodeView], bool]]) -> list[int]:
     return [i for i, (nodes, _) in enumerate(groups) if not is_convex(nodes)]
 
 
+def _edges(graph: GraphView) -> tuple[list[list[tuple[int, int, int]]], list[int]]:
+    """ORT's graph edges: per node its output edges as ``(consumer id, output index, input index)`` in ORT's
+    order (``EdgeEndCompare``: by consumer, then output, then input index; implicit inputs numbered after the
+    explicit ones), and per node how many input edges it has."""
+    out: list[list[tuple[int, int, int]]] = [[] for _ in graph.nodes]
+    in_degree = [0] * len(graph.nodes)
+    members = {id(n) for n in graph.nodes}
+    for consumer in graph.nodes:
+        for dst, value in enumerate([*consumer.inputs, *consumer.implicit_inputs]):
+            if value is None or value.producer is None or id(value.producer[0]) not in members:
+                continue
+            producer, src = value.producer
+            out[producer.id].append((consumer.id, src, dst))
+            in_degree[consumer.id] += 1
+    for edges in out:
+        edges.sort()
+    return out, in_degree
+
+
+def ort_partition_groups(graph: GraphView, members: set[int]) -> list[list[NodeView]]:
+    """The groups ORT's plugin-EP adapter makes of the nodes an EP claimed together (``utils::
+    CreateSupportedPartitions``, ORT 1.24-1.32): Kahn's topological sort in waves from the graph's roots (taken
+    in ``GraphView.order``), each wave taking the claimed nodes it reaches and stopping at unclaimed nodes that
+    read the wave's group. A group that comes out as more than one cannot be fused; otherwise this is the order
+    ORT gives its nodes."""
+    out_edges, in_degree = _edges(graph)
+    ready = collections.deque(n.id for n in graph.order if in_degree[n.id] == 0)  # roots in ORT's node order
+    later: collections.deque[int] = collections.deque()
+    groups: list[list[NodeView]] = []
+    group: list[NodeView] = []
+    border: set[int] = set()
+    while ready or later:
+        if not ready:
+            if group:
+                groups.append(group)
+            group, border = [], set()
+            ready, later = later, collections.deque()
+            continue
+        i = ready.popleft()
+        claimed = i in members
+        if not claimed and i in border:
+            later.append(i)
+            continue
+        if claimed:
+            group.append(graph.nodes[i])
+            border.discard(i)
+            border.update(c for c, _, _ in out_edges[i])
+        for c, _, _ in out_edges[i]:
+            in_degree[c] -= 1
+            if in_degree[c] == 0:
+                ready.append(c)
+    if group:
+        groups.append(group)
+    return groups
+
+
 def build_groups(graph: GraphView, groups: list[tuple[list[NodeView], bool]], ep_name: str) -> list[FusedGroup]:
-    position = {node.id: i for i, node in enumerate(graph.nodes)}
+    """One fused node per claimed group, as ORT's ``utils::MakeComputeCapability`` makes its meta definition: the
+    nodes in :func:`ort_partition_groups` order; inputs the values they read that none of them produces, in
+    order of first use (constant initializers left out when the EP asked to drop them); outputs per node, first
+    its graph outputs, then the values its output edges carry to other nodes, in ORT's edge order."""
+    out_edges, _ = _edges(graph)
+    graph_outputs = {v.name for v in graph.outputs}
     out: list[FusedGroup] = []
-    for index, (nodes, drop_constants) in enumerate(groups):
-        nodes = sorted(nodes, key=lambda n: position[n.id])
-        members = {n.id for n in nodes}
+    for index, (claimed, drop_constants) in enumerate(groups):
+        members = {n.id for n in claimed}
+        ordered = ort_partition_groups(graph, members)
+        nodes = ordered[0] if len(ordered) == 1 else sorted(claimed, key=lambda n: n.id)
         produced: set[str] = set()
         inputs: list[str] = []
         constants: list[str] = []
+        outputs: list[str] = []
         for node in nodes:
             for value in node.inputs:
                 if value is None or value.name in produced or value.name in inputs or value.name in constants:
@@ -96,16 +160,13 @@ def build_groups(graph: GraphView, groups: list[tuple[list[NodeView], bool]], ep
                     if drop_constants:
                         continue
                 inputs.append(value.name)
-            produced.update(v.name for v in node.outputs if v is not None)
-        outputs: list[str] = []
-        for node in nodes:
-            for value in node.outputs:
-                if value is None:
-                    continue
-                used_outside = any(consumer.id not in members for consumer, _ in value.consumers) or \
-                    any(consumer.id not in members for consumer in value.implicit_consumers)
-                if value.graph_output or used_outside:
-                    outputs.append(value.name)
+            names = [v.name if v is not None else "" for v in node.outputs]
+            produced.update(n for n in names if n)
+            outputs += [n for n in names if n in graph_outputs]
+            for consumer, src, _ in out_edges[node.id]:
+                name = names[src]
+                if consumer not in members and name not in graph_outputs and name not in outputs:
+                    outputs.append(name)
         out.append(FusedGroup(index, f"{ep_name}_{index}", nodes, inputs, outputs, constants))
     return out
 

@@ -50,6 +50,17 @@ if TYPE_CHECKING:
 _log = logging.getLogger("epabi.session")
 
 
+#: ONNX's names of the tensor element types, as ORT's messages write them ("tensor(float)").
+_ONNX_TYPE_NAMES = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
+                    9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64", 14: "complex64",
+                    15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2",
+                    20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1"}
+
+
+def _ort_type_name(elem_type: int) -> str:
+    return f"tensor({_ONNX_TYPE_NAMES.get(int(elem_type), str(elem_type))})"
+
+
 def _invalid(message: str) -> OrtStatusError:
     return OrtStatusError(OrtErrorCode.INVALID_ARGUMENT, message)
 
@@ -148,6 +159,7 @@ class InferenceSession:
         self._exposed: list[GraphView] = []
         self._allocator: DeviceAllocator | None = None
         self._transfer: DataTransfer | None = None
+        self._session_transfer: Any = ffi.NULL  # this session's OrtDataTransferImpl (CreateDataTransfer)
         self._device_initializers: dict[str, DeviceValue] = {}
         self._cpu: CpuFallback | None = None
         self._kernels: KernelNodes | None = None
@@ -167,15 +179,24 @@ class InferenceSession:
             if devices:
                 self._create_ep()
             self._units = order_units(self.graph, self._groups, frozenset(n.id for n in self._kernel_nodes))
-            if self._kernel_nodes:
-                self._kernels.create(self.graph, self._kernel_nodes, self._units, self._allocator, self._transfer)
-            self._host_handed = _host_handed_values(self.graph, self._units)
-            self._cpu = CpuFallback(self.model, self.graph, self._units)
             for unit in self._units:
                 if unit.cpu_node is not None:
                     node = unit.cpu_node
                     self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = "CPUExecutionProvider"
+            # ORT's order after partitioning (facts sheet, section 9; observed on 1.24.4, 1.26.0 and 1.32.0):
+            # the graph-capture checks, the session state's streams (IsStreamAware), 1.32's second
+            # IsGraphCaptureEnabled, then the kernels: CreateState of each fused node
             self.graph_capture = GraphCapture(self._ep, self.graph, self.node_assignment)
+            if self._kernel_nodes:
+                self._kernels.create(self.graph, self._kernel_nodes, self._units, self._allocator, self._transfer)
+            elif self._ep is not None:
+                self._ep.factory.is_stream_aware()
+            if self._ep is not None and self.host.behaviour.requeries_graph_capture and \
+                    "IsGraphCaptureEnabled" in self._ep.members:
+                self._ep.call("IsGraphCaptureEnabled")
+            self._host_handed = _host_handed_values(self.graph, self._units)
+            self._cpu = CpuFallback(self.model, self.graph, self._units)
+            self._create_states()
         except BaseException:
             self.close()
             raise
@@ -188,12 +209,15 @@ class InferenceSession:
         ep = self._ep
         ep.factory.library.sessions.add(self)
         self._kernels = KernelNodes.for_ep(ep)
+        # ORT's session state takes the EP's data transfer (one per session, released with it) and makes the
+        # session's allocators before it partitions; a kernel-registry EP may set itself up there
+        self._session_transfer = ep.factory.create_data_transfer()
         memory = self.options.provider_devices[0].memory_info(OrtDeviceMemoryType.DEFAULT)
-        if memory is not None and self._kernels is not None:
-            # ORT makes a session's allocators before it partitions; a kernel-registry EP may set itself up there
+        if memory is not None:
             self._allocator = DeviceAllocator(host, ep.factory, memory, ep)
-            self._transfer = DataTransfer(host, ep.factory, memory)
-            self._kernels.open_initializer_allocator()
+            self._transfer = DataTransfer(host, ep.factory, memory, self._session_transfer)
+            if self._kernels is not None:
+                self._kernels.open_initializer_allocator()
         support = self._get_capability()
         self._kernel_nodes = list(support.single_nodes)
         if support.single_nodes and self._kernels is not None and self._kernels.preferred_layout_nhwc() and \
@@ -210,9 +234,6 @@ class InferenceSession:
             raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, f"Could not find an implementation for "
                                  f"{node.op_type}({node.since_version}) node with name '{node.name}': {ep.name} "
                                  "claimed it as a single node but has no kernel registry")
-        if memory is not None and self._allocator is None:  # the EP computes in its own memory: through the plugin
-            self._allocator = DeviceAllocator(host, ep.factory, memory, ep)
-            self._transfer = DataTransfer(host, ep.factory, memory)
         for node in self._kernel_nodes:
             node.assign(ep.name)
             self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = ep.name
@@ -270,8 +291,11 @@ class InferenceSession:
         for t in self.model.graph.initializer:
             types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
         initializers = {name: g.values[name].initializer.array for name in group.constant_inputs}
-        sub = GraphView(group.name, [n.proto for n in group.nodes], group.inputs, group.outputs, initializers, types,
-                        g.opsets, g.ir_version, g.model_path, constant_initializers=set(initializers))
+        # ORT shows a fused node's graph in the order of the graph it was cut from
+        position = {id(n): i for i, n in enumerate(g.order)}
+        nodes = sorted(group.nodes, key=lambda n: position[id(n)])
+        sub = GraphView(group.name, [n.proto for n in nodes], group.inputs, group.outputs, initializers, types,
+                        g.opsets, g.ir_version, g.model_path, constant_initializers=set(initializers), keep_order=True)
         sub.metadata = g.metadata  # Graph_GetModelMetadata on a fused node's graph answers for the model
         for name in initializers:
             sub.values[name].external = g.values[name].external
@@ -301,6 +325,11 @@ class InferenceSession:
                                    "CreateState/Compute")
             if ep_context[i] != ffi.NULL:
                 host.conduct.limitation("EPContext nodes from Compile are not supported by the epabi host")
+
+    def _create_states(self) -> None:
+        """``OrtNodeComputeInfo::CreateState`` of each fused node, as ORT creates the kernels of its session state."""
+        host = self.host
+        ep = self._ep
         for i, group in enumerate(self._groups):
             ctx = NodeComputeContext(group.name)
             ctx.ptr = host.handles.issue(ctx, "OrtNodeComputeContext*")
@@ -367,6 +396,10 @@ class InferenceSession:
                 error for a failed Compute.
         """
         _check_run_options(run_options)
+        # as onnxruntime's Python binding checks before it calls into ORT (InferenceSession._validate_input)
+        missing = [i.name for i in self._inputs if i.name not in input_feed and not i.type.startswith("optional")]
+        if missing:
+            raise ValueError(f"Required inputs ({missing}) are missing from input feed ({list(input_feed)}).")
         feeds = {name: self._feed_value(name, value) for name, value in input_feed.items()}
         names = [o.name for o in self._outputs] if not output_names else list(output_names)
         for name in names:
@@ -409,15 +442,17 @@ class InferenceSession:
             self._idle.wait_for(lambda: self._in_flight == 0)
         ep = self._ep
         if ep is not None and ep.ptr != ffi.NULL:
+            # ORT's order (observed on 1.24.4 and 1.32.0): the session state's data transfer and kernels, its
+            # allocators, then the EP itself (its compute infos, then ReleaseEp)
             lib = ep.factory.library
+            ep.factory.release_data_transfer(self._session_transfer)
+            self._session_transfer = ffi.NULL
             for i, state in enumerate(self._states):
                 info = self._infos[i]
                 if info.ReleaseState != ffi.NULL:
                     with self.host.calling(lib, "OrtNodeComputeInfo::ReleaseState"):
                         info.ReleaseState(info, state)
             self._states = []
-            if self._groups and "ReleaseNodeComputeInfos" in ep.members and self._infos != ffi.NULL:
-                ep.call("ReleaseNodeComputeInfos", self._infos, len(self._groups))
             for value in self._device_initializers.values():
                 value.release()
             self._device_initializers = {}
@@ -425,6 +460,8 @@ class InferenceSession:
                 self._kernels.close()
             if self._allocator is not None:
                 self._allocator.close()
+            if self._groups and "ReleaseNodeComputeInfos" in ep.members and self._infos != ffi.NULL:
+                ep.call("ReleaseNodeComputeInfos", self._infos, len(self._groups))
             ep.close()
         for graph in self._exposed:
             self.host.unexpose_graph(graph)
@@ -464,16 +501,21 @@ class InferenceSession:
 
     @staticmethod
     def _check_feed_meta(name: str, arg: NodeArg, dtype: np.dtype, shape: list[int]) -> None:
+        """ORT's checks of a feed (``InferenceSession::ValidateInputs``), with its messages."""
         expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
         if dtype != expected:
-            raise _invalid(f"Unexpected input data type for '{name}'. Actual: ({dtype}), expected: ({expected})")
+            actual = onnx.helper.np_dtype_to_tensor_dtype(dtype) if dtype != np.dtype(object) else 8
+            raise _invalid(f"Unexpected input data type. Actual: ({_ort_type_name(actual)}) , expected: "
+                           f"({_ort_type_name(arg.elem_type)})")
         if arg.shape is not None:
             if len(shape) != len(arg.shape):
-                raise _invalid(f"Invalid rank for input: {name} Got: {len(shape)} Expected: {len(arg.shape)}")
+                raise _invalid(f"Invalid rank for input: {name} Got: {len(shape)} Expected: {len(arg.shape)} "
+                               "Please fix either the inputs/outputs or the model.")
             bad = [i for i, d in enumerate(arg.shape) if isinstance(d, int) and d != shape[i]]
             if bad:
-                raise _invalid(f"Got invalid dimensions for input: {name} for the following indices index: "
-                               f"{bad[0]} Got: {shape[bad[0]]} Expected: {arg.shape[bad[0]]}")
+                lines = "".join(f"\n index: {i} Got: {shape[i]} Expected: {arg.shape[i]}" for i in bad)
+                raise _invalid(f"Got invalid dimensions for input: {name} for the following indices{lines}\n"
+                               " Please fix either the inputs/outputs or the model.")
 
     def _run(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
              run_options: RunOptions | None, copy_outputs: bool = False) -> dict[str, Any] | None:
@@ -546,10 +588,7 @@ class InferenceSession:
                     self._kernels.run(unit.kernel_node, run)
                 else:
                     self._run_fused(unit, run, prealloc)
-            if ep is not None and "OnRunEnd" in ep.members:
-                ep.call_status("OnRunEnd", run_options.ptr, True)
-            if self._kernels is not None:
-                self._kernels.end_run()
+            # the outputs reach the caller's memory inside the execution, before OnRunEnd, as in ORT
             for arg in self._outputs:
                 target = prealloc.get(arg.name)
                 result = run.values[arg.name]
@@ -557,9 +596,18 @@ class InferenceSession:
                     self._copy_into(arg.name, result, target)
                     result = target
                 elif isinstance(result, DeviceValue) and target is None:
-                    result = OrtValue(self._to_host(result))  # unbound: the caller gets host memory
+                    # unbound: the caller gets host memory; a CPU node's copy serves (ORT copies a value once)
+                    result = OrtValue(run.on_host[arg.name] if arg.name in run.on_host else self._to_host(result))
                 # copies: an output may be a feed or an initializer passed straight through
                 out[arg.name] = _fresh(result) if copy_outputs else result
+            # the run's device buffers go before OnRunEnd, as ORT's execution frame releases them
+            temps, run.temps = run.temps, []
+            for value in temps:
+                value.release()
+            if ep is not None and "OnRunEnd" in ep.members:
+                ep.call_status("OnRunEnd", run_options.ptr, True)
+            if self._kernels is not None:
+                self._kernels.end_run()
             return out, run
         finally:
             for value in run.temps:
@@ -636,8 +684,18 @@ class InferenceSession:
     def _device_value(self, name: str, run: _Run) -> OrtValue:
         x = run.values[name]
         if self._allocator is not None and name in self._host_handed:
-            # as onnxruntime 1.24-1.32 hand it over: its CPU-EP MemcpyFromHost kernel copies into CPU memory
-            return as_ortvalue(self._host_value(name, run))
+            # as onnxruntime 1.24-1.32 hand it over: its CPU-EP MemcpyFromHost kernel copies into CPU memory, which
+            # its data transfer manager first offers the EP's data transfer (CanCopy CPU -> CPU, refused)
+            value = as_ortvalue(self._host_value(name, run))
+            if name not in run.probed:
+                run.probed.add(name)
+                cpu = self.host.cpu_memory.device_ptr
+                if self._transfer.can_copy(cpu, cpu):  # the EP's data transfer takes host copies too: it copies
+                    copy = OrtValue(np.empty(value.shape(), dtype=ONNX_TO_NUMPY[value.element_type()]))
+                    self._transfer.copy(value, copy, probed=True)
+                    run.on_host[name] = copy.array
+                    value = copy
+            return value
         if self._in_ep_memory(x):
             return x  # bound in the EP's own memory: handed over as it is, never copied
         if isinstance(x, DeviceValue):  # another device's memory: through the host
@@ -724,6 +782,7 @@ class _Run:
         self.on_device: dict[str, OrtValue] = {}
         self.temps: list[DeviceValue] = []
         self.host_allocated: list[tuple[OrtValue, str]] = []  # fused-node and kernel outputs in host memory
+        self.probed: set[str] = set()  # host-handed values whose copy was offered to the EP's data transfer
 
 
 def _fresh(x: Any) -> Any:

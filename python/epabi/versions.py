@@ -44,6 +44,9 @@ class HostBehaviour:
         checks_factory_count: ``CreateEpFactories`` reporting more factories than ``max_factories`` fails the
             registration with ORT_FAIL (1.31.1, 1.32.0: "CreateEpFactories returned N factories but the supplied
             capacity was 4."); older releases abort the process on an assertion (observed).
+        requeries_graph_capture: session creation asks ``OrtEp::IsGraphCaptureEnabled`` a second time, after
+            ``IsStreamAware`` and before the kernels (``CreateState``). Observed on 1.32.0 (facts sheet, section 9,
+            and the differential tests' traces); 1.26.0 asks once; 1.27-1.31 were not traced, and are taken to ask once.
         limits_kernel_ep_version: creating a kernel of a kernel-registry EP fails (``ORT_FAIL``) when the EP's
             ``ort_version_supported`` is 0 or above the host's API. Observed on 1.26.0 (the WebGPU plugin, which
             declares 30, runs on 1.24.4 and 1.32.0 but not there); the facts sheet finds the check in no other
@@ -57,6 +60,7 @@ class HostBehaviour:
     min_ep_version: int = 0
     checks_factory_count: bool = False
     limits_kernel_ep_version: bool = False
+    requeries_graph_capture: bool = False
 
     @property
     def max_opsets(self) -> dict[str, int]:
@@ -79,7 +83,7 @@ BEHAVIOURS: tuple[HostBehaviour, ...] = (
     HostBehaviour(31, "1.31.1", syncs_after_replay=True, max_onnx_opset=26, min_ep_version=22,
                   checks_factory_count=True),
     HostBehaviour(32, "1.32.0", syncs_after_replay=True, max_onnx_opset=28, min_ep_version=22,
-                  checks_factory_count=True),
+                  checks_factory_count=True, requeries_graph_capture=True),
 )
 _BY_API = {b.api: b for b in BEHAVIOURS}
 

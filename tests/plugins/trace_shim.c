@@ -23,8 +23,9 @@
  * back (ReleaseEp, ReleaseAllocator, ReleaseNodeComputeInfos, ReleaseEpFactory) is unwrapped first, and
  * OrtEpApi::CreateEpDevice gets the wrapper factory in place of the plugin's, so the host calls CreateEp through
  * the shim. The plugin gets copies of the host's OrtApi/OrtEpApi tables (as many slots as the host's release has,
- * ORT_EP_ABI_FACTS.md section 1) with logging trampolines in the slots listed in SHIM_ORT_API/SHIM_EP_API: the
- * functions our plugin (native/) calls. A plugin calling another slot reaches the host's function unlogged.
+ * ORT_EP_ABI_FACTS.md section 1) with logging trampolines in the slots of the
+ * functions our plugin (native/) calls (SHIM_ORT_* and SHIM_EP_* list them), logged with the values they were
+ * asked and answered. A plugin calling another slot reaches the host's function unlogged.
  *
  * Limits: reads every member of the plugin's tables (the plugin must be compiled against ort_abi.h, as ours is);
  * one host table per loaded copy of the shim (a second CreateEpFactories with another host's table while the first
@@ -910,144 +911,385 @@ static OrtEpFactory* wrapper_of_factory(OrtEpFactory* inner) {
 
 /* ---- the host tables the plugin sees: copies with logging trampolines ---------------------------------------- */
 
-/* X(return type, name, (parameters), (arguments)) for the OrtApi functions our plugin calls that return a value,
- * V(...) for those returning void. */
-#define SHIM_ORT_API(X, V)                                                                                           \
-    X(OrtStatus*, CreateStatus, (OrtErrorCode code, const char* msg), (code, msg))                                    \
-    X(OrtErrorCode, GetErrorCode, (const OrtStatus* s), (s))                                                         \
-    X(const char*, GetErrorMessage, (const OrtStatus* s), (s))                                                       \
+/* One "api" line, written when the host function returns: its name, what it was asked and answered (values both
+ * hosts must agree on), and " -> error <code>" when it failed. */
+static void api_line(const char* name, OrtStatus* st, const char* fmt, ...) __attribute__((format(printf, 3, 4)));
+static void api_line(const char* name, OrtStatus* st, const char* fmt, ...) {
+    char detail[640];
+    detail[0] = '\0';
+    if (fmt != NULL && fmt[0] != '\0') {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof detail, fmt, ap);
+        va_end(ap);
+    }
+    char failed[32] = "";
+    if (st != NULL) snprintf(failed, sizeof failed, " -> error %d", (int)g_real_api->GetErrorCode(st));
+    trace("api %s%s%s%s", name, detail[0] != '\0' ? " " : "", detail, failed);
+}
+
+static const char* str_or_null(OrtStatus* st, const char* const* out) {
+    return st == NULL && out != NULL && *out != NULL ? *out : "(null)";
+}
+
+static size_t size_or_zero(OrtStatus* st, const size_t* out) { return st == NULL && out != NULL ? *out : 0; }
+
+/* "n=3 null=1,2": how many entries an array getter filled and which of them are NULL (absent optional values). */
+static const char* null_entries(OrtStatus* st, const void* const* items, size_t n, char* buf, size_t size) {
+    int used = snprintf(buf, size, "n=%zu", n);
+    if (st != NULL || items == NULL || used < 0) return buf;
+    const char* sep = " null=";
+    for (size_t i = 0; i < n && (size_t)used + 24 < size; ++i) {
+        if (items[i] != NULL) continue;
+        int w = snprintf(buf + used, size - (size_t)used, "%s%zu", sep, i);
+        if (w < 0) break;
+        used += w;
+        sep = ",";
+    }
+    return buf;
+}
+
+/* Status functions logged by name only. */
+#define SHIM_ORT_PLAIN(S)                                                                                            \
+    S(CastTypeInfoToTensorInfo, (const OrtTypeInfo* t, const OrtTensorTypeAndShapeInfo** out), (t, out))             \
+    S(GetTensorMutableData, (OrtValue* v, void** out), (v, out))                                                     \
+    S(GetTensorTypeAndShape, (const OrtValue* v, OrtTensorTypeAndShapeInfo** out), (v, out))                         \
+    S(KernelContext_GetGPUComputeStream, (const OrtKernelContext* c, void** out), (c, out))                          \
+    S(GetTensorMemoryInfo, (const OrtValue* v, const OrtMemoryInfo** out), (v, out))                                 \
+    S(GetValueInfoTypeInfo, (const OrtValueInfo* v, const OrtTypeInfo** out), (v, out))                              \
+    S(OpAttr_GetTensorAttributeAsOrtValue, (const OrtOpAttr* a, OrtValue** out), (a, out))                           \
+    S(GetTensorData, (const OrtValue* v, const void** out), (v, out))                                                \
+    S(GetSessionOptionsConfigEntries, (const OrtSessionOptions* o, OrtKeyValuePairs** out), (o, out))
+
+#define SHIM_ORT_VOID(V)                                                                                             \
     V(ReleaseStatus, (OrtStatus* s), (s))                                                                            \
-    X(OrtStatus*, GetTensorMutableData, (OrtValue* v, void** out), (v, out))                                         \
-    X(OrtStatus*, CastTypeInfoToTensorInfo, (const OrtTypeInfo* t, const OrtTensorTypeAndShapeInfo** out), (t, out)) \
-    X(OrtStatus*, GetOnnxTypeFromTypeInfo, (const OrtTypeInfo* t, enum ONNXType* out), (t, out))                     \
-    X(OrtStatus*, GetTensorElementType, (const OrtTensorTypeAndShapeInfo* i, enum ONNXTensorElementDataType* out),   \
-      (i, out))                                                                                                      \
-    X(OrtStatus*, GetDimensionsCount, (const OrtTensorTypeAndShapeInfo* i, size_t* out), (i, out))                   \
-    X(OrtStatus*, GetDimensions, (const OrtTensorTypeAndShapeInfo* i, int64_t* d, size_t n), (i, d, n))              \
-    X(OrtStatus*, GetTensorShapeElementCount, (const OrtTensorTypeAndShapeInfo* i, size_t* out), (i, out))           \
-    X(OrtStatus*, GetTensorTypeAndShape, (const OrtValue* v, OrtTensorTypeAndShapeInfo** out), (v, out))             \
-    X(OrtStatus*, MemoryInfoGetName, (const OrtMemoryInfo* m, const char** out), (m, out))                           \
-    X(OrtStatus*, MemoryInfoGetType, (const OrtMemoryInfo* m, OrtAllocatorType* out), (m, out))                      \
-    X(OrtStatus*, KernelContext_GetInputCount, (const OrtKernelContext* c, size_t* out), (c, out))                   \
-    X(OrtStatus*, KernelContext_GetInput, (const OrtKernelContext* c, size_t i, const OrtValue** out), (c, i, out))  \
-    X(OrtStatus*, KernelContext_GetOutput,                                                                           \
-      (OrtKernelContext* c, size_t i, const int64_t* d, size_t n, OrtValue** out), (c, i, d, n, out))                \
     V(ReleaseMemoryInfo, (OrtMemoryInfo* m), (m))                                                                    \
     V(ReleaseValue, (OrtValue* v), (v))                                                                              \
     V(ReleaseTensorTypeAndShapeInfo, (OrtTensorTypeAndShapeInfo* i), (i))                                            \
-    X(OrtStatus*, KernelContext_GetGPUComputeStream, (const OrtKernelContext* c, void** out), (c, out))              \
-    X(OrtStatus*, GetTensorMemoryInfo, (const OrtValue* v, const OrtMemoryInfo** out), (v, out))                     \
-    X(OrtStatus*, Logger_LogMessage,                                                                                 \
-      (const OrtLogger* l, OrtLoggingLevel lv, const char* m, const ORTCHAR_T* f, int line, const char* fn),         \
-      (l, lv, m, f, line, fn))                                                                                       \
-    X(OrtStatus*, Logger_GetLoggingSeverityLevel, (const OrtLogger* l, OrtLoggingLevel* out), (l, out))              \
-    X(OrtStatus*, ReadOpAttr, (const OrtOpAttr* a, OrtOpAttrType t, void* d, size_t len, size_t* out),               \
-      (a, t, d, len, out))                                                                                           \
-    X(OrtStatus*, GetValueInfoName, (const OrtValueInfo* v, const char** out), (v, out))                             \
-    X(OrtStatus*, GetValueInfoTypeInfo, (const OrtValueInfo* v, const OrtTypeInfo** out), (v, out))                  \
     V(CreateKeyValuePairs, (OrtKeyValuePairs** out), (out))                                                          \
-    V(AddKeyValuePair, (OrtKeyValuePairs* k, const char* key, const char* value), (k, key, value))                   \
-    X(const char*, GetKeyValue, (const OrtKeyValuePairs* k, const char* key), (k, key))                              \
-    V(ReleaseKeyValuePairs, (OrtKeyValuePairs* k), (k))                                                              \
-    X(OrtHardwareDeviceType, HardwareDevice_Type, (const OrtHardwareDevice* d), (d))                                 \
-    X(uint32_t, HardwareDevice_VendorId, (const OrtHardwareDevice* d), (d))                                          \
-    X(uint32_t, HardwareDevice_DeviceId, (const OrtHardwareDevice* d), (d))                                          \
-    X(const OrtKeyValuePairs*, HardwareDevice_Metadata, (const OrtHardwareDevice* d), (d))                           \
-    X(OrtStatus*, GetTensorSizeInBytes, (const OrtValue* v, size_t* out), (v, out))                                  \
-    X(OrtStatus*, CreateMemoryInfo_V2,                                                                               \
-      (const char* n, enum OrtMemoryInfoDeviceType t, uint32_t vendor, int32_t id, enum OrtDeviceMemoryType m,       \
-       size_t align, enum OrtAllocatorType at, OrtMemoryInfo** out),                                                 \
-      (n, t, vendor, id, m, align, at, out))                                                                         \
-    X(OrtStatus*, ValueInfo_GetValueProducer, (const OrtValueInfo* v, const OrtNode** p, size_t* i), (v, p, i))      \
-    X(OrtStatus*, ValueInfo_GetInitializerValue, (const OrtValueInfo* v, const OrtValue** out), (v, out))            \
-    X(OrtStatus*, ValueInfo_IsConstantInitializer, (const OrtValueInfo* v, bool* out), (v, out))                     \
-    X(OrtStatus*, Graph_GetNumInputs, (const OrtGraph* g, size_t* out), (g, out))                                    \
-    X(OrtStatus*, Graph_GetInputs, (const OrtGraph* g, const OrtValueInfo** v, size_t n), (g, v, n))                 \
-    X(OrtStatus*, Graph_GetNumOutputs, (const OrtGraph* g, size_t* out), (g, out))                                   \
-    X(OrtStatus*, Graph_GetOutputs, (const OrtGraph* g, const OrtValueInfo** v, size_t n), (g, v, n))                \
-    X(OrtStatus*, Graph_GetNumNodes, (const OrtGraph* g, size_t* out), (g, out))                                     \
-    X(OrtStatus*, Graph_GetNodes, (const OrtGraph* g, const OrtNode** nodes, size_t n), (g, nodes, n))               \
-    X(OrtStatus*, Node_GetName, (const OrtNode* n, const char** out), (n, out))                                      \
-    X(OrtStatus*, Node_GetOperatorType, (const OrtNode* n, const char** out), (n, out))                              \
-    X(OrtStatus*, Node_GetDomain, (const OrtNode* n, const char** out), (n, out))                                    \
-    X(OrtStatus*, Node_GetSinceVersion, (const OrtNode* n, int* out), (n, out))                                      \
-    X(OrtStatus*, Node_GetNumInputs, (const OrtNode* n, size_t* out), (n, out))                                      \
-    X(OrtStatus*, Node_GetInputs, (const OrtNode* n, const OrtValueInfo** v, size_t k), (n, v, k))                   \
-    X(OrtStatus*, Node_GetNumOutputs, (const OrtNode* n, size_t* out), (n, out))                                     \
-    X(OrtStatus*, Node_GetOutputs, (const OrtNode* n, const OrtValueInfo** v, size_t k), (n, v, k))                  \
-    X(OrtStatus*, Node_GetNumImplicitInputs, (const OrtNode* n, size_t* out), (n, out))                              \
-    X(OrtStatus*, Node_GetImplicitInputs, (const OrtNode* n, const OrtValueInfo** v, size_t k), (n, v, k))           \
-    X(OrtStatus*, Node_GetAttributeByName, (const OrtNode* n, const char* name, const OrtOpAttr** out),              \
-      (n, name, out))                                                                                                \
-    X(OrtStatus*, OpAttr_GetTensorAttributeAsOrtValue, (const OrtOpAttr* a, OrtValue** out), (a, out))               \
-    X(OrtStatus*, OpAttr_GetType, (const OrtOpAttr* a, OrtOpAttrType* out), (a, out))                                \
-    X(OrtStatus*, Node_GetEpName, (const OrtNode* n, const char** out), (n, out))                                    \
-    X(const char*, GetRunConfigEntry, (const OrtRunOptions* o, const char* key), (o, key))                           \
-    X(OrtStatus*, GetTensorData, (const OrtValue* v, const void** out), (v, out))                                    \
-    X(OrtStatus*, GetSessionOptionsConfigEntries, (const OrtSessionOptions* o, OrtKeyValuePairs** out), (o, out))    \
-    X(void*, SyncStream_GetHandle, (OrtSyncStream* s), (s))                                                          \
-    X(bool, TensorTypeAndShape_HasShape, (const OrtTensorTypeAndShapeInfo* i), (i))
+    V(ReleaseKeyValuePairs, (OrtKeyValuePairs* k), (k))
 
-/* The OrtEpApi functions our plugin calls (CreateEpDevice and the support-info call have their own trampolines). */
-#define SHIM_EP_API(X, V)                                                                                            \
+#define SHIM_ORT_OTHER(R)                                                                                            \
+    R(const char*, GetErrorMessage, (const OrtStatus* s), (s))                                                       \
+    R(const OrtKeyValuePairs*, HardwareDevice_Metadata, (const OrtHardwareDevice* d), (d))                           \
+    R(void*, SyncStream_GetHandle, (OrtSyncStream* s), (s))
+
+#define SHIM_EP_VOID(V)                                                                                              \
     V(ReleaseEpDevice, (OrtEpDevice* d), (d))                                                                        \
-    X(OrtStatus*, EpDevice_AddAllocatorInfo, (OrtEpDevice* d, const OrtMemoryInfo* m), (d, m))                       \
-    X(const OrtMemoryDevice*, MemoryInfo_GetMemoryDevice, (const OrtMemoryInfo* m), (m))                             \
-    X(const OrtMemoryDevice*, Value_GetMemoryDevice, (const OrtValue* v), (v))                                       \
-    X(bool, MemoryDevice_AreEqual, (const OrtMemoryDevice* a, const OrtMemoryDevice* b), (a, b))                     \
-    X(OrtMemoryInfoDeviceType, MemoryDevice_GetDeviceType, (const OrtMemoryDevice* d), (d))                          \
-    X(OrtDeviceMemoryType, MemoryDevice_GetMemoryType, (const OrtMemoryDevice* d), (d))                              \
-    X(uint32_t, MemoryDevice_GetVendorId, (const OrtMemoryDevice* d), (d))                                           \
-    X(uint32_t, MemoryDevice_GetDeviceId, (const OrtMemoryDevice* d), (d))                                           \
-    X(OrtStatus*, CreateHardwareDevice,                                                                              \
-      (OrtHardwareDeviceType t, uint32_t vendor, uint32_t id, const char* name, const OrtKeyValuePairs* m,           \
-       OrtHardwareDevice** out),                                                                                     \
-      (t, vendor, id, name, m, out))                                                                                 \
-    V(ReleaseHardwareDevice, (OrtHardwareDevice* d), (d))                                                            \
-    X(OrtStatus*, GetEnvConfigEntries, (OrtKeyValuePairs** out), (out))
+    V(ReleaseHardwareDevice, (OrtHardwareDevice* d), (d))
 
-#define API_VALUE(ret, name, params, args)      \
-    static ret Api_##name params {              \
-        trace("api " #name);                    \
-        return g_real_api->name args;           \
-    }
-#define API_VOID(name, params, args)            \
-    static void Api_##name params {             \
-        trace("api " #name);                    \
-        g_real_api->name args;                  \
-    }
-#define EP_VALUE(ret, name, params, args)       \
-    static ret EpApi_##name params {            \
-        trace("api " #name);                    \
-        return g_real_ep->name args;            \
-    }
-#define EP_VOID(name, params, args)             \
-    static void EpApi_##name params {           \
-        trace("api " #name);                    \
-        g_real_ep->name args;                   \
-    }
-SHIM_ORT_API(API_VALUE, API_VOID)
-SHIM_EP_API(EP_VALUE, EP_VOID)
+#define SHIM_EP_PLAIN(S) S(GetEnvConfigEntries, (OrtKeyValuePairs** out), (out))
 
+#define DEFINE_PLAIN(name, params, args)                                                                             \
+    static OrtStatus* Api_##name params {                                                                            \
+        OrtStatus* st = g_real_api->name args;                                                                       \
+        api_line(#name, st, NULL);                                                                                   \
+        return st;                                                                                                   \
+    }
+#define DEFINE_VOID(name, params, args)                                                                              \
+    static void Api_##name params {                                                                                  \
+        g_real_api->name args;                                                                                       \
+        api_line(#name, NULL, NULL);                                                                                 \
+    }
+#define DEFINE_OTHER(ret, name, params, args)                                                                        \
+    static ret Api_##name params {                                                                                   \
+        ret value = g_real_api->name args;                                                                           \
+        api_line(#name, NULL, NULL);                                                                                 \
+        return value;                                                                                                \
+    }
+#define DEFINE_EP_VOID(name, params, args)                                                                           \
+    static void EpApi_##name params {                                                                                \
+        g_real_ep->name args;                                                                                        \
+        api_line(#name, NULL, NULL);                                                                                 \
+    }
+#define DEFINE_EP_PLAIN(name, params, args)                                                                          \
+    static OrtStatus* EpApi_##name params {                                                                          \
+        OrtStatus* st = g_real_ep->name args;                                                                        \
+        api_line(#name, st, NULL);                                                                                   \
+        return st;                                                                                                   \
+    }
+SHIM_ORT_PLAIN(DEFINE_PLAIN)
+SHIM_ORT_VOID(DEFINE_VOID)
+SHIM_ORT_OTHER(DEFINE_OTHER)
+SHIM_EP_VOID(DEFINE_EP_VOID)
+SHIM_EP_PLAIN(DEFINE_EP_PLAIN)
+
+/* Status functions with one output of the given kind, logged with it ("= value"). */
+#define DEFINE_COUNT(name, T)                                                                                        \
+    static OrtStatus* Api_##name(const T* obj, size_t* out) {                                                        \
+        OrtStatus* st = g_real_api->name(obj, out);                                                                  \
+        api_line(#name, st, "= %zu", size_or_zero(st, out));                                                         \
+        return st;                                                                                                   \
+    }
+#define DEFINE_TEXT(name, T)                                                                                         \
+    static OrtStatus* Api_##name(const T* obj, const char** out) {                                                   \
+        OrtStatus* st = g_real_api->name(obj, out);                                                                  \
+        api_line(#name, st, "= %s", str_or_null(st, out));                                                           \
+        return st;                                                                                                   \
+    }
+#define DEFINE_ARRAY(name, T, Item)                                                                                  \
+    static OrtStatus* Api_##name(const T* obj, const Item** items, size_t n) {                                       \
+        char buf[256];                                                                                               \
+        OrtStatus* st = g_real_api->name(obj, items, n);                                                             \
+        api_line(#name, st, "%s", null_entries(st, (const void* const*)items, n, buf, sizeof buf));                 \
+        return st;                                                                                                   \
+    }
+DEFINE_COUNT(Graph_GetNumNodes, OrtGraph)
+DEFINE_COUNT(Graph_GetNumInputs, OrtGraph)
+DEFINE_COUNT(Graph_GetNumOutputs, OrtGraph)
+DEFINE_COUNT(Node_GetNumInputs, OrtNode)
+DEFINE_COUNT(Node_GetNumOutputs, OrtNode)
+DEFINE_COUNT(Node_GetNumImplicitInputs, OrtNode)
+DEFINE_COUNT(GetDimensionsCount, OrtTensorTypeAndShapeInfo)
+DEFINE_COUNT(GetTensorShapeElementCount, OrtTensorTypeAndShapeInfo)
+DEFINE_COUNT(GetTensorSizeInBytes, OrtValue)
+DEFINE_COUNT(KernelContext_GetInputCount, OrtKernelContext)
+DEFINE_TEXT(Node_GetName, OrtNode)
+DEFINE_TEXT(Node_GetOperatorType, OrtNode)
+DEFINE_TEXT(Node_GetDomain, OrtNode)
+DEFINE_TEXT(Node_GetEpName, OrtNode)
+DEFINE_TEXT(GetValueInfoName, OrtValueInfo)
+DEFINE_TEXT(MemoryInfoGetName, OrtMemoryInfo)
+DEFINE_ARRAY(Graph_GetInputs, OrtGraph, OrtValueInfo)
+DEFINE_ARRAY(Graph_GetOutputs, OrtGraph, OrtValueInfo)
+DEFINE_ARRAY(Graph_GetNodes, OrtGraph, OrtNode)
+DEFINE_ARRAY(Node_GetInputs, OrtNode, OrtValueInfo)
+DEFINE_ARRAY(Node_GetOutputs, OrtNode, OrtValueInfo)
+DEFINE_ARRAY(Node_GetImplicitInputs, OrtNode, OrtValueInfo)
+
+static OrtStatus* Api_CreateStatus(OrtErrorCode code, const char* msg) {
+    OrtStatus* st = g_real_api->CreateStatus(code, msg);
+    api_line("CreateStatus", NULL, "code=%d", (int)code);
+    return st;
+}
+static OrtErrorCode Api_GetErrorCode(const OrtStatus* s) {
+    OrtErrorCode code = g_real_api->GetErrorCode(s);
+    api_line("GetErrorCode", NULL, "= %d", (int)code);
+    return code;
+}
+static OrtStatus* Api_GetOnnxTypeFromTypeInfo(const OrtTypeInfo* t, enum ONNXType* out) {
+    OrtStatus* st = g_real_api->GetOnnxTypeFromTypeInfo(t, out);
+    api_line("GetOnnxTypeFromTypeInfo", st, "= %d", st == NULL && out != NULL ? (int)*out : -1);
+    return st;
+}
+static OrtStatus* Api_GetTensorElementType(const OrtTensorTypeAndShapeInfo* i, enum ONNXTensorElementDataType* out) {
+    OrtStatus* st = g_real_api->GetTensorElementType(i, out);
+    api_line("GetTensorElementType", st, "= %d", st == NULL && out != NULL ? (int)*out : -1);
+    return st;
+}
+static OrtStatus* Api_GetDimensions(const OrtTensorTypeAndShapeInfo* i, int64_t* dims, size_t n) {
+    OrtStatus* st = g_real_api->GetDimensions(i, dims, n);
+    char buf[512];
+    int used = snprintf(buf, sizeof buf, "= [");
+    for (size_t k = 0; st == NULL && dims != NULL && k < n && used > 0 && (size_t)used + 24 < sizeof buf; ++k) {
+        int w = snprintf(buf + used, sizeof buf - (size_t)used, "%s%lld", k == 0 ? "" : ",", (long long)dims[k]);
+        if (w < 0) break;
+        used += w;
+    }
+    api_line("GetDimensions", st, "%s]", buf);
+    return st;
+}
+static bool Api_TensorTypeAndShape_HasShape(const OrtTensorTypeAndShapeInfo* i) {
+    bool has = g_real_api->TensorTypeAndShape_HasShape(i);
+    api_line("TensorTypeAndShape_HasShape", NULL, "= %d", (int)has);
+    return has;
+}
+static OrtStatus* Api_MemoryInfoGetType(const OrtMemoryInfo* m, OrtAllocatorType* out) {
+    OrtStatus* st = g_real_api->MemoryInfoGetType(m, out);
+    api_line("MemoryInfoGetType", st, "= %d", st == NULL && out != NULL ? (int)*out : -1);
+    return st;
+}
+static OrtStatus* Api_KernelContext_GetInput(const OrtKernelContext* c, size_t i, const OrtValue** out) {
+    OrtStatus* st = g_real_api->KernelContext_GetInput(c, i, out);
+    api_line("KernelContext_GetInput", st, "%zu%s", i, st == NULL && out != NULL && *out == NULL ? " = null" : "");
+    return st;
+}
+static OrtStatus* Api_KernelContext_GetOutput(OrtKernelContext* c, size_t i, const int64_t* dims, size_t n,
+                                              OrtValue** out) {
+    OrtStatus* st = g_real_api->KernelContext_GetOutput(c, i, dims, n, out);
+    char buf[400];
+    int used = snprintf(buf, sizeof buf, "%zu [", i);
+    for (size_t k = 0; dims != NULL && k < n && used > 0 && (size_t)used + 24 < sizeof buf; ++k) {
+        int w = snprintf(buf + used, sizeof buf - (size_t)used, "%s%lld", k == 0 ? "" : ",", (long long)dims[k]);
+        if (w < 0) break;
+        used += w;
+    }
+    api_line("KernelContext_GetOutput", st, "%s]", buf);
+    return st;
+}
+static OrtStatus* Api_Logger_LogMessage(const OrtLogger* l, OrtLoggingLevel level, const char* m, const ORTCHAR_T* f,
+                                        int line, const char* fn) {
+    OrtStatus* st = g_real_api->Logger_LogMessage(l, level, m, f, line, fn);
+    api_line("Logger_LogMessage", st, "level=%d", (int)level);
+    return st;
+}
+static OrtStatus* Api_Logger_GetLoggingSeverityLevel(const OrtLogger* l, OrtLoggingLevel* out) {
+    OrtStatus* st = g_real_api->Logger_GetLoggingSeverityLevel(l, out);
+    api_line("Logger_GetLoggingSeverityLevel", st, "= %d", st == NULL && out != NULL ? (int)*out : -1);
+    return st;
+}
+static OrtStatus* Api_ReadOpAttr(const OrtOpAttr* a, OrtOpAttrType t, void* data, size_t len, size_t* out) {
+    OrtStatus* st = g_real_api->ReadOpAttr(a, t, data, len, out);
+    api_line("ReadOpAttr", st, "type=%d len=%zu = %zu", (int)t, len, out != NULL ? *out : 0);
+    return st;
+}
+static OrtStatus* Api_Node_GetSinceVersion(const OrtNode* n, int* out) {
+    OrtStatus* st = g_real_api->Node_GetSinceVersion(n, out);
+    api_line("Node_GetSinceVersion", st, "= %d", st == NULL && out != NULL ? *out : -1);
+    return st;
+}
+static OrtStatus* Api_Node_GetAttributeByName(const OrtNode* n, const char* name, const OrtOpAttr** out) {
+    OrtStatus* st = g_real_api->Node_GetAttributeByName(n, name, out);
+    api_line("Node_GetAttributeByName", st, "%s%s", name != NULL ? name : "(null)",
+             st == NULL && out != NULL && *out == NULL ? " = null" : "");
+    return st;
+}
+static OrtStatus* Api_OpAttr_GetType(const OrtOpAttr* a, OrtOpAttrType* out) {
+    OrtStatus* st = g_real_api->OpAttr_GetType(a, out);
+    api_line("OpAttr_GetType", st, "= %d", st == NULL && out != NULL ? (int)*out : -1);
+    return st;
+}
+static OrtStatus* Api_ValueInfo_GetValueProducer(const OrtValueInfo* v, const OrtNode** node, size_t* index) {
+    OrtStatus* st = g_real_api->ValueInfo_GetValueProducer(v, node, index);
+    if (st == NULL && node != NULL && *node != NULL)
+        api_line("ValueInfo_GetValueProducer", st, "= node output %zu", index != NULL ? *index : 0);
+    else
+        api_line("ValueInfo_GetValueProducer", st, "= none");
+    return st;
+}
+static OrtStatus* Api_ValueInfo_GetInitializerValue(const OrtValueInfo* v, const OrtValue** out) {
+    OrtStatus* st = g_real_api->ValueInfo_GetInitializerValue(v, out);
+    api_line("ValueInfo_GetInitializerValue", st, "= %s", st == NULL && out != NULL && *out != NULL ? "value" : "none");
+    return st;
+}
+static OrtStatus* Api_ValueInfo_IsConstantInitializer(const OrtValueInfo* v, bool* out) {
+    OrtStatus* st = g_real_api->ValueInfo_IsConstantInitializer(v, out);
+    api_line("ValueInfo_IsConstantInitializer", st, "= %d", st == NULL && out != NULL ? (int)*out : -1);
+    return st;
+}
+static void Api_AddKeyValuePair(OrtKeyValuePairs* k, const char* key, const char* value) {
+    g_real_api->AddKeyValuePair(k, key, value);
+    api_line("AddKeyValuePair", NULL, "%s", key != NULL ? key : "(null)");
+}
+static const char* Api_GetKeyValue(const OrtKeyValuePairs* k, const char* key) {
+    const char* value = g_real_api->GetKeyValue(k, key);
+    api_line("GetKeyValue", NULL, "%s = %s", key != NULL ? key : "(null)", value != NULL ? value : "(null)");
+    return value;
+}
+static const char* Api_GetRunConfigEntry(const OrtRunOptions* o, const char* key) {
+    const char* value = g_real_api->GetRunConfigEntry(o, key);
+    api_line("GetRunConfigEntry", NULL, "%s = %s", key != NULL ? key : "(null)", value != NULL ? value : "(null)");
+    return value;
+}
+static OrtHardwareDeviceType Api_HardwareDevice_Type(const OrtHardwareDevice* d) {
+    OrtHardwareDeviceType t = g_real_api->HardwareDevice_Type(d);
+    api_line("HardwareDevice_Type", NULL, "= %s", device_type_name(t));
+    return t;
+}
+static uint32_t Api_HardwareDevice_VendorId(const OrtHardwareDevice* d) {
+    uint32_t id = g_real_api->HardwareDevice_VendorId(d);
+    api_line("HardwareDevice_VendorId", NULL, "= 0x%x", (unsigned)id);
+    return id;
+}
+static uint32_t Api_HardwareDevice_DeviceId(const OrtHardwareDevice* d) {
+    uint32_t id = g_real_api->HardwareDevice_DeviceId(d);
+    api_line("HardwareDevice_DeviceId", NULL, "= 0x%x", (unsigned)id);
+    return id;
+}
+static OrtStatus* Api_CreateMemoryInfo_V2(const char* name, enum OrtMemoryInfoDeviceType t, uint32_t vendor,
+                                          int32_t id, enum OrtDeviceMemoryType m, size_t align,
+                                          enum OrtAllocatorType at, OrtMemoryInfo** out) {
+    OrtStatus* st = g_real_api->CreateMemoryInfo_V2(name, t, vendor, id, m, align, at, out);
+    api_line("CreateMemoryInfo_V2", st, "%s", name != NULL ? name : "(null)");
+    return st;
+}
+
+static const OrtMemoryDevice* EpApi_MemoryInfo_GetMemoryDevice(const OrtMemoryInfo* m) {
+    const OrtMemoryDevice* d = g_real_ep->MemoryInfo_GetMemoryDevice(m);
+    char buf[32];
+    api_line("MemoryInfo_GetMemoryDevice", NULL, "%s = %s", memory_info_name(m), memory_device_text(d, buf, sizeof buf));
+    return d;
+}
+static const OrtMemoryDevice* EpApi_Value_GetMemoryDevice(const OrtValue* v) {
+    const OrtMemoryDevice* d = g_real_ep->Value_GetMemoryDevice(v);
+    char buf[32];
+    api_line("Value_GetMemoryDevice", NULL, "= %s", memory_device_text(d, buf, sizeof buf));
+    return d;
+}
+static bool EpApi_MemoryDevice_AreEqual(const OrtMemoryDevice* a, const OrtMemoryDevice* b) {
+    bool equal = g_real_ep->MemoryDevice_AreEqual(a, b);
+    api_line("MemoryDevice_AreEqual", NULL, "= %d", (int)equal);
+    return equal;
+}
+static OrtMemoryInfoDeviceType EpApi_MemoryDevice_GetDeviceType(const OrtMemoryDevice* d) {
+    OrtMemoryInfoDeviceType t = g_real_ep->MemoryDevice_GetDeviceType(d);
+    api_line("MemoryDevice_GetDeviceType", NULL, "= %d", (int)t);
+    return t;
+}
+static OrtDeviceMemoryType EpApi_MemoryDevice_GetMemoryType(const OrtMemoryDevice* d) {
+    OrtDeviceMemoryType t = g_real_ep->MemoryDevice_GetMemoryType(d);
+    api_line("MemoryDevice_GetMemoryType", NULL, "= %d", (int)t);
+    return t;
+}
+static uint32_t EpApi_MemoryDevice_GetVendorId(const OrtMemoryDevice* d) {
+    uint32_t id = g_real_ep->MemoryDevice_GetVendorId(d);
+    api_line("MemoryDevice_GetVendorId", NULL, "= 0x%x", (unsigned)id);
+    return id;
+}
+static uint32_t EpApi_MemoryDevice_GetDeviceId(const OrtMemoryDevice* d) {
+    uint32_t id = g_real_ep->MemoryDevice_GetDeviceId(d);
+    api_line("MemoryDevice_GetDeviceId", NULL, "= %u", (unsigned)id);
+    return id;
+}
+static OrtStatus* EpApi_EpDevice_AddAllocatorInfo(OrtEpDevice* d, const OrtMemoryInfo* m) {
+    OrtStatus* st = g_real_ep->EpDevice_AddAllocatorInfo(d, m);
+    api_line("EpDevice_AddAllocatorInfo", st, "%s", memory_info_name(m));
+    return st;
+}
+static OrtStatus* EpApi_CreateHardwareDevice(OrtHardwareDeviceType t, uint32_t vendor, uint32_t id, const char* name,
+                                             const OrtKeyValuePairs* m, OrtHardwareDevice** out) {
+    OrtStatus* st = g_real_ep->CreateHardwareDevice(t, vendor, id, name, m, out);
+    api_line("CreateHardwareDevice", st, "%s 0x%x 0x%x", device_type_name(t), (unsigned)vendor, (unsigned)id);
+    return st;
+}
 static OrtStatus* EpApi_CreateEpDevice(OrtEpFactory* factory, const OrtHardwareDevice* hw, const OrtKeyValuePairs* md,
                                        const OrtKeyValuePairs* options, OrtEpDevice** out) {
     OrtEpFactory* wrapper = wrapper_of_factory(factory);
-    trace("api CreateEpDevice %s%s", device_type_name(g_real_api->HardwareDevice_Type(hw)),
-          wrapper == NULL ? " (unknown factory)" : "");
-    return g_real_ep->CreateEpDevice(wrapper != NULL ? wrapper : factory, hw, md, options, out);
+    OrtStatus* st = g_real_ep->CreateEpDevice(wrapper != NULL ? wrapper : factory, hw, md, options, out);
+    api_line("CreateEpDevice", st, "%s%s", device_type_name(g_real_api->HardwareDevice_Type(hw)),
+             wrapper == NULL ? " (unknown factory)" : "");
+    return st;
 }
-
 static OrtStatus* EpApi_EpGraphSupportInfo_AddNodesToFuse(OrtEpGraphSupportInfo* info, const OrtNode* const* nodes,
                                                           size_t n, const OrtNodeFusionOptions* options) {
-    trace("api EpGraphSupportInfo_AddNodesToFuse nodes=%zu drop_constants=%d", n,
-          options != NULL ? (int)options->drop_constant_initializers : -1);
-    return g_real_ep->EpGraphSupportInfo_AddNodesToFuse(info, nodes, n, options);
+    OrtStatus* st = g_real_ep->EpGraphSupportInfo_AddNodesToFuse(info, nodes, n, options);
+    api_line("EpGraphSupportInfo_AddNodesToFuse", st, "nodes=%zu drop_constants=%d", n,
+             options != NULL ? (int)options->drop_constant_initializers : -1);
+    return st;
 }
 
 static const OrtEpApi* Api_GetEpApi(void) {
-    trace("api GetEpApi");
+    api_line("GetEpApi", NULL, NULL);
     return g_real_ep != NULL ? &g_ep_copy : NULL;
 }
+
+/* Every trampolined slot, for build_tables. */
+#define SHIM_ORT_CUSTOM(P)                                                                                           \
+    P(Graph_GetNumNodes) P(Graph_GetNumInputs) P(Graph_GetNumOutputs) P(Node_GetNumInputs) P(Node_GetNumOutputs)     \
+    P(Node_GetNumImplicitInputs) P(GetDimensionsCount) P(GetTensorShapeElementCount) P(GetTensorSizeInBytes)         \
+    P(KernelContext_GetInputCount) P(Node_GetName) P(Node_GetOperatorType) P(Node_GetDomain) P(Node_GetEpName)       \
+    P(GetValueInfoName) P(MemoryInfoGetName) P(Graph_GetInputs) P(Graph_GetOutputs) P(Graph_GetNodes)                \
+    P(Node_GetInputs) P(Node_GetOutputs) P(Node_GetImplicitInputs) P(CreateStatus) P(GetErrorCode)                   \
+    P(GetOnnxTypeFromTypeInfo) P(GetTensorElementType) P(GetDimensions) P(TensorTypeAndShape_HasShape)               \
+    P(MemoryInfoGetType) P(KernelContext_GetInput) P(KernelContext_GetOutput) P(Logger_LogMessage)                   \
+    P(Logger_GetLoggingSeverityLevel) P(ReadOpAttr) P(Node_GetSinceVersion) P(Node_GetAttributeByName)               \
+    P(OpAttr_GetType) P(ValueInfo_GetValueProducer) P(ValueInfo_GetInitializerValue)                                 \
+    P(ValueInfo_IsConstantInitializer) P(AddKeyValuePair) P(GetKeyValue) P(GetRunConfigEntry) P(HardwareDevice_Type) \
+    P(HardwareDevice_VendorId) P(HardwareDevice_DeviceId) P(CreateMemoryInfo_V2) P(GetEpApi)
+#define SHIM_EP_CUSTOM(P)                                                                                            \
+    P(MemoryInfo_GetMemoryDevice) P(Value_GetMemoryDevice) P(MemoryDevice_AreEqual) P(MemoryDevice_GetDeviceType)    \
+    P(MemoryDevice_GetMemoryType) P(MemoryDevice_GetVendorId) P(MemoryDevice_GetDeviceId) P(EpDevice_AddAllocatorInfo) \
+    P(CreateHardwareDevice) P(CreateEpDevice) P(EpGraphSupportInfo_AddNodesToFuse)
 
 static unsigned slots_for(const unsigned* table, unsigned api) {
     if (api < SHIM_FIRST_API) api = SHIM_FIRST_API;
@@ -1070,17 +1312,20 @@ static void build_tables(const OrtApi* real, unsigned host_api) {
     size_t api_bytes = slots_for(k_api_slots, host_api) * sizeof(void*);
     size_t ep_bytes = g_real_ep != NULL ? slots_for(k_ep_slots, host_api) * sizeof(void*) : 0;
     /* a trampoline only where the host's table has the slot: the others stay NULL, as past the host's table */
-#define PUT_API(ret, name, params, args) PUT_API_VOID(name, params, args)
-#define PUT_API_VOID(name, params, args) \
+#define PUT(name) \
     if (offsetof(OrtApi, name) < api_bytes) g_api_copy.name = Api_##name;
-#define PUT_EP(ret, name, params, args) PUT_EP_VOID(name, params, args)
-#define PUT_EP_VOID(name, params, args) \
+#define PUT_EP(name) \
     if (offsetof(OrtEpApi, name) < ep_bytes) g_ep_copy.name = EpApi_##name;
-    SHIM_ORT_API(PUT_API, PUT_API_VOID)
-    SHIM_EP_API(PUT_EP, PUT_EP_VOID)
-    PUT_API_VOID(GetEpApi, (), ())
-    PUT_EP_VOID(CreateEpDevice, (), ())
-    PUT_EP_VOID(EpGraphSupportInfo_AddNodesToFuse, (), ())
+#define PUT3(name, params, args) PUT(name)
+#define PUT4(ret, name, params, args) PUT(name)
+#define PUT_EP3(name, params, args) PUT_EP(name)
+    SHIM_ORT_PLAIN(PUT3)
+    SHIM_ORT_VOID(PUT3)
+    SHIM_ORT_OTHER(PUT4)
+    SHIM_ORT_CUSTOM(PUT)
+    SHIM_EP_VOID(PUT_EP3)
+    SHIM_EP_PLAIN(PUT_EP3)
+    SHIM_EP_CUSTOM(PUT_EP)
 }
 
 /* ORT 1.N serves API N: the release string names the table size. */
@@ -1092,7 +1337,7 @@ static unsigned host_api_of(const char* release) {
 
 static const OrtApi* ShimGetApi(uint32_t version) {
     const OrtApi* real = g_real_base->GetApi(version);
-    trace("api GetApi %u%s", (unsigned)version, real == NULL ? " null" : "");
+    trace("api GetApi %u%s", (unsigned)version, real == NULL ? " = null" : "");
     if (real == NULL) return NULL;
     const OrtApi* out = real;
     pthread_mutex_lock(&g_lock);
@@ -1104,8 +1349,9 @@ static const OrtApi* ShimGetApi(uint32_t version) {
 }
 
 static const char* ShimGetVersionString(void) {
-    trace("api GetVersionString");
-    return g_real_base->GetVersionString();
+    const char* release = g_real_base->GetVersionString();
+    trace("api GetVersionString = %s", release != NULL ? release : "(null)");
+    return release;
 }
 
 static const OrtApiBase g_shim_base = {ShimGetApi, ShimGetVersionString};
