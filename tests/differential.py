@@ -14,7 +14,6 @@ marker lines (``# case NAME``, ``# session``, ``# run``, ...) into the shim's tr
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -423,7 +422,9 @@ def normalise(lines: Sequence[str], ep_name: str) -> Normalised:
     * getter calls (:data:`GETTERS`): their position and count; the values must agree;
     * ``OrtAllocator::Free``: where in the step the host frees a buffer (ORT's allocation planner frees a value
       after its last consumer, epabi's host after the run); how many the step frees must agree;
-    * fused node names (:data:`_FUSED_NAME`): numbered in order of appearance.
+    * fused node names (:data:`_FUSED_NAME`): numbered in order of appearance;
+    * a value's shape as the plugin reads it (``TensorTypeAndShape_HasShape``, ``GetDimensionsCount``,
+      ``GetDimensions``) becomes one ``<shape>`` line, compared by :func:`lines_agree`.
 
     What is not normalised but made equal by the drivers: ORT runs with ``ORT_DISABLE_ALL`` (its level-1
     optimisations fuse and fold nodes before partitioning; epabi's host applies none: README, intended
@@ -433,7 +434,19 @@ def normalise(lines: Sequence[str], ep_name: str) -> Normalised:
     getters: dict[str, set[str]] = {}
     fused: dict[str, str] = {}
     frees = 0
-    for line in lines:
+    lines = list(lines)
+    k = 0
+    while k < len(lines):
+        line = lines[k]
+        k += 1
+        if line == "api TensorTypeAndShape_HasShape = 0":
+            calls.append("api <shape> unknown")
+            continue
+        if line == "api TensorTypeAndShape_HasShape = 1" and k + 1 < len(lines) and \
+                lines[k].startswith("api GetDimensionsCount = ") and lines[k + 1].startswith("api GetDimensions = "):
+            calls.append("api <shape> " + lines[k + 1][len("api GetDimensions = "):])
+            k += 2
+            continue
         match = _GETTER.match(line)
         if match and match.group(1) in GETTERS:
             getters.setdefault(match.group(1), set()).add(match.group(2) or "")
@@ -448,9 +461,35 @@ def normalise(lines: Sequence[str], ep_name: str) -> Normalised:
     return Normalised(calls, getters, frees)
 
 
+_SHAPE = re.compile(r"^api (?:<shape> |GetDimensions = )(unknown|\[([-0-9,]*)\])$")
+
+
+def lines_agree(a: str, b: str) -> bool:
+    """Equal lines, or two shapes (``<shape>`` lines of :func:`normalise`, or a kernel context's
+    ``GetDimensions``) that agree wherever both hosts know something: the same rank and the same known dimensions,
+    or one side knows no shape at all.
+
+    The host infers value shapes with ONNX's inference (no data propagation); ORT's own inference also propagates
+    shape values through Shape, Gather, Unsqueeze, Concat, Reshape and more, differently per release, so one host
+    may know a dimension, or a whole shape, the other does not (README, intended differences). A known dimension
+    must never disagree, and what the plugin does with the shape shows in the lines that follow.
+    """
+    if a == b:
+        return True
+    sa, sb = _SHAPE.match(a), _SHAPE.match(b)
+    if sa is None or sb is None:
+        return False
+    if sa.group(1) == "unknown" or sb.group(1) == "unknown":
+        return True
+    x = [int(v) for v in sa.group(2).split(",") if v]
+    y = [int(v) for v in sb.group(2).split(",") if v]
+    return len(x) == len(y) and all(p == q or p < 0 or q < 0 for p, q in zip(x, y, strict=True))
+
+
 def first_difference(a: Sequence[str], b: Sequence[str], context: int = 6) -> str | None:
-    """None when equal, else the first differing line with some context from both sides."""
-    i = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    """None when the calls agree line by line (:func:`lines_agree`), else the first differing line with some
+    context from both sides."""
+    i = next((k for k, (x, y) in enumerate(zip(a, b)) if not lines_agree(x, y)), None)
     if i is None:
         if len(a) == len(b):
             return None
@@ -461,5 +500,24 @@ def first_difference(a: Sequence[str], b: Sequence[str], context: int = 6) -> st
     return f"first difference at line {i} (of {len(a)} and {len(b)}):\n  epabi:\n{left}\n  onnxruntime:\n{right}"
 
 
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0")
+def repartitioned(session_step: Sequence[str]) -> bool:
+    """ORT partitioned the graph more than once: it inlined function nodes no EP took (ORT's ``GraphPartitioner``
+    expands a node that has a function body and no kernel, ``CastLike`` say, and asks every EP again). The host
+    does not (README, intended differences): it runs such nodes in its CPU fallback."""
+    return sum(line.startswith("> ep.GetCapability") for line in session_step) > 1
+
+
+def first_partitioning(session_step: Sequence[str]) -> list[str]:
+    """The session step up to the end of the first partitioning pass: the first ``GetCapability`` and the
+    ``Compile`` of what it claimed (what both hosts share when ORT partitions again)."""
+    for i, line in enumerate(session_step):
+        if not line.startswith("< ep.GetCapability"):
+            continue
+        later = [j for j in range(i + 1, len(session_step)) if session_step[j].startswith(">")]
+        if later and session_step[later[0]].startswith("> ep.Compile"):
+            i = next((j for j in range(later[0], len(session_step)) if session_step[j].startswith("< ep.Compile")),
+                     len(session_step) - 1)
+        return list(session_step[:i + 1])
+    return list(session_step)
+
+

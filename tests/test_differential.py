@@ -30,7 +30,16 @@ import epabi
 import real_models
 from boundary_models import cases as boundary_cases
 from conformance import baseline_engine, close, relevant_cases, tolerance
-from differential import Case, HostRun, first_difference, normalise, start_driver, write_spec
+from differential import (
+    Case,
+    HostRun,
+    first_difference,
+    first_partitioning,
+    normalise,
+    repartitioned,
+    start_driver,
+    write_spec,
+)
 from epabi.cpu_fallback import ONNXRUNTIME
 from magika_model import batch
 from magika_model import model_path as magika_path
@@ -83,12 +92,13 @@ REAL_MODELS = {
 
 def _conformance_cases() -> list[Case]:
     """The ONNX backend cases with an op our EP has a kernel for that ORT's CPU EP reproduces (so both hosts'
-    CPU fallback is ORT's), with tensor inputs only."""
+    CPU fallback is ORT's), with numeric tensor inputs only (the drivers pass .npz files)."""
     out = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for case in relevant_cases():
-            if not all(isinstance(x, np.ndarray) for x in case.inputs) or baseline_engine(case.name) != ONNXRUNTIME:
+            if not all(isinstance(x, np.ndarray) and x.dtype != object for x in case.inputs) or \
+                    baseline_engine(case.name) != ONNXRUNTIME:
                 continue
             initializers = {t.name for t in case.model.graph.initializer}
             names = [i.name for i in case.model.graph.input if i.name not in initializers]
@@ -201,6 +211,8 @@ def test_errors_agree(pairs: dict[str, Pair], release: str) -> None:
     problems = []
     for case in pair.cases:
         ours, theirs = pair.epabi.results[case.name], pair.ort.results[case.name]
+        if _ort_cast_insertion_failure(theirs):
+            continue
         for key in ("driver_error",):
             for who, result in (("epabi", ours), ("onnxruntime", theirs)):
                 if key in result:
@@ -216,11 +228,21 @@ def test_errors_agree(pairs: dict[str, Pair], release: str) -> None:
     assert not problems, _report(f"errors differ under {release}", problems)
 
 
+def _ort_cast_insertion_failure(result: dict) -> bool:
+    """ORT 1.24.4 failed the session where float16 values cross between its CPU EP, for which it inserts Casts to
+    float, and our EP (README, intended differences: the host's CPU partitions are sessions of their own; 1.32.0
+    creates these sessions)."""
+    error = result.get("session_error") or {}
+    return "InsertedPrecisionFreeCast" in error.get("message", "")
+
+
 def _compare_steps(pair: Pair, keys: list[tuple[str, ...]]) -> list[str]:
     problems = []
     for key in keys:
-        a = normalise(pair.epabi.trace.get(key, []), EP_NAME)
-        b = normalise(pair.ort.trace.get(key, []), EP_NAME)
+        ours, theirs = pair.epabi.trace.get(key, []), pair.ort.trace.get(key, [])
+        if key[-1] == "session" and repartitioned(theirs):
+            ours, theirs = first_partitioning(ours), first_partitioning(theirs)
+        a, b = normalise(ours, EP_NAME), normalise(theirs, EP_NAME)
         where = "/".join(key)
         diff = first_difference(a.calls, b.calls)
         if diff is not None:
@@ -234,13 +256,38 @@ def _compare_steps(pair: Pair, keys: list[tuple[str, ...]]) -> list[str]:
     return problems
 
 
+def _repartitioned_cases(pair: Pair) -> set[str]:
+    """Cases ORT partitioned a second time after inlining function nodes (:func:`differential.repartitioned`)."""
+    return {case.name for case in pair.cases
+            if repartitioned(pair.ort.trace.get((case.group, case.name, "session"), []))}
+
+
+def _has_control_flow(graph: onnx.GraphProto) -> bool:
+    return any(n.op_type in CONTROL_FLOW or any(_has_control_flow(a.g) for a in n.attribute if a.HasField("g"))
+               for n in graph.node)
+
+
+#: ORT offers the subgraphs of these nodes to the EP (GetCapability and Compile per subgraph, before the main
+#: graph); the host runs them with their subgraphs in its CPU fallback (README, intended differences).
+CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+
+
 @pytest.mark.parametrize("release", RELEASES)
 def test_calls_agree(pairs: dict[str, Pair], release: str) -> None:
     """Every step of every case makes the same plugin calls under both hosts, and the plugin the same host calls
-    (after :func:`differential.normalise`)."""
+    (after :func:`differential.normalise`). Where ORT inlined function nodes and partitioned again
+    (:func:`differential.repartitioned`), the session step is compared up to the first partitioning pass and the
+    case's later steps are not compared; cases with control-flow nodes (:data:`CONTROL_FLOW`) are not compared.
+    None of our model cases may be such a case."""
     pair = pairs[release]
+    again = _repartitioned_cases(pair)
+    assert not {n for n in again if not n.startswith("onnx_")}, again
+    subgraphs = {case.name for case in pair.cases if _has_control_flow(case.model.graph)}
+    assert not {n for n in subgraphs if not n.startswith("onnx_")}, subgraphs
     keys = sorted(set(pair.epabi.trace) | set(pair.ort.trace))
-    problems = _compare_steps(pair, [k for k in keys if k != ("",)])
+    keys = [k for k in keys if k != ("",) and not (len(k) == 3 and (k[1] in subgraphs or
+                                                                     (k[1] in again and k[2] != "session")))]
+    problems = _compare_steps(pair, keys)
     assert not problems, _report(f"the calls differ under {release}", problems)
 
 

@@ -45,6 +45,7 @@ class Unit:
     cpu_node: NodeView | None = None
     group: FusedGroup | None = None
     kernel_node: NodeView | None = None  # a node a kernel-registry EP runs with its own kernel
+    copy: str | None = None  # "from_host"/"to_host": ORT's Memcpy node for ``inputs[0]`` (order_units)
     order_key: int = 0
     deps: set[int] = field(default_factory=set)
 
@@ -171,34 +172,82 @@ def build_groups(graph: GraphView, groups: list[tuple[list[NodeView], bool]], ep
     return out
 
 
-def order_units(graph: GraphView, groups: list[FusedGroup], kernel_nodes: frozenset[int] = frozenset()) -> list[Unit]:
-    """Units in a topological order (stable: by the position of each unit's first node); nodes whose ids are in
-    ``kernel_nodes`` are units the EP runs with its kernels, the other ungrouped nodes run on the CPU."""
+def order_units(graph: GraphView, groups: list[FusedGroup], kernel_nodes: frozenset[int] = frozenset(),
+                copies: bool = False) -> list[Unit]:
+    """The units in ORT's execution order: the DFS order of :func:`~epabi.graph_view.ort_topological_order` over
+    the partitioned graph, whose nodes are the unclaimed nodes (their own index), the fused nodes (indices after
+    them, in claiming order) and, with ``copies`` (the EP computes in its own memory), ORT's copy nodes (indices
+    after those): a MemcpyFromHost per value a CPU node produces, or a graph input CPU nodes read too, that a fused
+    node reads, then a MemcpyToHost per fused-node output a CPU node reads, each in name order (ORT's
+    ``TransformerMemcpyImpl``). Nodes whose ids are in ``kernel_nodes`` are units the EP runs with its kernels;
+    with them the copies are the kernel path's own (:mod:`epabi.kernel_nodes`) and none are added here.
+
+    Raises:
+        ValueError: the units depend on each other in a cycle (claims ORT would have refused).
+    """
     in_group = {node.id: g for g in groups for node in g.nodes}
-    position = {node.id: i for i, node in enumerate(graph.nodes)}
+    count = len(graph.nodes)
     units: list[Unit] = []
     for g in groups:
-        units.append(Unit(list(g.inputs), list(g.outputs), group=g, order_key=position[g.nodes[0].id]))
+        units.append(Unit(list(g.inputs), list(g.outputs), group=g, order_key=count + g.index))
     for node in graph.nodes:
         if node.id not in in_group:
             kernel = node.id in kernel_nodes
             units.append(Unit([v.name for v in node.inputs if v is not None] +
                               [v.name for v in node.implicit_inputs],
                               [v.name for v in node.outputs if v is not None], cpu_node=None if kernel else node,
-                              kernel_node=node if kernel else None, order_key=position[node.id]))
+                              kernel_node=node if kernel else None, order_key=node.id))
     producer = {name: i for i, unit in enumerate(units) for name in unit.outputs}
     for unit in units:
         unit.deps = {producer[name] for name in unit.inputs if name in producer}
+    if copies and not kernel_nodes:
+        _add_copy_units(graph, units, producer, count + len(groups))
+    by_key = sorted(range(len(units)), key=lambda i: units[i].order_key)
+    position = {i: k for k, i in enumerate(by_key)}
+    consumed = {d for unit in units for d in unit.deps}
+    stack = [(i, False) for i in by_key if i not in consumed]
+    visited: set[int] = set()
     ordered: list[Unit] = []
-    done: set[int] = set()
-    pending = sorted(range(len(units)), key=lambda i: units[i].order_key)
-    while pending:
-        ready = next((i for i in pending if units[i].deps <= done), None)
-        if ready is None:
-            names = [units[i].group.name if units[i].group else (units[i].cpu_node or units[i].kernel_node).name
-                     for i in pending]
+    while stack:
+        i, leaving = stack.pop()
+        if leaving:
+            ordered.append(units[i])
+            continue
+        if i in visited:
+            continue
+        visited.add(i)
+        stack.append((i, True))
+        stack.extend((d, False) for d in sorted(units[i].deps, key=position.__getitem__))
+    index = {id(u): i for i, u in enumerate(units)}
+    placed: set[int] = set()
+    for unit in ordered:  # a cycle lists a unit before what it reads (ORT refuses such claims before this)
+        if not unit.deps <= placed:
+            names = [u.group.name if u.group else (u.cpu_node or u.kernel_node).name for u in units
+                     if u.copy is None]
             raise ValueError(f"the claimed node groups form a cycle with the rest of the graph: {names}")
-        pending.remove(ready)
-        done.add(ready)
-        ordered.append(units[ready])
+        placed.add(index[id(unit)])
     return ordered
+
+
+def _add_copy_units(graph: GraphView, units: list[Unit], producer: dict[str, int], first_key: int) -> None:
+    """Adds ORT's copy nodes as units (see :func:`order_units`) and rewires the readers to them."""
+    cpu = [i for i, u in enumerate(units) if u.cpu_node is not None]
+    fused = [i for i, u in enumerate(units) if u.group is not None]
+    produced_on_cpu = {name for i in cpu for name in units[i].outputs}
+    read_on_cpu = {name for i in cpu for name in units[i].inputs}
+    read_by_fused = {name for i in fused for name in units[i].inputs}
+    graph_inputs = {v.name for v in graph.inputs if v.required_graph_input}
+    from_host = sorted((produced_on_cpu | (graph_inputs & read_on_cpu)) & read_by_fused)
+    fused_outputs = {name for i in fused for name in units[i].outputs}
+    to_host = sorted(fused_outputs & read_on_cpu)
+    key = first_key
+    for direction, names, readers in (("from_host", from_host, fused), ("to_host", to_host, cpu)):
+        for name in names:
+            copy = len(units)
+            units.append(Unit([name], [], copy=direction, order_key=key,
+                              deps={producer[name]} if name in producer else set()))
+            key += 1
+            for i in readers:  # every value between the CPU and the EP passes a copy, so the copy replaces the edge
+                if name in units[i].inputs:
+                    units[i].deps.discard(producer.get(name, -1))
+                    units[i].deps.add(copy)

@@ -35,7 +35,7 @@ from .graph_view import GraphView, NodeView, model_graph
 from .io_binding import IOBinding
 from .kernel_nodes import KernelNodes
 from .layout import transform_layout
-from .model_checks import check_node_inputs, check_opsets
+from .model_checks import check_ir_version, check_node_inputs, check_opsets
 from .objects import MemoryInfo, OrtDeviceMemoryType
 from .partition import FusedGroup, Unit, build_groups, non_convex_groups, order_units
 from .run_options import RunOptions
@@ -67,10 +67,11 @@ def _invalid(message: str) -> OrtStatusError:
 
 def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
                release: HostBehaviour | None = None) -> tuple[onnx.ModelProto, str]:
-    """Parses and shape-infers a model, its Constant nodes turned into initializers as ORT does
-    (:mod:`epabi.constant_nodes`), refusing what the ONNX Runtime ``release`` refuses at load (opsets above its
-    maximum, node inputs nothing provides: :mod:`epabi.model_checks`). Raises OrtStatusError (NO_SUCHFILE,
-    INVALID_PROTOBUF, INVALID_GRAPH, FAIL, INVALID_ARGUMENT)."""
+    """Parses and shape-infers a model (ONNX's inference without data propagation, which is what ORT's own
+    inference shows an EP most closely), its Constant nodes turned into initializers as ORT does
+    (:mod:`epabi.constant_nodes`), refusing what the ONNX Runtime ``release`` refuses at load (IR versions and
+    opsets above its maxima, node inputs nothing provides: :mod:`epabi.model_checks`). Raises OrtStatusError
+    (NO_SUCHFILE, INVALID_PROTOBUF, INVALID_GRAPH, FAIL, INVALID_ARGUMENT)."""
     model_path = ""
     if isinstance(path_or_bytes, onnx.ModelProto):
         model = path_or_bytes
@@ -91,6 +92,7 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
     if not model.graph.node and not model.graph.output:
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, "the model has an empty graph (truncated or not a model?)")
     if release is not None:
+        check_ir_version(model, release, model_path or "memory")
         check_opsets(model, release, model_path or "memory")
     check_node_inputs(model, model_path or "memory")
     try:
@@ -98,7 +100,7 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
     except Exception as exc:  # ORT accepts some models the checker rejects (untyped outputs)
         _log.warning("onnx.checker: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     try:
-        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        model = onnx.shape_inference.infer_shapes(model, data_prop=False)
     except Exception as exc:
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, f"the model is not valid ONNX: {exc}") from exc
     constants_to_initializers(model)  # in the inferred copy: the caller's ModelProto stays as it was
@@ -178,7 +180,8 @@ class InferenceSession:
         try:
             if devices:
                 self._create_ep()
-            self._units = order_units(self.graph, self._groups, frozenset(n.id for n in self._kernel_nodes))
+            self._units = order_units(self.graph, self._groups, frozenset(n.id for n in self._kernel_nodes),
+                                      copies=self._allocator is not None)
             for unit in self._units:
                 if unit.cpu_node is not None:
                     node = unit.cpu_node
@@ -195,6 +198,8 @@ class InferenceSession:
                     "IsGraphCaptureEnabled" in self._ep.members:
                 self._ep.call("IsGraphCaptureEnabled")
             self._host_handed = _host_handed_values(self.graph, self._units)
+            # graph inputs only fused nodes read: ORT copies these feeds into EP memory before the first node
+            self._fed_to_ep = {name for g in self._groups for name in g.inputs} - self._host_handed
             self._cpu = CpuFallback(self.model, self.graph, self._units)
             self._create_states()
         except BaseException:
@@ -581,11 +586,19 @@ class InferenceSession:
         try:
             if ep is not None and "OnRunStart" in ep.members:
                 ep.call_status("OnRunStart", run_options.ptr)
+            if self._allocator is not None and self._groups:
+                for name in feeds:
+                    if name in self._fed_to_ep:
+                        self._device_value(name, run)
             for unit in self._units:
                 if unit.cpu_node is not None:
                     self._run_cpu(unit, run)
                 elif unit.kernel_node is not None:
                     self._kernels.run(unit.kernel_node, run)
+                elif unit.copy == "from_host":
+                    self._device_value(unit.inputs[0], run)
+                elif unit.copy == "to_host":
+                    self._host_value(unit.inputs[0], run)
                 else:
                     self._run_fused(unit, run, prealloc)
             # the outputs reach the caller's memory inside the execution, before OnRunEnd, as in ORT
