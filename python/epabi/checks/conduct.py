@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from .probe import CheckFailed, CheckSkipped, Probe
 from .tables import SET, label
+from .unloading import stay_loaded_reasons
 
 #: ``ort_version_supported`` outside this range is not an API version of any ONNX Runtime 1.x that has plugin
 #: EPs (OrtEpFactory appeared in 1.22): 0, a garbage value, or a header older than plugin EPs.
@@ -23,10 +24,15 @@ _NEEDS = {
 }
 
 
+#: Findings a failure names; more are counted.
+_SHOWN = 2
+
+
 def _fail_with(probe: Probe, check: str) -> None:
     messages = probe.findings.of(check)
     if messages:
-        raise CheckFailed("; ".join(messages))
+        more = f" (and {len(messages) - _SHOWN} more)" if len(messages) > _SHOWN else ""
+        raise CheckFailed("; ".join(messages[:_SHOWN]) + more)
 
 
 def statuses(probe: Probe) -> str:
@@ -99,10 +105,8 @@ def release_and_unload(probe: Probe) -> str:
     count = len(probe.info.get("factories", []))
     factories = f"{count} factor{'y' if count == 1 else 'ies'}"
     if probe.mapped_after_close:
-        unique = unique_symbols(probe.spec.library)
-        why = (f": it defines {unique} STB_GNU_UNIQUE symbols, which make glibc keep a library loaded for the life "
-               "of the process") if unique else " (something keeps a reference: another registration, a thread, "\
-            "a symbol bound into another library)"
+        reasons = stay_loaded_reasons(probe.spec.library)
+        why = f": {'; '.join(reasons)}" if reasons else " (something else holds a reference to it)"
         raise CheckFailed(f"ReleaseEpFactory returned OK for {factories}, but the library stays mapped after "
                           f"unregistration{why}; a plugin that cannot be unloaded keeps its state between "
                           "registrations")
@@ -121,24 +125,4 @@ def conduct_report(probe: Probe) -> str:
     if probe.findings.limitations:
         return f"nothing else; functions epabi does not serve were asked for: {'; '.join(probe.findings.limitations)}"
     return "nothing else in the host's conduct report"
-
-
-def unique_symbols(path: str) -> int | None:
-    """How many STB_GNU_UNIQUE symbols the ELF file defines (None: unknown, no pyelftools or not ELF). pyelftools
-    names the binding by its value's first name, STB_LOOS."""
-    try:
-        from elftools.common.exceptions import ELFError
-        from elftools.elf.elffile import ELFFile
-        from elftools.elf.sections import SymbolTableSection
-    except ImportError:
-        return None
-    try:
-        with open(path, "rb") as stream:
-            section = ELFFile(stream).get_section_by_name(".dynsym")
-            if not isinstance(section, SymbolTableSection):
-                return 0
-            return sum(1 for sym in section.iter_symbols()
-                       if sym["st_info"]["bind"] in ("STB_GNU_UNIQUE", "STB_LOOS") and sym["st_shndx"] != "SHN_UNDEF")
-    except (ELFError, OSError):
-        return None
 

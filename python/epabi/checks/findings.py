@@ -3,7 +3,8 @@
 Two sources: the host's conduct report (violations, tolerated deviations, limitations, host errors:
 :meth:`epabi.Host.conduct_report`) and the errors the checks' calls raised (a ``ConductError`` is often raised
 on the spot without entering the report). Each message goes to the first conduct check whose pattern it
-matches; a violation or tolerated deviation that matches none goes to ``conduct_report``.
+matches; a violation or tolerated deviation of the report that matches none goes to ``conduct_report`` (a raised
+error that matches none is the failure of the check whose call raised it, and nothing more).
 """
 
 from __future__ import annotations
@@ -53,14 +54,17 @@ class Findings:
         elif kind == "internal":
             _add_once(self.internal, text)
         elif not allowed(text):
-            _add_once(self.by_check.setdefault(conduct_check_for(text) or "conduct_report", []), text)
+            check = conduct_check_for(text)
+            if check is None and kind == "raised":
+                return  # the check whose call raised it fails with it; the conduct report did not hold it
+            _add_once(self.by_check.setdefault(check or "conduct_report", []), text)
 
     def add_report(self, report: list[tuple[str, str]]) -> None:
         for kind, message in report:
             self.add(kind, message)
 
     def add_raised(self, exc: BaseException) -> None:
-        """A ConductError raised by a call: the violation it names (its text also holds where it happened)."""
+        """An error a call raised (a ConductError, or a status the host made): what it names, where it happened."""
         self.add("raised", str(exc))
 
     def of(self, check: str) -> list[str]:

@@ -33,6 +33,12 @@ if TYPE_CHECKING:
     from .spec import CheckSpec
 
 
+#: The status ONNX Runtime 1.31+ (and epabi's host) make when CreateEpFactories reports too many factories.
+_HOST_REFUSAL = "factories but the supplied capacity was"
+#: The registration error ``required_functions`` reports.
+_REQUIRED_NULL = "required OrtEpFactory members are NULL"
+
+
 class CheckFailed(Exception):
     """The check found the plugin at fault; the message is the reason."""
 
@@ -102,11 +108,15 @@ class Probe:
         except PluginLoadError as exc:
             self.load_error = self.registration_error = one_line(exc)
             self.blocked = f"the library did not load: {self.load_error}"
-        except OrtStatusError as exc:  # the plugin refused this host, as it may
+        except OrtStatusError as exc:
             self.registration_error = one_line(exc)
-            self.blocked = f"the plugin refuses {self.label}: {self.registration_error}"
-        except ConductError as exc:
-            self.findings.add_raised(exc)
+            if _HOST_REFUSAL in exc.message:  # ORT's own refusal of what the plugin did
+                self.findings.add("violation", str(exc))
+                self.blocked = f"registration failed: {self.registration_error}"
+            else:  # the plugin refused this host, as it may
+                self.blocked = f"the plugin refuses {self.label}: {self.registration_error}"
+        except ConductError as exc:  # conduct_report fails with it, unless an ORT check names it
+            self.findings.add("raised" if _REQUIRED_NULL in str(exc) else "violation", str(exc))
             self.registration_error = one_line(exc)
             self.blocked = f"registration failed: {self.registration_error}"
         except HostLimitationError as exc:
@@ -159,7 +169,10 @@ class Probe:
         except ConductError as exc:
             self.findings.add_raised(exc)
             self.ep_error, self.ep_error_conduct = one_line(exc), True
-        except (OrtStatusError, HostLimitationError) as exc:
+        except OrtStatusError as exc:  # may be the host's refusal of the OrtEp's declared version
+            self.findings.add_raised(exc)
+            self.ep_error = one_line(exc)
+        except HostLimitationError as exc:
             self.ep_error = one_line(exc)
         if self.ep_error is not None:
             self.info["ep_error"] = self.ep_error

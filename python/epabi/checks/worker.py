@@ -164,8 +164,18 @@ def _finish(child: _Child, timeout: float, verbose: bool, out: Any) -> None:
             how = f"died of signal {number}"
     else:
         how = f"exited with code {os.WEXITSTATUS(child.status)} without a report"
-    tail = [line.strip() for line in text.strip().splitlines() if line.strip()][-STDERR_LINES:]
-    emit(out, {"api": child.api, "died": how, "stderr": " | ".join(tail)})
+    emit(out, {"api": child.api, "died": how, "stderr": " | ".join(_last_words(text))})
+
+
+def _last_words(text: str) -> list[str]:
+    """What a dead child's output says about its end: with a faulthandler dump, the lines before it, its headline
+    and the innermost frame (faulthandler lists the most recent call first); else the last lines."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    fatal = next((i for i, line in enumerate(lines) if line.startswith("Fatal Python error")), None)
+    if fatal is None:
+        return lines[-STDERR_LINES:]
+    frame = next((line for line in lines[fatal + 1:] if line.startswith("File ")), None)
+    return lines[max(0, fatal - 2):fatal + 1] + ([frame] if frame else [])
 
 
 def main() -> int:
