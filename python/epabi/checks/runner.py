@@ -134,6 +134,7 @@ def _run_isolated(spec: CheckSpec, apis: list[int], jobs: int, verbose: bool) ->
         stdout, stderr = (_text(exc.stdout), _text(exc.stderr))
         code = f"was stopped after {exc.timeout:g} s"
     started: dict[int, list[str]] = {api: [] for api in apis}
+    finished: dict[int, list[list[str]]] = {api: [] for api in apis}
     reports: dict[int, VersionReport] = {}
     for line in stdout.splitlines():
         if not line.startswith(PREFIX):
@@ -142,18 +143,20 @@ def _run_isolated(spec: CheckSpec, apis: list[int], jobs: int, verbose: bool) ->
         api = int(event["api"])
         if "started" in event:
             started[api].append(event["started"])
+        elif "outcome" in event:
+            finished[api].append(event["outcome"])
         elif "report" in event:
             report = reports[api] = VersionReport(api, info=event["report"]["info"])
             for check_id, status, reason in event["report"]["outcomes"]:
                 report.set(check_id, Status(status), reason)
         elif "died" in event:
-            reports[api] = _died(api, started[api], event["died"], event.get("stderr", ""))
+            reports[api] = _died(api, started[api], finished[api], event["died"], event.get("stderr", ""))
         elif "stderr" in event and verbose:
             sys.stderr.write(f"--- API {api} ---\n{event['stderr']}")
     for api in apis:
         if api not in reports:  # the worker itself failed
             tail = " | ".join(stderr.strip().splitlines()[-_STDERR_TAIL:])
-            reports[api] = _died(api, started[api], f"was lost: the worker {code}", tail)
+            reports[api] = _died(api, started[api], finished[api], f"was lost: the worker {code}", tail)
     return reports
 
 
@@ -163,8 +166,12 @@ def _text(data: bytes | str | None) -> str:
     return data if isinstance(data, str) else data.decode("utf-8", "replace")
 
 
-def _died(api: int, started: list[str], how: str, tail: str) -> VersionReport:
+def _died(api: int, started: list[str], finished: list[list[str]], how: str, tail: str) -> VersionReport:
+    """The report of a version whose process ended early: the verdicts it reported, the check it was running
+    failed with how it ended, the rest skipped."""
     report = VersionReport(api, info={"crashed": how})
+    for check_id, status, reason in finished:
+        report.set(check_id, Status(status), reason)
     last = started[-1] if started else "register"
     culprit = {"register": "required_functions", "unregister": "release_and_unload"}.get(last, last)
     where = {"register": "registration", "unregister": "unregistration"}.get(last, last)

@@ -13,7 +13,7 @@ from ..cmd_common import one_line
 from ..errors import ConductError, HostLimitationError, OrtStatusError, PluginLoadError
 from . import conduct, function, graph_capture, growth, invariants
 from .catalogue import CHECK_IDS
-from .outcome import Status, VersionReport
+from .outcome import Outcome, Status, VersionReport
 from .probe import CheckFailed, CheckSkipped, Probe
 from .spec import CheckSpec
 
@@ -57,7 +57,16 @@ if set(WHILE_REGISTERED) | set(AFTER_CLOSE) != set(CHECK_IDS):
     raise ImportError("epabi.checks.version_run does not run exactly the checks of the catalogue")
 
 
-def _run_one(probe: Probe, check: str, fn: CheckFn, report: VersionReport) -> None:
+def _run_one(probe: Probe, check: str, fn: CheckFn, report: VersionReport,
+             finished: Callable[[Outcome], None]) -> None:
+    try:
+        _judge(probe, check, fn, report)
+    finally:
+        if check in report.outcomes:
+            finished(report.outcomes[check])
+
+
+def _judge(probe: Probe, check: str, fn: CheckFn, report: VersionReport) -> None:
     try:
         report.set(check, Status.PASS, fn(probe))
     except CheckFailed as exc:
@@ -76,13 +85,16 @@ def _run_one(probe: Probe, check: str, fn: CheckFn, report: VersionReport) -> No
         report.set(check, Status.FAIL, f"epabi check error (a bug in epabi, please report it): {one_line(exc)}")
 
 
-def run_version(spec: CheckSpec, api: int, started: Callable[[str], None] | None = None) -> VersionReport:
-    """Every check at API ``api``; ``started(check)`` is called as each begins (the isolated worker reports it,
-    so a crash is pinned on the check that was running). Never raises for what the plugin does."""
+def run_version(spec: CheckSpec, api: int, started: Callable[[str], None] | None = None,
+                finished: Callable[[Outcome], None] | None = None) -> VersionReport:
+    """Every check at API ``api``; ``started(check)`` is called as each begins and ``finished(outcome)`` as it
+    ends (the isolated worker reports both, so a crash is pinned on the check that was running and the verdicts
+    before it are kept). Never raises for what the plugin does."""
     begin = time.monotonic()
     report = VersionReport(api)
     probe = Probe(spec, api)
     note = started or (lambda check: None)
+    done = finished or (lambda outcome: None)
     note("register")
     try:
         try:
@@ -92,10 +104,11 @@ def run_version(spec: CheckSpec, api: int, started: Callable[[str], None] | None
             reason = f"epabi check error (a bug in epabi, please report it): {one_line(exc)}"
             for check in CHECK_IDS:
                 report.set(check, Status.FAIL, reason)
+                done(report.outcomes[check])
             return report
         for check, fn in WHILE_REGISTERED.items():
             note(check)
-            _run_one(probe, check, fn, report)
+            _run_one(probe, check, fn, report, done)
     finally:
         note("unregister")
         probe.close()
@@ -103,7 +116,7 @@ def run_version(spec: CheckSpec, api: int, started: Callable[[str], None] | None
         return report
     for check, fn in AFTER_CLOSE.items():
         note(check)
-        _run_one(probe, check, fn, report)
+        _run_one(probe, check, fn, report, done)
     report.info.update(probe.info)
     report.info["registered"] = probe.registered
     report.info["seconds"] = round(time.monotonic() - begin, 3)

@@ -7,10 +7,11 @@ it. Forking saves a Python start and an import of epabi per version.
 
 Reads ``{"spec": CheckSpec.to_json(), "apis": [...], "jobs": N, "verbose": bool}`` from stdin. Writes one line
 per event to stdout, ``EPABI-CHECK `` followed by JSON with the ``api`` and one of: ``started`` (a check, or
-``register`` / ``unregister``, begins), ``report`` (the version's outcomes and facts), ``died`` (how the child
-ended without a report) with ``stderr`` (its last lines). A child's stdout and stderr (the plugin's prints, log
-records of WARNING and above, INFO too with ``verbose``) are collected; with ``verbose`` every child's output is
-passed on as ``stderr`` events. POSIX only (``os.fork``).
+``register`` / ``unregister``, begins), ``outcome`` (``[check, status, reason]`` of a check that ended),
+``report`` (the version's outcomes and facts), ``died`` (how the child ended without a report) with ``stderr``
+(its last lines). A child's stdout and stderr (the plugin's prints, log records of WARNING and above, INFO too
+with ``verbose``) are collected; with ``verbose`` every child's output is passed on as ``stderr`` events.
+POSIX only (``os.fork``).
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def _child_main(spec: Any, api: int, verbose: bool, events_fd: int) -> None:
 
         stream = os.fdopen(events_fd, "w", buffering=1)
         with plugin_logs(logging.INFO if verbose else logging.WARNING):
-            report = run_version(spec, api, started=lambda check: emit(stream, {"started": check}))
+            report = run_version(spec, api, started=lambda check: emit(stream, {"started": check}),
+                                 finished=lambda o: emit(stream, {"outcome": [o.check, o.status.value, o.reason]}))
         emit(stream, {"report": {"api": report.api, "info": report.info,
                                  "outcomes": [[o.check, o.status.value, o.reason] for o in report.ordered()]}})
         stream.close()
