@@ -28,7 +28,7 @@ import numpy as np
 
 from .device_memory import DeviceValue
 from .errors import StaleReplayError
-from .values import ONNX_TO_NUMPY, OrtValue
+from .values import OrtValue
 
 _Entry = tuple[int, tuple[int, ...], Any] | None
 
@@ -36,7 +36,7 @@ _Entry = tuple[int, tuple[int, ...], Any] | None
 def _entry(value: Any) -> _Entry:
     """(address, shape, dtype) of a tensor value (host OrtValue, DeviceValue or numpy array); None otherwise."""
     if isinstance(value, OrtValue):
-        return value.data_ptr(), tuple(value.shape()), ONNX_TO_NUMPY.get(value.element_type())
+        return value.binding_key()
     if isinstance(value, np.ndarray):
         return value.__array_interface__["data"][0], value.shape, value.dtype
     return None
@@ -144,8 +144,11 @@ class CallBindings:
         not bind (their buffers are what its graph writes); None at a replay, where such outputs have none."""
         layout, feeds, outputs = self.layout, self.feeds, self.outputs
         outs = outputs if produced is None else {**produced, **outputs}
-        return (tuple(_entry(feeds.get(n)) for n in layout.inputs) + tuple(_entry(outs.get(n)) for n in layout.outputs)
-                + tuple(_value_bytes(feeds.get(n)) for n in layout.by_value))
+        entry = _entry
+        if not layout.by_value:  # the usual case, kept short: it runs before every replay
+            return (*[entry(feeds.get(n)) for n in layout.inputs], *[entry(outs.get(n)) for n in layout.outputs])
+        return (*[entry(feeds.get(n)) for n in layout.inputs], *[entry(outs.get(n)) for n in layout.outputs],
+                *[_value_bytes(feeds.get(n)) for n in layout.by_value])
 
     def snapshot_aliased(self) -> AliasSnapshot | None:
         """Copies of the feeds whose memory overlaps a bound output (same memory device); None when none do."""
