@@ -105,6 +105,10 @@ def test_table_sizes_match_the_releases_we_declare() -> None:
     assert ffi.sizeof("OrtApi") // ptr == 429  # 1.32 (426-428 as padding)
     assert ffi.sizeof("OrtNodeFusionOptions") == 8
     assert ffi.sizeof("OrtResourceCount") == 56
+    assert ffi.sizeof("OrtEnvCreationOptions") == 48  # 1.24 (7 fields)
+    assert [ffi.offsetof("OrtEnvCreationOptions", f) for f in (
+        "version", "logging_severity_level", "log_id", "custom_logging_function", "custom_logging_param",
+        "threading_options", "config_entries")] == [0, 4, 8, 16, 24, 32, 40]
     assert ffi.sizeof("OrtKernelImpl") // ptr == 5  # 1.24-1.30
 
 
@@ -112,7 +116,8 @@ def test_c_compiler_and_cffi_agree_on_every_offset(tmp_path: Path) -> None:
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         pytest.skip("no C compiler")
-    structs = ["OrtApiBase", "OrtApi", "OrtEpApi", *list(FACTS_TABLES)[1:], "OrtNodeFusionOptions", "OrtResourceCount"]
+    structs = ["OrtApiBase", "OrtApi", "OrtEpApi", *list(FACTS_TABLES)[1:], "OrtNodeFusionOptions", "OrtResourceCount",
+               "OrtEnvCreationOptions"]
     lines = ['#include <stdio.h>', '#include "epabi/ort_abi.h"', "int main(void) {"]
     expected = []
     for struct in dict.fromkeys(structs):

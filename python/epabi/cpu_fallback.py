@@ -1,7 +1,7 @@
 """The CPU fallback: what runs the nodes no plugin EP claimed.
 
-With ``onnxruntime`` importable (the optional ``epabi[ort]`` extra), the unclaimed nodes run on ORT's own CPU EP:
-they are grouped into partitions (each a maximal connected set of CPU nodes between fused nodes of the execution
+With ``onnxruntime`` importable (the optional ``epabi[onnxruntime]`` extra), the unclaimed nodes run on ORT's own
+CPU EP: they are grouped into partitions (each a maximal connected set of CPU nodes between fused nodes of the execution
 order, control-flow nodes with their subgraphs included) and each partition becomes one
 ``onnxruntime.InferenceSession`` on ``CPUExecutionProvider``, built once at session creation with the model's IR
 version, opsets, local functions and the value types shape inference found. A run feeds each partition the values
@@ -64,7 +64,7 @@ def fallback_kind() -> str:
         return ONNXRUNTIME
     if chosen == ONNXRUNTIME:
         raise OrtStatusError(OrtErrorCode.INVALID_ARGUMENT, f"{FALLBACK_ENV}={ONNXRUNTIME}, but onnxruntime cannot "
-                             "be imported (pip install onnxruntime, or epabi's [ort] extra)")
+                             "be imported (pip install onnxruntime, or epabi's [onnxruntime] extra)")
     return ONNX_REFERENCE
 
 

@@ -142,10 +142,9 @@ def parse_api_version(text: str | int) -> int:
 
 def read_min_onnxruntime_version() -> str:
     """The plugin's minimum host release, from ``MIN_ONNXRUNTIME_VERSION`` (installed or source copy)."""
-    from pathlib import Path
+    from .package_files import find_package_file
 
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "MIN_ONNXRUNTIME_VERSION", here.parent.parent / "MIN_ONNXRUNTIME_VERSION"):
-        if candidate.is_file():
-            return candidate.read_text().strip()
-    raise FileNotFoundError("MIN_ONNXRUNTIME_VERSION not found next to the package or in the source tree")
+    found = find_package_file("MIN_ONNXRUNTIME_VERSION", "MIN_ONNXRUNTIME_VERSION")
+    if found is None:
+        raise FileNotFoundError("MIN_ONNXRUNTIME_VERSION not found next to the package or in the source tree")
+    return found.read_text().strip()
