@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ._ffi import enum_value
@@ -105,18 +106,21 @@ class GraphCapture:
         ep.call_status("ReleaseCapturedGraph", graph_id)
 
     def run(self, execute: Callable[[], tuple[dict[str, Any], object]], run_options: RunOptions | None,
-            replayed: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+            replayed: Callable[[], dict[str, Any]],
+            around_replay: Callable[[], AbstractContextManager[None]] = nullcontext) -> dict[str, Any]:
         """``execute`` runs the graph once and returns its outputs and the run's state; ``replayed`` gives the
-        outputs after a replay. As in ORT, nothing of a capturing run outlives it but the caller's buffers: a
-        replay may only use what the caller bound and the session's initializers."""
+        outputs after a replay; ``around_replay()`` is entered around ``ReplayGraph`` and its ``Sync`` (the
+        session's ``model_run`` profile event). As in ORT, nothing of a capturing run outlives it but the caller's
+        buffers: a replay may only use what the caller bound and the session's initializers."""
         ep = self.ep
         graph_id = annotation_id(run_options)
         executions = 0
         while True:
             if graph_id != -1 and ep.call("IsGraphCaptured", graph_id):
-                ep.call_status("ReplayGraph", graph_id)
-                if self._sync_after_replay:
-                    ep.call_status("Sync")
+                with around_replay():
+                    ep.call_status("ReplayGraph", graph_id)
+                    if self._sync_after_replay:
+                        ep.call_status("Sync")
                 ep.call("IsGraphCaptureEnabled")
                 ep.call("IsGraphCaptured", graph_id)
                 self.replays += 1
