@@ -108,7 +108,8 @@ def test_a_wrong_expectation_fails_the_check(library_path: str, software_adapter
         check_profile(profile, expected_events(CALLS, graph=True, min_runs=1), MLP_NODES, os.getpid(),
                       threading.get_native_id())
     with pytest.raises(AssertionError):
-        check_profile(profile, expected_events(CALLS, graph=True), MLP_NODES - 1, os.getpid(), threading.get_native_id())
+        check_profile(profile, expected_events(CALLS, graph=True), MLP_NODES - 1, os.getpid(),
+                      threading.get_native_id())
 
 
 def test_api_24_sees_no_create_profiler(library_path: str, software_adapter: None, tmp_path: Path) -> None:
