@@ -309,3 +309,36 @@ def test_profile_on_the_gpu(graph: bool, library_path: str, monkeypatch: pytest.
             _calls(session, graph=graph, device="cuda")
             profile = _profile(session, tmp_path)
     check_profile(profile, expected_events(CALLS, graph=graph), MLP_NODES, os.getpid(), threading.get_native_id())
+
+
+@pytest.mark.parametrize("fallback", ["onnxruntime", "onnx.reference"])
+def test_cpu_partitions_and_fused_nodes_each_have_events(fallback: str, library_path: str, software_adapter: None,
+                                                         monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A node kept on the CPU splits the MLP into two fused nodes around it: each fused node's Compute is an EP
+    event inside its own node event; the CPU work is one node event (a partition through onnxruntime, the node
+    through onnx.reference)."""
+    if fallback == "onnxruntime":
+        pytest.importorskip("onnxruntime")
+    monkeypatch.setenv("EPABI_CPU_FALLBACK", fallback)
+    with _host(None, library_path) as host:
+        so = epabi.SessionOptions()
+        so.enable_profiling = True
+        so.profile_file_prefix = str(tmp_path / "profile")
+        so.add_provider_for_devices(host.get_ep_devices(), {"force_cpu_nodes": "relu0"})
+        with epabi.InferenceSession(mlp(), so) as session:
+            assert session.cpu_fallback == fallback
+            feed = np.random.default_rng(1).standard_normal((1, 64)).astype(np.float32)
+            (out,) = session.run(None, {"x": feed})
+            np.testing.assert_allclose(out, ReferenceEvaluator(mlp()).run(None, {"x": feed})[0], rtol=1e-4, atol=1e-5)
+            profile = _profile(session, tmp_path)
+    nodes = [ev for ev in profile if ev["cat"] == "Node"]
+    cpu = [ev for ev in nodes if ev["args"]["provider"] == "CPUExecutionProvider"]
+    ours = [ev for ev in nodes if ev["args"]["provider"] == EP]
+    expected = ("cpu_partition_0_kernel_time", "cpu_partition") if fallback == "onnxruntime" else \
+        ("relu0_kernel_time", "Relu")
+    assert [(ev["name"], ev["args"]["op_name"], ev["args"]["node_count"]) for ev in cpu] == [(*expected, "1")]
+    computes = [ev for ev in profile if ev["name"] == "epabi_compute"]
+    assert [c["args"]["node_count"] for c in computes] == ["2", "5"]  # matmul0+add0; the 5 nodes after relu0
+    assert [c["args"]["parent_name"] for c in computes] == [n["name"] for n in ours]
+    assert [n["name"] for n in ours] == [f"{c['args']['node_name']}_kernel_time" for c in computes]
+    assert ours[0]["ts"] + ours[0]["dur"] <= cpu[0]["ts"] + 2 and cpu[0]["ts"] + cpu[0]["dur"] <= ours[1]["ts"] + 2

@@ -8,7 +8,8 @@ EP event with the right name, annotation id and node count, a positive duration,
 event that enclosed it. Every call's output is compared with onnx.reference.
 
 1.24.4 (no ``CreateProfiler`` in its OrtEp) runs the same session and its profile has no EP event; graphs need
-1.26+ (``enable_cuda_graph=1``); 1.26.0 and NEWEST are checked.
+1.26+ (``enable_cuda_graph=1``); 1.26.0 and NEWEST are checked. A ``gpu`` variant runs this interpreter's onnxruntime on
+the GPU EP device.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from onnx.reference import ReferenceEvaluator
 
 from epabi.models import mlp
 from profile_checks import EP_EVENTS, check_profile, expected_events
-from real_ort import MIN, NEWEST, run_json
+from real_ort import MIN, NEWEST, run_json, run_json_on_gpu
 
 pytestmark = pytest.mark.real_ort
 
@@ -43,8 +44,15 @@ import numpy as np
 lib, model_path, spec_path, folder = sys.argv[1:]
 with open(spec_path) as f:
     spec = json.load(f)
+gpu = spec.get("gpu", False)
 ort.register_execution_provider_library("epabi", lib)
 ours = [d for d in ort.get_ep_devices() if d.ep_name == EP_NAME]
+if gpu:
+    ours = [d for d in ours if dict(d.ep_metadata).get("device_kind") == "gpu"][:1]
+    if not ours:
+        emit(skip="onnxruntime lists no GPU EP device of ours", devices=[describe(d) for d in ort.get_ep_devices()])
+        sys.exit(0)
+place = ("cuda", 0) if gpu else ()
 so = ort.SessionOptions()
 so.enable_profiling = True
 so.profile_file_prefix = os.path.join(folder, "profile")
@@ -52,8 +60,8 @@ so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 so.add_provider_for_devices(ours, {"enable_cuda_graph": "1"} if spec["graph"] else {})
 sess = ort.InferenceSession(model_path, sess_options=so, enable_fallback=0)
 providers = sess.get_providers()
-x = ort.OrtValue.ortvalue_from_numpy(np.load(os.path.join(folder, "x0.npy")))
-y = ort.OrtValue.ortvalue_from_numpy(np.zeros((1, 64), np.float32))
+x = ort.OrtValue.ortvalue_from_numpy(np.load(os.path.join(folder, "x0.npy")), *place)
+y = ort.OrtValue.ortvalue_from_numpy(np.zeros((1, 64), np.float32), *place)
 io = sess.io_binding()
 io.bind_ortvalue_input("x", x)
 io.bind_ortvalue_output("y", y)
@@ -78,16 +86,21 @@ emit(path=path, again=again, pid=os.getpid(), tid=threading.get_native_id(), pro
 """
 
 
-def _run(version: str, graph: bool, folder: Path) -> tuple[list[dict], dict]:
+def _run(version: str | None, graph: bool, folder: Path) -> tuple[list[dict], dict]:
+    """The script under onnxruntime ``version`` on the software adapter, or (None) under this interpreter's
+    onnxruntime on the GPU EP device."""
     model = mlp()
     (folder / "mlp.onnx").write_bytes(model.SerializeToString())
     rng = np.random.default_rng(3)
     feeds = [rng.standard_normal((1, 64)).astype(np.float32) for _ in CALLS]
     for k, feed in enumerate(feeds):
         np.save(folder / f"x{k}.npy", feed)
-    (folder / "spec.json").write_text(json.dumps({"graph": graph, "calls": CALLS}))
-    result, _, err = run_json(version, PROFILE_SCRIPT, SOFTWARE, [_library(), str(folder / "mlp.onnx"),
-                                                                  str(folder / "spec.json"), str(folder)])
+    (folder / "spec.json").write_text(json.dumps({"graph": graph, "calls": CALLS, "gpu": version is None}))
+    args = [_library(), str(folder / "mlp.onnx"), str(folder / "spec.json"), str(folder)]
+    if version is None:
+        result, _ = run_json_on_gpu(PROFILE_SCRIPT, args)
+    else:
+        result, _, _ = run_json(version, PROFILE_SCRIPT, SOFTWARE, args)
     assert result["providers"][0] == "EpAbiExecutionProvider", f"silent CPU fallback: {result['providers']}"
     reference = ReferenceEvaluator(model)
     for k, feed in enumerate(feeds):
@@ -125,3 +138,17 @@ def test_a_host_before_1_25_profiles_without_ep_events(tmp_path: Path) -> None:
     assert [ev for ev in profile if ev["name"] in EP_EVENTS or ev["cat"] == "Kernel"] == []
     nodes = [ev for ev in profile if ev["cat"] == "Node" and ev["args"].get("provider") == "EpAbiExecutionProvider"]
     assert len(nodes) == len(CALLS)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("graph", [False, True])
+def test_profile_on_the_gpu_under_onnxruntime(graph: bool, tmp_path: Path) -> None:
+    """This interpreter's onnxruntime on the GPU EP device (bound values in its memory): the same events; a
+    Compute's duration covers the GPU work (it ends with a stream synchronize outside captures)."""
+    import epabi
+
+    if epabi.hardware.cuda_gpu_count() == 0:
+        pytest.skip("no NVIDIA GPU with a working driver")
+    pytest.importorskip("onnxruntime")
+    profile, result = _run(None, graph, tmp_path)
+    check_profile(profile, expected_events(CALLS, graph=graph), MLP_NODES, result["pid"], result["tid"])
