@@ -159,17 +159,15 @@ static OrtStatus* StartEventImpl(OrtEpProfilerImpl* this_ptr, uint64_t ort_event
     return NULL;
 }
 
-/* Names the events this thread recorded inside the host event that just ended (and no inner one named). */
+/* Names the events this thread recorded inside the host event that just ended (and no inner one named). The
+ * host is asked for the event's name only when there is such an event (most host events enclose none of ours);
+ * that accessor only reads the event, so it is called under the lock. */
 static OrtStatus* StopEventImpl(OrtEpProfilerImpl* this_ptr, uint64_t ort_event_correlation_id,
                                 const OrtProfilingEvent* ort_event) {
     struct epabi_profiler* p = of(this_ptr);
     if (!epabi_profiler_active(p)) return NULL;
-    const char* name = NULL;
-    if (ort_event != NULL) {
-        OrtStatus* st = p->api->ep->ProfilingEvent_GetName(ort_event, &name);
-        if (st != NULL) return st;
-    }
     int32_t tid = thread_id();
+    OrtStatus* st = NULL;
     pthread_mutex_lock(&p->lock);
     size_t i = p->n_open;
     while (i > 0 && !(p->open[i - 1].id == ort_event_correlation_id && p->open[i - 1].tid == tid)) --i;
@@ -177,13 +175,17 @@ static OrtStatus* StopEventImpl(OrtEpProfilerImpl* this_ptr, uint64_t ort_event_
         size_t first = p->open[i - 1].first;
         memmove(p->open + i - 1, p->open + i, (p->n_open - i) * sizeof p->open[0]);
         p->n_open--;
-        for (size_t e = first; name != NULL && e < p->n; ++e) {
+        size_t e = first;
+        while (e < p->n && !(p->kept[e].tid == tid && p->kept[e].parent == NULL)) ++e;
+        const char* name = NULL;
+        if (e < p->n && ort_event != NULL) st = p->api->ep->ProfilingEvent_GetName(ort_event, &name);
+        for (; st == NULL && name != NULL && e < p->n; ++e) {
             struct kept_event* k = &p->kept[e];
             if (k->tid == tid && k->parent == NULL) k->parent = strdup(name);   /* out of memory: no parent */
         }
     }
     pthread_mutex_unlock(&p->lock);
-    return NULL;
+    return st;
 }
 
 static int by_start(const void* a, const void* b) {

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .objects import EpDevice
+from .profiling import DEFAULT_PREFIX
 
 
 class SessionOptions:
@@ -23,7 +24,7 @@ class SessionOptions:
         #: (the host keeps the pointer, not a copy), read back by ``SessionOptionsGetWeightlessSourceModelBuffer``.
         self.weightless_source: tuple[Any, int] | None = None
         self._enable_profiling = False
-        self._profile_file_prefix = "onnxruntime_profile_"
+        self._profile_file_prefix = DEFAULT_PREFIX
 
     @property
     def enable_profiling(self) -> bool:
