@@ -63,6 +63,11 @@ OrtStatus* epabi_capture_run_start(const struct epabi_thread_owner* owner, const
     return NULL;
 }
 
+/* The host stream executes each launch while it records it (stream.h); CUDA's capture only records. */
+static bool executes_while_capturing(const struct epabi_stream* s) {
+    return s->ops->backend == EPABI_STREAM_HOST;
+}
+
 /* Allocation-during-capture detector: chunks the arena had to reserve from the system while capturing mean
  * the warm-up runs had not reached the steady state (or another thread allocated meanwhile). */
 static void check_watermark(const struct epabi_thread_owner* owner, const struct epabi_thread_context* tc, int id) {
@@ -123,20 +128,26 @@ OrtStatus* epabi_capture_run_end(const struct epabi_thread_owner* owner, const O
                           EPABI_EP_NAME ": captured graph of annotation id %d: %zu launch(es), %" PRIu64 " arena "
                           "block(s) (%" PRIu64 " bytes) kept for replays", open,
                           epabi_graph_manager_launches(m, open), mem.blocks, mem.bytes);
-                /* the launches already executed while capturing; replaying once makes the capturing run's
-                 * outputs come from the graph itself, as on CUDA, and proves the recording replays */
-                st = epabi_graph_manager_replay(m, open, sync_stream);
-                if (st == NULL) {
-                    replayed = true;
+                /* A CUDA capture only recorded: one replay gives the capturing run its outputs. The host
+                 * stream already executed every launch while recording (stream.h), so a replay there would
+                 * execute the run a second time: state bound as both an input and an output (one buffer)
+                 * would advance twice in one call. */
+                if (!executes_while_capturing(tc->stream)) {
+                    st = epabi_graph_manager_replay(m, open, sync_stream);
+                    replayed = st == NULL;
+                }
+                if (st == NULL) {   /* the graph is kept */
                     epabi_graph_manager_set_nodes(m, open, tc->run.nodes);
                     struct epabi_profile_event ev = {
                         .kind = EPABI_PROFILE_CAPTURE, .annotation_id = open, .node_count = tc->run.nodes,
                         .fused_node_count = tc->run.computes, .launches = epabi_graph_manager_launches(m, open),
                         .start_ns = tc->run.capture_start_ns, .end_ns = epabi_profiler_now_ns()};
                     epabi_profiler_record(owner->profiler, &ev);
+                }
+                if (replayed) {
                     EPABI_LOG(api, owner->logger, ORT_LOGGING_LEVEL_VERBOSE,
                               EPABI_EP_NAME ": replayed annotation id %d once right after capture", open);
-                } else {
+                } else if (st != NULL) {
                     epabi_graph_manager_release(m, open);
                     EPABI_LOG(api, owner->logger, ORT_LOGGING_LEVEL_WARNING,
                               EPABI_EP_NAME ": graph capture of annotation id %d failed (its first replay failed); "

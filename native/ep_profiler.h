@@ -16,10 +16,10 @@
  *                  synchronize outside captures, so its duration includes the GPU work; inside a capture it is the
  *                  recording time.
  *   epabi_capture  one graph capture that was kept, from OnRunStart opening the window to OnRunEnd storing the graph
- *                  and replaying it once; args annotation_id, node_count (ONNX nodes recorded), fused_node_count,
- *                  launches.
+ *                  (and, on CUDA, replaying it once: capture_policy.c); args annotation_id, node_count (ONNX nodes
+ *                  recorded), fused_node_count, launches.
  *   epabi_replay   one OrtEp::ReplayGraph (the replay and its stream synchronize); args annotation_id, node_count,
- *                  replay (replays of that graph on its thread so far, the one right after capture included).
+ *                  replay (replays of that graph on its thread so far, CUDA's one right after capture included).
  *   parent_name    (any event) the name of the innermost host event that enclosed it on its thread, taken from
  *                  StopEvent: "<fused node>_kernel_time" for a Compute under ONNX Runtime.
  * pid is getpid(), tid the kernel thread id (gettid), as ONNX Runtime writes them for its own events.

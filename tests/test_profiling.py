@@ -308,7 +308,8 @@ def test_profile_on_the_gpu(graph: bool, library_path: str, monkeypatch: pytest.
         with _session(host, tmp_path, graph=graph, device=gpus[0]) as session:
             _calls(session, graph=graph, device="cuda")
             profile = _profile(session, tmp_path)
-    check_profile(profile, expected_events(CALLS, graph=graph), MLP_NODES, os.getpid(), threading.get_native_id())
+    check_profile(profile, expected_events(CALLS, graph=graph), MLP_NODES, os.getpid(), threading.get_native_id(),
+                  replayed_at_capture=True)
 
 
 @pytest.mark.parametrize("fallback", ["onnxruntime", "onnx.reference"])

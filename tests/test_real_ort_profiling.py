@@ -151,4 +151,5 @@ def test_profile_on_the_gpu_under_onnxruntime(graph: bool, tmp_path: Path) -> No
         pytest.skip("no NVIDIA GPU with a working driver")
     pytest.importorskip("onnxruntime")
     profile, result = _run(None, graph, tmp_path)
-    check_profile(profile, expected_events(CALLS, graph=graph), MLP_NODES, result["pid"], result["tid"])
+    check_profile(profile, expected_events(CALLS, graph=graph), MLP_NODES, result["pid"], result["tid"],
+                  replayed_at_capture=True)

@@ -14,7 +14,14 @@ from pathlib import Path
 
 from . import models
 from .ep import Ep
-from .errors import ConductError, HostLimitationError, OrtErrorCode, OrtStatusError, PluginLoadError
+from .errors import (
+    ConductError,
+    HostLimitationError,
+    OrtErrorCode,
+    OrtStatusError,
+    PluginLoadError,
+    StaleReplayError,
+)
 from .hardware import cpu_device, discover_hardware, nvidia_gpu_device
 from .host import Host
 from .io_binding import IOBinding
@@ -62,6 +69,7 @@ __all__ = [
     "ConductError", "Ep", "EpDevice", "HardwareDevice", "Host", "HostLimitationError", "MemoryInfo",
     "NEWEST_EMULATED", "OLDEST_EMULATED", "OrtAllocatorType", "OrtDeviceMemoryType", "OrtErrorCode",
     "OrtHardwareDeviceType", "OrtMemoryInfoDeviceType", "OrtStatusError", "PluginLoadError", "RELEASES",
+    "StaleReplayError",
     "SessionOptions", "InferenceSession", "RunOptions", "OrtValue", "IOBinding", "NodeArg",
     "cpu_device", "discover_hardware", "get_ep_name", "get_library_path",
     "nvidia_gpu_device", "read_min_onnxruntime_version", "models",

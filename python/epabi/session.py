@@ -26,6 +26,7 @@ import onnx
 
 from ._ffi import ffi
 from .capture import GraphCapture, annotation_id
+from .capture_bindings import BindingLayout
 from .constant_nodes import constants_to_initializers
 from .cpu_fallback import CpuFallback
 from .device_memory import DataTransfer, DeviceAllocator, DeviceValue
@@ -44,6 +45,7 @@ from .run_options import RunOptions
 from .served_profiling import EventCategory
 from .served_values import GraphSupportInfo, KernelContext, NodeComputeContext
 from .session_options import SessionOptions
+from .shape_inputs import inputs_feeding_shape_inputs
 from .values import ONNX_TO_NUMPY, OrtValue, as_ortvalue
 from .versions import NEWEST_EMULATED, HostBehaviour, behaviour
 
@@ -188,7 +190,10 @@ class InferenceSession:
                 if unit.cpu_node is not None:
                     node = unit.cpu_node
                     self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = "CPUExecutionProvider"
-            self.graph_capture = GraphCapture(self._ep, self.graph, self.node_assignment)
+            self.graph_capture = GraphCapture(self._ep, self.graph, self.node_assignment, self.options.config)
+            names = [i.name for i in self._inputs]
+            self._binding_layout = BindingLayout(names, [o.name for o in self._outputs], inputs_feeding_shape_inputs(
+                (n.proto for n in self.graph.nodes), names)) if self.graph_capture.enabled else None
             if self._profile.enabled:
                 self._unit_events = [self._unit_event_spec(unit) for unit in self._units]
                 self._profile.record(EventCategory.SESSION, "session_initialization", self._init_start)
@@ -535,7 +540,8 @@ class InferenceSession:
                 if self._allocator is not None and annotation_id(run_options) != -1:
                     self._check_capture_bindings(feeds, prealloc)
                 results = self.graph_capture.run(lambda: self._execute(feeds, prealloc, run_options, copy_outputs),
-                                                 run_options, lambda: None, self._replay_event)
+                                                 run_options, lambda: None,
+                                                 self._binding_layout.bindings(feeds, prealloc), self._replay_event)
                 self._check_freed_buffers()
                 return results
         finally:
