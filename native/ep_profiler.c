@@ -94,6 +94,7 @@ void epabi_profiler_release(struct epabi_profiler* p) {
 void epabi_profiler_record(struct epabi_profiler* p, const struct epabi_profile_event* ev) {
     if (!epabi_profiler_active(p)) return;
     char* name = ev->node_name != NULL ? strdup(ev->node_name) : NULL;
+    int32_t tid = thread_id();
     pthread_mutex_lock(&p->lock);
     bool active = atomic_load_explicit(&p->active, memory_order_relaxed);   /* EndProfiling may have come */
     if (!active || (ev->node_name != NULL && name == NULL)) {
@@ -119,7 +120,7 @@ void epabi_profiler_record(struct epabi_profiler* p, const struct epabi_profile_
     k->ev.node_name = name;
     k->name = name;
     k->parent = NULL;
-    k->tid = thread_id();
+    k->tid = tid;
     k->seq = p->seq++;
     pthread_mutex_unlock(&p->lock);
 }
