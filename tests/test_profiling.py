@@ -343,3 +343,32 @@ def test_cpu_partitions_and_fused_nodes_each_have_events(fallback: str, library_
     assert [c["args"]["parent_name"] for c in computes] == [n["name"] for n in ours]
     assert [n["name"] for n in ours] == [f"{c['args']['node_name']}_kernel_time" for c in computes]
     assert ours[0]["ts"] + ours[0]["dur"] <= cpu[0]["ts"] + 2 and cpu[0]["ts"] + cpu[0]["dur"] <= ours[1]["ts"] + 2
+
+
+def test_the_plugins_profiler_answers_unusual_calls(library_path: str, software_adapter: None,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """Through the host's wrapper, on an EP made without a session: a second CreateProfiler is refused (the EP's
+    events go to its first profiler); a negative start offset is an error; host events started and never stopped
+    (an error path) neither grow without bound nor break the events that follow; an empty profile adds nothing."""
+    from epabi.served_profiling import EventCategory, ProfilingEvent
+
+    with _host(None, library_path) as host:
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices(host.get_ep_devices())
+        with host.create_ep(so) as ep:
+            profiler = EpProfiler.create(ep)
+            assert profiler is not None
+            with caplog.at_level("ERROR", logger="epabi.session"):
+                assert EpProfiler.create(ep) is None
+                profiler.start(-1)
+            messages = [r.getMessage() for r in caplog.records]
+            assert any("CreateProfiler was called a second time" in m for m in messages), messages
+            assert any("StartProfiling got a negative offset (-1 ns)" in m for m in messages), messages
+            profiler.start(0)
+            for i in range(1000):
+                profiler.start_event(i)
+            event = ProfilingEvent(EventCategory.NODE, os.getpid(), threading.get_native_id(), "n_kernel_time", 0, 1)
+            profiler.stop_event(999, event)
+            assert profiler.end() == []
+            profiler.close()
+        assert [kind for kind, _ in host.conduct_report()] == []
