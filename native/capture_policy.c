@@ -49,11 +49,14 @@ OrtStatus* epabi_capture_run_start(const struct epabi_thread_owner* owner, const
     }
     tc->run.failed = false;
     tc->run.computes = 0;
+    tc->run.nodes = 0;
+    tc->run.annotation_id = id;
     if (!epabi_graph_manager_capture_allowed(m, id)) return NULL;
     epabi_arena_get_stats(tc->arena, &tc->run.watermark);
     tc->run.device_free = 0;
     if (owner->device_free_bytes != NULL && !owner->device_free_bytes(owner, &tc->run.device_free)) tc->run.device_free = 0;
     EPABI_RETURN_IF_ERROR(epabi_graph_manager_capture_begin(m, id));
+    tc->run.capture_start_ns = epabi_profiler_now_ns();
     EPABI_LOG(api, owner->logger, ORT_LOGGING_LEVEL_INFO,
               EPABI_EP_NAME ": capturing graph of annotation id %d on this thread after %d regular run(s)", id,
               epabi_graph_manager_regular_runs(m, id));
@@ -133,6 +136,14 @@ OrtStatus* epabi_capture_run_end(const struct epabi_thread_owner* owner, const O
                     st = epabi_graph_manager_replay(m, open, sync_stream);
                     replayed = st == NULL;
                 }
+                if (st == NULL) {   /* the graph is kept */
+                    epabi_graph_manager_set_nodes(m, open, tc->run.nodes);
+                    struct epabi_profile_event ev = {
+                        .kind = EPABI_PROFILE_CAPTURE, .annotation_id = open, .node_count = tc->run.nodes,
+                        .fused_node_count = tc->run.computes, .launches = epabi_graph_manager_launches(m, open),
+                        .start_ns = tc->run.capture_start_ns, .end_ns = epabi_profiler_now_ns()};
+                    epabi_profiler_record(owner->profiler, &ev);
+                }
                 if (replayed) {
                     EPABI_LOG(api, owner->logger, ORT_LOGGING_LEVEL_VERBOSE,
                               EPABI_EP_NAME ": replayed annotation id %d once right after capture", open);
@@ -153,6 +164,7 @@ OrtStatus* epabi_capture_run_end(const struct epabi_thread_owner* owner, const O
     }
     tc->run.failed = false;
     tc->run.computes = 0;
+    tc->run.nodes = 0;
     if (st == NULL && sync_stream && !replayed) st = epabi_stream_synchronize(tc->stream);
     return st;
 }
@@ -168,7 +180,16 @@ OrtStatus* epabi_capture_replay(const struct epabi_thread_owner* owner, int id) 
         return epabi_error(owner->api, ORT_INVALID_ARGUMENT,
                            EPABI_EP_NAME ": ReplayGraph: no graph was captured for annotation id %d on this thread",
                            id);
+    bool profiled = epabi_profiler_active(owner->profiler);   /* one load when the host does not profile */
+    int64_t start_ns = profiled ? epabi_profiler_now_ns() : 0;
     EPABI_RETURN_IF_ERROR(epabi_graph_manager_replay(tc->graphs, id, true));
+    if (profiled) {
+        struct epabi_profile_event ev = {
+            .kind = EPABI_PROFILE_REPLAY, .annotation_id = id, .node_count = epabi_graph_manager_nodes(tc->graphs, id),
+            .replay = epabi_graph_manager_replays(tc->graphs, id), .start_ns = start_ns,
+            .end_ns = epabi_profiler_now_ns()};
+        epabi_profiler_record(owner->profiler, &ev);
+    }
     if (owner->log_verbose)   /* the replay path: one flag test, no host call, when the log would drop the line */
         EPABI_LOG(owner->api, owner->logger, ORT_LOGGING_LEVEL_VERBOSE,
                   EPABI_EP_NAME ": ReplayGraph replayed annotation id %d (replay %" PRIu64 " of this graph on this "
@@ -192,8 +213,16 @@ OrtStatus* epabi_capture_release(const struct epabi_thread_owner* owner, int id)
     return NULL;
 }
 
-void epabi_capture_note_compute(struct epabi_thread_context* tc, bool ok) {
+void epabi_capture_note_compute(struct epabi_thread_context* tc, bool ok, unsigned nodes) {
     if (tc == NULL) return;
     tc->run.computes++;
+    tc->run.nodes += nodes;
     if (!ok) tc->run.failed = true;
+}
+
+bool epabi_capture_run_annotation(const struct epabi_thread_context* tc, int* id, bool* capturing) {
+    if (tc == NULL || tc->graphs == NULL) return false;
+    *id = tc->run.annotation_id;
+    *capturing = epabi_graph_manager_is_capturing(tc->graphs, NULL);
+    return true;
 }

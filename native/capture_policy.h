@@ -25,6 +25,9 @@
  *   INFO    "graph stream of this thread adopts the user's stream user_compute_stream=0x<hex> (... not destroyed
  *            by the EP)"   (once per thread and EP, when the context is created; thread_context.c)
  *
+ * Profiling: while the owner's profiler is active, a kept capture (OnRunStart to OnRunEnd) and each ReplayGraph
+ * become profile events (ep_profiler.h) with the annotation id and the ONNX node count the graph recorded.
+ *
  * Every function is a no-op (or false) for an owner without graph capture. Thread-safety: each acts on the
  * calling thread's context only.
  */
@@ -51,7 +54,10 @@ OrtStatus* epabi_capture_replay(const struct epabi_thread_owner* owner, int id);
 OrtStatus* epabi_capture_release(const struct epabi_thread_owner* owner, int id);
 
 /* After each fused-node Compute on this thread (tc may be NULL): a failed node fails the capture and is not
- * counted as a warm-up run. */
-void epabi_capture_note_compute(struct epabi_thread_context* tc, bool ok);
+ * counted as a warm-up run; nodes (the fused node's ONNX nodes) add to what a capture records. */
+void epabi_capture_note_compute(struct epabi_thread_context* tc, bool ok, unsigned nodes);
+/* The annotation id of tc's run in progress and whether a capture window is open; false when tc has no graph
+ * manager (graph capture off). For profile events. */
+bool epabi_capture_run_annotation(const struct epabi_thread_context* tc, int* id, bool* capturing);
 
 #endif

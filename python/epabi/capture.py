@@ -27,6 +27,7 @@ import logging
 import re
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 from ._ffi import enum_value
@@ -139,11 +140,13 @@ class GraphCapture:
         self._captured.pop((threading.get_ident(), graph_id), None)
 
     def run(self, execute: Callable[[], tuple[dict[str, Any], Any]], run_options: RunOptions | None,
-            replayed: Callable[[], dict[str, Any]], bindings: CallBindings | None = None) -> dict[str, Any]:
+            replayed: Callable[[], dict[str, Any]], bindings: CallBindings | None = None,
+            around_replay: Callable[[], AbstractContextManager[None]] = nullcontext) -> dict[str, Any]:
         """``execute`` runs the graph once and returns its outputs and the run's state (its ``values`` by name);
         ``replayed`` gives the outputs after a replay; ``bindings`` are the call's feeds and bound outputs (None:
-        no binding check, no aliasing undone). As in ORT, nothing of a capturing run outlives it but the
-        caller's buffers: a replay may only use what the caller bound and the session's initializers.
+        no binding check, no aliasing undone); ``around_replay()`` is entered around ``ReplayGraph`` and its
+        ``Sync`` (the session's ``model_run`` profile event). As in ORT, nothing of a capturing run outlives it but
+        the caller's buffers: a replay may only use what the caller bound and the session's initializers.
 
         Raises:
             StaleReplayError: the id's graph was captured with other bindings (policy ``error``, or
@@ -162,9 +165,10 @@ class GraphCapture:
                 if graph_id != -1 and ep.call("IsGraphCaptured", graph_id):
                     if bindings is not None and policy != "replay" and self._stale(slot, bindings, policy):
                         continue  # released: IsGraphCaptured now says no, and the loop captures again
-                    ep.call_status("ReplayGraph", graph_id)
-                    if self._sync_after_replay:
-                        ep.call_status("Sync")
+                    with around_replay():
+                        ep.call_status("ReplayGraph", graph_id)
+                        if self._sync_after_replay:
+                            ep.call_status("Sync")
                     ep.call("IsGraphCaptureEnabled")
                     ep.call("IsGraphCaptured", graph_id)
                     self.replays += 1

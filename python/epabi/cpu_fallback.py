@@ -260,6 +260,17 @@ class CpuFallback:
             raise _status_error(exc, f"onnxruntime's CPU EP refused the nodes no EP claimed "
                                      f"({_describe(part)})") from exc
 
+    def profile_label(self, unit: Unit) -> tuple[str, int] | None:
+        """How a profile names the work :meth:`run` does for ``unit``: (name, ONNX nodes); None when it does
+        nothing (a later unit of an onnxruntime partition, or a partition of Constant nodes computed at load)."""
+        if self._ort is None:
+            node = unit.cpu_node
+            return (node.name or f"{node.op_type}_{node.id}", 1)
+        part = self._first.get(id(unit))
+        if part is None or part.values is not None:
+            return None
+        return (f"cpu_partition_{part.index}", len(part.units))
+
     def run(self, unit: Unit, fetch: Callable[[str], Any]) -> dict[str, Any]:
         """Runs ``unit``'s CPU work; returns the values produced by name (nothing for a unit whose partition
         ran at its first unit). ``fetch(name)`` gives a value the unit's partition reads, in host memory.

@@ -48,6 +48,9 @@ class HostBehaviour:
             ``ort_version_supported`` is 0 or above the host's API. Observed on 1.26.0 (the WebGPU plugin, which
             declares 30, runs on 1.24.4 and 1.32.0 but not there); the facts sheet finds the check in no other
             release.
+        profile_name_ms: a profile file's name ends with the milliseconds of the profiling start
+            (``prefix_2026-12-01_20-05-11_372.json``). Observed on 1.26.0 and 1.32.0; 1.24.4 writes none
+            (``prefix_2026-12-01_20-05-11.json``); 1.25 and 1.27-1.31 were not observed (taken as their neighbours).
     """
 
     api: int
@@ -57,6 +60,7 @@ class HostBehaviour:
     min_ep_version: int = 0
     checks_factory_count: bool = False
     limits_kernel_ep_version: bool = False
+    profile_name_ms: bool = True
 
     @property
     def max_opsets(self) -> dict[str, int]:
@@ -66,10 +70,10 @@ class HostBehaviour:
 
 #: One row per emulated API version, oldest first.
 BEHAVIOURS: tuple[HostBehaviour, ...] = (
-    HostBehaviour(22, "1.22.0", syncs_after_replay=False, max_onnx_opset=22),
-    HostBehaviour(23, "1.23.2", syncs_after_replay=False, max_onnx_opset=23),
-    HostBehaviour(24, "1.24.4", syncs_after_replay=False, max_onnx_opset=25),
-    HostBehaviour(25, "1.25.1", syncs_after_replay=False, max_onnx_opset=26),
+    HostBehaviour(22, "1.22.0", syncs_after_replay=False, max_onnx_opset=22, profile_name_ms=False),
+    HostBehaviour(23, "1.23.2", syncs_after_replay=False, max_onnx_opset=23, profile_name_ms=False),
+    HostBehaviour(24, "1.24.4", syncs_after_replay=False, max_onnx_opset=25, profile_name_ms=False),
+    HostBehaviour(25, "1.25.1", syncs_after_replay=False, max_onnx_opset=26, profile_name_ms=False),
     HostBehaviour(26, "1.26.0", syncs_after_replay=False, max_onnx_opset=26,
                   limits_kernel_ep_version=True),
     HostBehaviour(27, "1.27.0", syncs_after_replay=True, max_onnx_opset=26),

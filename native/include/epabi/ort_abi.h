@@ -644,6 +644,24 @@ struct OrtEp {
     OrtStatus* (*GetWeightlessSupport)(const OrtEp* this_ptr, OrtWeightlessSupport* support); /* 25 since 1.29 */
 };
 
+/* Returned by OrtEp::CreateProfiler, which hosts 1.25+ call once per session when they register the EP, profiling
+ * on or off; the host calls Release when the session's profiler goes. With profiling on, StartProfiling comes once
+ * when the profile starts (ep_profiling_start_offset_ns: nanoseconds elapsed since the host's profiling start, on
+ * the host's clock), StartEvent/StopEvent around each of the host's own profile events (the same correlation id
+ * for both; StopEvent hands the finished event, readable with OrtEpApi::ProfilingEvent_*), EndProfiling once when
+ * the profile is written: the EP adds its events (timestamps in microseconds since the host's profiling start)
+ * with OrtEpApi::ProfilingEventsContainer_AddEvents. A host refuses a profiler declaring a version below 25 or
+ * missing Release, StartProfiling or EndProfiling; StartEvent and StopEvent may be NULL. Slot order checked against
+ * the calls onnxruntime 1.32.0 makes (tests/test_abi_layout.py). */
+struct OrtEpProfilerImpl {
+    uint32_t ort_version_supported; /* 0 since 1.25 */
+    void (*Release)(OrtEpProfilerImpl* this_ptr); /* 1 since 1.25 */
+    OrtStatus* (*StartProfiling)(OrtEpProfilerImpl* this_ptr, int64_t ep_profiling_start_offset_ns); /* 2 since 1.25 */
+    OrtStatus* (*StartEvent)(OrtEpProfilerImpl* this_ptr, uint64_t ort_event_correlation_id); /* 3 since 1.25 */
+    OrtStatus* (*StopEvent)(OrtEpProfilerImpl* this_ptr, uint64_t ort_event_correlation_id, const OrtProfilingEvent* ort_event); /* 4 since 1.25 */
+    OrtStatus* (*EndProfiling)(OrtEpProfilerImpl* this_ptr, OrtProfilingEventsContainer* events_container); /* 5 since 1.25 */
+};
+
 /* One per fused node, returned by OrtEp::Compile; released by OrtEp::ReleaseNodeComputeInfos. */
 struct OrtNodeComputeInfo {
     uint32_t ort_version_supported; /* 0 since 1.23 */
