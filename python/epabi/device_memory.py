@@ -147,6 +147,10 @@ class DeviceValue(OrtValue):
     def data_ptr(self) -> int:
         return int(ffi.cast("uintptr_t", self.device_ptr))
 
+    def binding_key(self) -> tuple[int, tuple[int, ...], np.dtype]:
+        """As :meth:`OrtValue.binding_key`, read each time (``release()`` clears the pointer)."""
+        return self.data_ptr(), tuple(self._shape), ONNX_TO_NUMPY[self._elem_type]
+
     def shape(self) -> list[int]:
         return list(self._shape)
 
