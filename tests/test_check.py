@@ -356,3 +356,24 @@ def test_webgpu_runs_to_completion(monkeypatch: pytest.MonkeyPatch) -> None:
     for api in (24, 32):
         assert result.outcome("compile_or_kernels", api).reason.startswith("a kernel registry of")
         assert _status(result, "ep_created", api) is Status.PASS
+
+
+@pytest.mark.gpu
+def test_our_plugin_passes_on_the_gpu(library_path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if epabi.hardware.cuda_gpu_count() == 0:
+        pytest.skip("no NVIDIA GPU with a working driver")
+    monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
+    monkeypatch.setenv("EPABI_ALLOW_SOFTWARE_ADAPTER", "0")
+    result = epabi.check(library_path, "24,26,32", quick=True)
+    assert result.ok, [f"{o.check}@{o.api}: {o.reason}" for o in result.failed]
+    for api in (24, 26, 32):
+        assert result.reports[api].info["ep_device"].startswith("GPU")
+        for check in ("preferred_allocators", "allocator_memory", "data_transfer", "cpu_memory_types",
+                      "model_matches_cpu"):
+            assert _status(result, check, api) is Status.PASS, (check, api, result.outcome(check, api).reason)
+        assert "host -> 'EpAbi_GPU' (GPU DEFAULT) -> host" in result.outcome("data_transfer", api).reason
+        assert "written and read back" in result.outcome("allocator_memory", api).reason  # the pinned memory
+    for api in (26, 32):  # device-memory graph capture over device buffers, on its own stream per thread
+        for check in CAPTURE:
+            assert _status(result, check, api) is Status.PASS, (check, api, result.outcome(check, api).reason)
+    assert _status(result, "capture_release_graph", 32) is Status.PASS
