@@ -17,6 +17,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import onnx
+
 from ..cmd_common import plugin_logs
 from ..errors import CheckArgumentError
 from ..objects import HardwareDevice
@@ -100,6 +102,10 @@ def check(library: str | os.PathLike[str], versions: str | list[int] | None = No
     for model in spec.models:
         if not Path(model).is_file():
             raise CheckArgumentError(f"no such model file: {model}")
+        try:
+            onnx.load(model, load_external_data=False)
+        except Exception as exc:  # protobuf raises several types
+            raise CheckArgumentError(f"{model} is not an ONNX model: {exc}") from exc
     if isolate and hasattr(os, "fork"):
         reports = _run_isolated(spec, apis, max(1, min(len(apis), jobs or os.cpu_count() or 1)), verbose)
     else:
