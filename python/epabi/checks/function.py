@@ -15,6 +15,9 @@ from ..models import sample_inputs
 from .function_models import compare, probe_models, reference
 from .probe import CheckFailed, CheckSkipped, Probe
 
+#: Failures a reason names; more are counted.
+_SHOWN = 2
+
 
 def _node_ops(model: onnx.ModelProto) -> dict[str, str]:
     return {(node.name or f"{node.op_type}_{i}"): node.op_type for i, node in enumerate(model.graph.node)}
@@ -72,7 +75,8 @@ def model_matches_cpu(probe: Probe) -> str:
         finally:
             session.close()
     if failures:
-        raise CheckFailed("; ".join(failures) + (f" (matched: {', '.join(ran)})" if ran else ""))
+        more = f" (and {len(failures) - _SHOWN} more)" if len(failures) > _SHOWN else ""
+        raise CheckFailed("; ".join(failures[:_SHOWN]) + more + (f"; matched: {', '.join(ran)}" if ran else ""))
     if not ran:
         raise CheckSkipped(f"{ep_name} claims no node of the probe models ({', '.join(unclaimed)}); add models of "
                            "its ops with --model")
