@@ -148,6 +148,10 @@ class DeviceValue(OrtValue):
     def data_ptr(self) -> int:
         return int(ffi.cast("uintptr_t", self.device_ptr))
 
+    def binding_key(self) -> tuple[int, tuple[int, ...], np.dtype]:
+        """As :meth:`OrtValue.binding_key`, read each time (``release()`` clears the pointer)."""
+        return self.data_ptr(), tuple(self._shape), ONNX_TO_NUMPY[self._elem_type]
+
     def shape(self) -> list[int]:
         return list(self._shape)
 
@@ -232,11 +236,12 @@ class DeviceAllocator:
 class DataTransfer:
     """Host <-> EP device copies through an ``OrtDataTransferImpl`` of the factory: the one it made at
     registration (``factory.data_transfer``, for copies outside a session) or a session's own (``impl``).
+    ``device_memory`` None: copies between host buffers only.
 
     As ORT's ``DataTransferManager``, every copy first asks ``CanCopy(src device, dst device)``; a refusal fails
     the copy (ORT has no other data transfer for EP device memory)."""
 
-    def __init__(self, host: Host, factory: Factory, device_memory: MemoryInfo, impl: Any = None) -> None:
+    def __init__(self, host: Host, factory: Factory, device_memory: MemoryInfo | None, impl: Any = None) -> None:
         self.host = host
         self.factory = factory
         self.device_memory = device_memory
