@@ -233,16 +233,16 @@ class InferenceSession:
         host = self.host
         self._ep = host.create_ep(self.options)
         ep = self._ep
-        # ORT asks for the EP's profiler when the session registers the EP, profiling on or off; its
-        # session_initialization event starts after that
+        ep.factory.library.sessions.add(self)
+        self._kernels = KernelNodes.for_ep(ep)
+        # ORT's session state takes the EP's data transfer (one per session, released with it), then asks for
+        # the EP's profiler (profiling on or off; its session_initialization event starts after that), then makes
+        # the session's allocators, all before it partitions; a kernel-registry EP may set itself up there
+        # (order observed with the differential tests' tracing shim, 1.32.0)
+        self._session_transfer = ep.factory.create_data_transfer()
         self._profile.add_ep_profiler(EpProfiler.create(ep))
         if self._profile.enabled:
             self._init_start = self._profile.begin()
-        ep.factory.library.sessions.add(self)
-        self._kernels = KernelNodes.for_ep(ep)
-        # ORT's session state takes the EP's data transfer (one per session, released with it) and makes the
-        # session's allocators before it partitions; a kernel-registry EP may set itself up there
-        self._session_transfer = ep.factory.create_data_transfer()
         memory = self.options.provider_devices[0].memory_info(OrtDeviceMemoryType.DEFAULT)
         if memory is not None:
             self._allocator = DeviceAllocator(host, ep.factory, memory, ep)
