@@ -488,12 +488,11 @@ class InferenceSession:
                 profile.end_profiling()
             except OSError as exc:
                 _log.error("cannot write the profile: %s", exc)
-        if profile is not None:
-            profile.close()  # before ReleaseEp, as ORT releases the EP profiler first
         ep = self._ep
         if ep is not None and ep.ptr != ffi.NULL:
-            # ORT's order (observed on 1.24.4 and 1.32.0): the session state's data transfer and kernels, its
-            # allocators, then the EP itself (its compute infos, then ReleaseEp)
+            # ORT's order (observed with the differential tests' tracing shim on 1.24.4 and 1.32.0): the session
+            # state's data transfer and kernels, its allocators, the EP's profiler, then the EP itself (its
+            # compute infos, then ReleaseEp)
             lib = ep.factory.library
             ep.factory.release_data_transfer(self._session_transfer)
             self._session_transfer = ffi.NULL
@@ -510,9 +509,13 @@ class InferenceSession:
                 self._kernels.close()
             if self._allocator is not None:
                 self._allocator.close()
+            if profile is not None:
+                profile.close()
             if self._groups and "ReleaseNodeComputeInfos" in ep.members and self._infos != ffi.NULL:
                 ep.call("ReleaseNodeComputeInfos", self._infos, len(self._groups))
             ep.close()
+        elif profile is not None:
+            profile.close()
         for graph in self._exposed:
             self.host.unexpose_graph(graph)
         self._exposed = []

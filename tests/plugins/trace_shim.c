@@ -11,14 +11,15 @@
  *                             machine with GPUs gives both hosts the same CPU-only view (read per GetSupportedDevices)
  *
  * Lines (no pointers, only values both hosts should agree on):
- *   "> obj.Function args"   the host calls into the plugin (obj: factory, ep, nci, dt, stream, note, alloc)
+ *   "> obj.Function args"   the host calls into the plugin (obj: factory, ep, nci, dt, stream, note, alloc,
+ *                           profiler)
  *   "< obj.Function result" it returns: "ok", "error <OrtErrorCode>" or the value returned
  *   "api Function args"     the plugin calls a host function (OrtApi, or OrtEpApi for the ep_api functions)
  * The test's own marker lines ("# ...") are appended to the same file by the driver script (O_APPEND on both sides
  * keeps whole lines in call order).
  *
  * The host sees wrapper objects, one per plugin object: OrtEpFactory, OrtEp, OrtNodeComputeInfo,
- * OrtDataTransferImpl, OrtSyncStreamImpl, OrtSyncNotificationImpl, OrtAllocator. Each copies the wrapped table's
+ * OrtDataTransferImpl, OrtSyncStreamImpl, OrtSyncNotificationImpl, OrtAllocator, OrtEpProfilerImpl. Each copies the wrapped table's
  * version and leaves NULL what the plugin left NULL, so the host takes the same paths; every object the host hands
  * back (ReleaseEp, ReleaseAllocator, ReleaseNodeComputeInfos, ReleaseEpFactory) is unwrapped first, and
  * OrtEpApi::CreateEpDevice gets the wrapper factory in place of the plugin's, so the host calls CreateEp through
@@ -431,6 +432,60 @@ static void NciReleaseState(OrtNodeComputeInfo* this_ptr, void* state) {
     in->ReleaseState(in, state);
 }
 
+/* -- OrtEpProfilerImpl -- */
+
+struct shim_profiler {
+    OrtEpProfilerImpl base;
+    struct link link;
+    OrtEpProfilerImpl* inner;
+};
+
+static void destroy_profiler(struct link* l) { free(CONTAINER(struct shim_profiler, l)); }
+
+static void ProfRelease(OrtEpProfilerImpl* this_ptr) {
+    struct shim_profiler* p = WRAPPER_OF(struct shim_profiler, this_ptr);
+    trace("> profiler.Release");
+    p->inner->Release(p->inner);
+    link_remove(&p->link);
+    destroy_profiler(&p->link);
+}
+/* The offset and the correlation ids are times and counters of the host: not logged. */
+static OrtStatus* ProfStartProfiling(OrtEpProfilerImpl* this_ptr, int64_t offset_ns) {
+    OrtEpProfilerImpl* in = WRAPPER_OF(struct shim_profiler, this_ptr)->inner;
+    trace("> profiler.StartProfiling");
+    TRACE_STATUS("profiler.StartProfiling", in->StartProfiling(in, offset_ns));
+}
+static OrtStatus* ProfStartEvent(OrtEpProfilerImpl* this_ptr, uint64_t id) {
+    OrtEpProfilerImpl* in = WRAPPER_OF(struct shim_profiler, this_ptr)->inner;
+    trace("> profiler.StartEvent");
+    TRACE_STATUS("profiler.StartEvent", in->StartEvent(in, id));
+}
+static OrtStatus* ProfStopEvent(OrtEpProfilerImpl* this_ptr, uint64_t id, const OrtProfilingEvent* event) {
+    OrtEpProfilerImpl* in = WRAPPER_OF(struct shim_profiler, this_ptr)->inner;
+    trace("> profiler.StopEvent");
+    TRACE_STATUS("profiler.StopEvent", in->StopEvent(in, id, event));
+}
+static OrtStatus* ProfEndProfiling(OrtEpProfilerImpl* this_ptr, OrtProfilingEventsContainer* events) {
+    OrtEpProfilerImpl* in = WRAPPER_OF(struct shim_profiler, this_ptr)->inner;
+    trace("> profiler.EndProfiling");
+    TRACE_STATUS("profiler.EndProfiling", in->EndProfiling(in, events));
+}
+
+static OrtEpProfilerImpl* wrap_profiler(struct shim_factory* f, OrtEpProfilerImpl* in) {
+    if (in == NULL) return NULL;
+    struct shim_profiler* p = calloc(1, sizeof *p);
+    if (p == NULL) return in;
+    p->inner = in;
+    p->base.ort_version_supported = in->ort_version_supported;
+    p->base.Release = in->Release != NULL ? ProfRelease : NULL;
+    p->base.StartProfiling = in->StartProfiling != NULL ? ProfStartProfiling : NULL;
+    p->base.StartEvent = in->StartEvent != NULL ? ProfStartEvent : NULL;
+    p->base.StopEvent = in->StopEvent != NULL ? ProfStopEvent : NULL;
+    p->base.EndProfiling = in->EndProfiling != NULL ? ProfEndProfiling : NULL;
+    link_add(f, &p->link, destroy_profiler);
+    return &p->base;
+}
+
 /* -- OrtEp -- */
 
 struct shim_ep {
@@ -577,9 +632,11 @@ static OrtStatus* EpSync(OrtEp* this_ptr) {
     TRACE_STATUS("ep.Sync", in->Sync(in));
 }
 static OrtStatus* EpCreateProfiler(OrtEp* this_ptr, OrtEpProfilerImpl** out) {
-    OrtEp* in = EP_IN(this_ptr);
+    struct shim_ep* e = WRAPPER_OF(struct shim_ep, this_ptr);
     trace("> ep.CreateProfiler");
-    TRACE_STATUS("ep.CreateProfiler", in->CreateProfiler(in, out));
+    OrtStatus* st = e->inner->CreateProfiler(e->inner, out);
+    if (st == NULL && out != NULL) *out = wrap_profiler(e->f, *out);
+    TRACE_STATUS("ep.CreateProfiler", st);
 }
 static bool EpIsGraphCaptureEnabled(const OrtEp* this_ptr) {
     OrtEp* in = EP_IN(this_ptr);
@@ -976,9 +1033,12 @@ static const char* null_entries(OrtStatus* st, const void* const* items, size_t 
 
 #define SHIM_EP_VOID(V)                                                                                              \
     V(ReleaseEpDevice, (OrtEpDevice* d), (d))                                                                        \
-    V(ReleaseHardwareDevice, (OrtHardwareDevice* d), (d))
+    V(ReleaseHardwareDevice, (OrtHardwareDevice* d), (d))                                                            \
+    V(ReleaseProfilingEvent, (OrtProfilingEvent* e), (e))
 
-#define SHIM_EP_PLAIN(S) S(GetEnvConfigEntries, (OrtKeyValuePairs** out), (out))
+#define SHIM_EP_PLAIN(S)                                                                                             \
+    S(GetEnvConfigEntries, (OrtKeyValuePairs** out), (out))                                                          \
+    S(ProfilingEvent_GetName, (const OrtProfilingEvent* e, const char** out), (e, out))
 
 #define DEFINE_PLAIN(name, params, args)                                                                             \
     static OrtStatus* Api_##name params {                                                                            \
@@ -1252,6 +1312,19 @@ static OrtStatus* EpApi_CreateHardwareDevice(OrtHardwareDeviceType t, uint32_t v
     api_line("CreateHardwareDevice", st, "%s 0x%x 0x%x", device_type_name(t), (unsigned)vendor, (unsigned)id);
     return st;
 }
+static OrtStatus* EpApi_CreateProfilingEvent(OrtProfilingEventCategory category, int32_t pid, int32_t tid,
+                                             const char* name, int64_t ts, int64_t duration, const char* const* keys,
+                                             const char* const* values, size_t n, OrtProfilingEvent** out) {
+    OrtStatus* st = g_real_ep->CreateProfilingEvent(category, pid, tid, name, ts, duration, keys, values, n, out);
+    api_line("CreateProfilingEvent", st, "category=%d args=%zu", (int)category, n);
+    return st;
+}
+static OrtStatus* EpApi_ProfilingEventsContainer_AddEvents(OrtProfilingEventsContainer* c,
+                                                           const OrtProfilingEvent* const* events, size_t n) {
+    OrtStatus* st = g_real_ep->ProfilingEventsContainer_AddEvents(c, events, n);
+    api_line("ProfilingEventsContainer_AddEvents", st, "n=%zu", n);
+    return st;
+}
 static OrtStatus* EpApi_CreateEpDevice(OrtEpFactory* factory, const OrtHardwareDevice* hw, const OrtKeyValuePairs* md,
                                        const OrtKeyValuePairs* options, OrtEpDevice** out) {
     OrtEpFactory* wrapper = wrapper_of_factory(factory);
@@ -1289,7 +1362,8 @@ static const OrtEpApi* Api_GetEpApi(void) {
 #define SHIM_EP_CUSTOM(P)                                                                                            \
     P(MemoryInfo_GetMemoryDevice) P(Value_GetMemoryDevice) P(MemoryDevice_AreEqual) P(MemoryDevice_GetDeviceType)    \
     P(MemoryDevice_GetMemoryType) P(MemoryDevice_GetVendorId) P(MemoryDevice_GetDeviceId) P(EpDevice_AddAllocatorInfo) \
-    P(CreateHardwareDevice) P(CreateEpDevice) P(EpGraphSupportInfo_AddNodesToFuse)
+    P(CreateHardwareDevice) P(CreateEpDevice) P(EpGraphSupportInfo_AddNodesToFuse) P(CreateProfilingEvent)        \
+    P(ProfilingEventsContainer_AddEvents)
 
 static unsigned slots_for(const unsigned* table, unsigned api) {
     if (api < SHIM_FIRST_API) api = SHIM_FIRST_API;
