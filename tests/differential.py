@@ -18,7 +18,8 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -320,7 +321,7 @@ def prepare_shim(shim: Path, folder: Path) -> Path:
 
 
 def start_driver(host: str, api: int, version: str | None, shim: Path, groups: list[dict], folder: Path,
-                 timeout: float) -> callable:
+                 timeout: float) -> Callable[[], HostRun]:
     """Starts one driver; returns a function that waits for it and returns its :class:`HostRun`.
 
     ``host`` is "ort" (real onnxruntime ``version``, in its venv) or "epabi" (epabi's host of API ``api`` under
@@ -335,8 +336,6 @@ def start_driver(host: str, api: int, version: str | None, shim: Path, groups: l
     env = {**DRIVER_ENV, "EPABI_TRACE_PLUGIN": epabi.get_library_path(), "EPABI_TRACE_FILE": str(trace)}
     label = f"onnxruntime {version}" if host == "ort" else f"epabi's host (API {api})"
     if host == "ort":
-        from concurrent.futures import ThreadPoolExecutor
-
         pool = ThreadPoolExecutor(1)
         future = pool.submit(run_in_ort, version, DRIVER, env, [str(spec_path)], timeout)
 
