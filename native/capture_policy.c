@@ -49,6 +49,7 @@ OrtStatus* epabi_capture_run_start(const struct epabi_thread_owner* owner, const
     }
     tc->run.failed = false;
     tc->run.computes = 0;
+    epabi_graph_manager_run_begins(m, id);
     if (!epabi_graph_manager_capture_allowed(m, id)) return NULL;
     epabi_arena_get_stats(tc->arena, &tc->run.watermark);
     tc->run.device_free = 0;
@@ -75,7 +76,9 @@ static void check_watermark(const struct epabi_thread_owner* owner, const struct
                   "this repeats", id, tc->run.device_free - free_now, owner->min_runs);
     }
     epabi_arena_get_stats(tc->arena, &now);
-    if (now.num_reserves <= tc->run.watermark.num_reserves) return;
+    /* the blocks a capture keeps for the host's own buffers (graph_capture.h) are new memory by design */
+    uint64_t expected = tc->run.watermark.num_reserves + epabi_graph_manager_kept_blocks(tc->graphs);
+    if (now.num_reserves <= expected) return;
     uint64_t chunks = now.num_reserves - tc->run.watermark.num_reserves;
     uint64_t bytes = now.bytes_reserved > tc->run.watermark.bytes_reserved
                          ? now.bytes_reserved - tc->run.watermark.bytes_reserved : 0;

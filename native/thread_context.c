@@ -205,7 +205,7 @@ OrtStatus* epabi_thread_get(const struct epabi_thread_owner* owner, struct epabi
         else
             tc->stream = epabi_stream_host_create(api, owner->user_stream_given, owner->user_stream);
         if (tc->stream != NULL && owner->graph_capture)
-            tc->graphs = epabi_graph_manager_create(api, tc->stream, owner->arena, owner->min_runs);
+            tc->graphs = epabi_graph_manager_create(api, tc->stream, owner->arena, owner->blocks, owner->min_runs);
     }
     if (tc == NULL || tc->stream == NULL || (owner->graph_capture && tc->graphs == NULL) || !slot_add(slot, tc)) {
         if (tc != NULL) context_free(tc);   /* NULL manager and stream are ignored */
@@ -296,6 +296,7 @@ void epabi_thread_run_env(const struct epabi_thread_owner* owner, const struct e
     env->stream = tc != NULL ? tc->stream : NULL;
     env->capture_pool = tc != NULL && tc->graphs != NULL ? epabi_graph_manager_capture_pool(tc->graphs) : NULL;
     env->mempool = owner->mempool;
+    env->graphs = tc != NULL ? tc->graphs : NULL;
     /* stream-ordered allocations need no capture pool: inside a capture they become the graph's memory nodes */
     if (env->mempool) env->capture_pool = NULL;
 }

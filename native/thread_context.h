@@ -36,6 +36,7 @@ struct epabi_thread_owner {
     const struct epabi_api* api;
     const OrtLogger* logger;           /* the session logger */
     struct epabi_arena* arena;         /* where run memory comes from (graph capture pools too) */
+    struct epabi_alloc_registry* blocks;   /* the factory's allocator blocks, held by captured graphs */
     bool user_stream_given;            /* user_compute_stream was set: adopt it, never destroy it */
     uintptr_t user_stream;
     /* The backend's stream for a thread (adopting user_stream when user_stream_given); NULL: host streams. */
