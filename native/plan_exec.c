@@ -40,6 +40,7 @@ struct epabi_exec {
     bool classify;                     /* host memory, graph capture on: which outputs did the host allocate? */
     unsigned char* out_host;           /* per fused output (classify): the host's buffer, not the caller's */
     bool all_host;                     /* every fused output is the host's (a plain run): inputs are copied too */
+    uint64_t error_word;               /* launches without a stream (and host steps) report here */
 };
 
 /* A fused output the host placed in host memory (struct epabi_plan_device): computed at `device`, an owned
@@ -56,6 +57,14 @@ const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex) {
 
 struct epabi_pool* epabi_exec_pool(const struct epabi_exec* ex) {
     return ex->host_mode ? NULL : ex->threads;
+}
+
+uint64_t* epabi_exec_error_word(struct epabi_exec* ex) {
+    return ex->stream != NULL && !ex->host_mode ? ex->stream->error_word : &ex->error_word;
+}
+
+uint64_t epabi_exec_error_site(const struct epabi_exec* ex, enum epabi_launch_error kind) {
+    return ex->step != NULL ? (uint64_t)(uintptr_t)&ex->step->site | (uint64_t)kind : (uint64_t)kind;
 }
 
 int epabi_exec_epilogue(const struct epabi_exec* ex) {
@@ -569,6 +578,14 @@ OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx, con
         }
         if (st == NULL) st = bind_inputs(&ex);
         if (st == NULL) st = run_steps(&ex);
+        /* what launches found: at once without a stream, and on the host stream, which executes as it goes
+         * (also while capturing); a device stream's word is read at its synchronize (stream.h) */
+        if (st == NULL && ex.error_word != 0) st = epabi_launch_error_status(p->api, ex.error_word, false);
+        if (ex.stream != NULL && ex.stream->ops->backend == EPABI_STREAM_HOST) {
+            OrtStatus* found = epabi_stream_take_error(ex.stream);   /* taken in any case: it is this run's */
+            if (st == NULL) st = found;
+            else if (found != NULL) p->api->ort->ReleaseStatus(found);
+        }
         for (int i = 0; i < ex.n_staged && st == NULL; ++i)
             st = read_device(&ex, ex.staged[i].host, ex.staged[i].device, ex.staged[i].bytes);
     }

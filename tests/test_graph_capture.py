@@ -548,6 +548,74 @@ def test_device_memory_capture_follows_inputs_updated_in_place(api: int | str, l
             del binding, vx, vy
 
 
+_GATHER_DATA = np.arange(12, dtype=np.float32).reshape(4, 3)
+
+
+def _checked_model() -> onnx.ModelProto:
+    """y = Gather(D, idx), q = float(a / b) (int32 Div): an index and a divisor the kernels check."""
+    graph = helper.make_graph(
+        [helper.make_node("Gather", ["D", "idx"], ["y"], name="gather", axis=0),
+         helper.make_node("Div", ["a", "b"], ["qi"], name="div"),
+         helper.make_node("Cast", ["qi"], ["q"], name="cast", to=T.FLOAT)], "checked",
+        [helper.make_tensor_value_info("idx", T.INT64, [2]), helper.make_tensor_value_info("a", T.INT32, [3]),
+         helper.make_tensor_value_info("b", T.INT32, [3])],
+        [helper.make_tensor_value_info("y", T.FLOAT, [2, 3]), helper.make_tensor_value_info("q", T.FLOAT, [3])],
+        initializer=[onnx.numpy_helper.from_array(_GATHER_DATA, "D")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("memory", ["host", "device"])
+def test_errors_found_in_a_replay_fail_that_run(memory: str, library_path: str,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bad data written in place before a replay (an out-of-range Gather index, an integer zero divisor) fails
+    that run with INVALID_ARGUMENT naming the node, found by the kernels through the stream's error word (a
+    replay runs no host check); the replay after it, with good data, is correct again."""
+    monkeypatch.setenv("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
+    monkeypatch.setenv("EPABI_SOFTWARE_DEVICE_MEMORY", memory)
+    place: tuple = ("cuda", 0) if memory == "device" else ()
+    idx, a, b = np.array([3, 0], np.int64), np.array([7, -9, 4], np.int32), np.array([2, 4, -3], np.int32)
+    with epabi.Host(hardware=[epabi.cpu_device()]) as h:
+        h.register_execution_provider_library("epabi", library_path)
+        with _session(h, _checked_model()) as session:
+            ins = {k: epabi.OrtValue.ortvalue_from_numpy(v, *place, host=h) for k, v in
+                   {"idx": idx, "a": a, "b": b}.items()}
+            outs = {"y": epabi.OrtValue.ortvalue_from_shape_and_type([2, 3], np.float32, *place, host=h),
+                    "q": epabi.OrtValue.ortvalue_from_shape_and_type([3], np.float32, *place, host=h)}
+            binding = session.io_binding()
+            for k, v in ins.items():
+                binding.bind_ortvalue_input(k, v)
+            for k, v in outs.items():
+                binding.bind_ortvalue_output(k, v)
+
+            def check(i: np.ndarray, x: np.ndarray, y: np.ndarray, bound: tuple) -> None:
+                binding, ins, outs = bound
+                ins["idx"].update_inplace(i)
+                ins["a"].update_inplace(x)
+                ins["b"].update_inplace(y)
+                session.run_with_iobinding(binding)
+                np.testing.assert_array_equal(outs["y"].numpy(), _GATHER_DATA[i])
+                np.testing.assert_array_equal(outs["q"].numpy(), np.trunc(x / y).astype(np.float32))
+
+            bound = (binding, ins, outs)
+            check(idx, a, b, bound)  # captures
+            check(np.array([1, 2], np.int64), a, b, bound)
+            ins["idx"].update_inplace(np.array([1, 4], np.int64))
+            with pytest.raises(epabi.OrtStatusError, match=r"node 'gather' \(Gather\).*index is out of range") as info:
+                session.run_with_iobinding(binding)
+            assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+            assert "replaying a captured graph" in str(info.value)
+            check(np.array([-1, 2], np.int64), a, b, bound)
+            ins["b"].update_inplace(np.array([2, 0, 1], np.int32))
+            with pytest.raises(epabi.OrtStatusError, match=r"node 'div' \(Div\).*integer division by zero") as info:
+                session.run_with_iobinding(binding)
+            assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+            check(idx, a, np.array([5, 3, 1], np.int32), bound)
+            assert session.graph_capture.replays == 3   # the two failed ReplayGraph calls are not counted
+            del binding, ins, outs, bound
+
+
 def test_close_waits_for_runs_in_flight(host: epabi.Host) -> None:
     model = mlp(layers=2, width=64, batch=8)
     feeds = sample_inputs(model)

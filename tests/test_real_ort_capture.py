@@ -109,6 +109,7 @@ def binding(name):
 
 kept = {}
 plain_counts = {}
+errors = {}
 for k, call in enumerate(spec["calls"]):
     if "drop" in call:
         del bound[call["drop"]]
@@ -137,7 +138,10 @@ for k, call in enumerate(spec["calls"]):
         v.update_inplace(np.full(v.shape(), np.nan, np.float32))
     sys.stderr.write(f"\\nEPABI-CALL {k}\\n")
     sys.stderr.flush()
-    sess.run_with_iobinding(io, ro)
+    try:
+        sess.run_with_iobinding(io, ro)
+    except Exception as exc:  # the test expects it (errors found during a replay)
+        errors[k] = str(exc)
     sys.stderr.write(f"\\nEPABI-CALL-END {k}\\n")
     sys.stderr.flush()
     for name, v in outs.items():
@@ -152,7 +156,7 @@ del sess, so, ours, bound, kept
 io = ins = outs = v = None  # no value of our allocator may outlive the library (REAL_HOST_NOTES trap 2)
 gc.collect()
 ort.unregister_execution_provider_library("epabi")
-emit(ort_version=ort.__version__, providers=providers, plain_counts=plain_counts)
+emit(ort_version=ort.__version__, providers=providers, plain_counts=plain_counts, errors=errors)
 """
 
 
@@ -224,6 +228,34 @@ def add_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+GATHER_DATA = np.arange(12, dtype=np.float32).reshape(4, 3)
+
+
+def checked_model() -> onnx.ModelProto:
+    """y = Gather(D, idx) (D = GATHER_DATA, idx int64 [2]) and q = float(a / b) (int32 Div, a and b [3]): an index
+    and a divisor the kernels check, both graph inputs (their values are not at hand when a graph replays)."""
+    nodes = [helper.make_node("Gather", ["D", "idx"], ["y"], name="gather", axis=0),
+             helper.make_node("Div", ["a", "b"], ["qi"], name="div"),
+             helper.make_node("Cast", ["qi"], ["q"], name="cast", to=TensorProto.FLOAT)]
+    return _model(nodes, [helper.make_tensor_value_info("idx", TensorProto.INT64, [2]),
+                          helper.make_tensor_value_info("a", TensorProto.INT32, [3]),
+                          helper.make_tensor_value_info("b", TensorProto.INT32, [3])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+                   helper.make_tensor_value_info("q", TensorProto.FLOAT, [3])],
+                  [numpy_helper.from_array(GATHER_DATA, "D")])
+
+
+def checked_ref(idx: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+    return {"y": GATHER_DATA[idx], "q": np.trunc(a / b).astype(np.float32)}
+
+
+@pytest.fixture(scope="module")
+def checked_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "checked.onnx"
+    onnx.save(checked_model(), str(path))
+    return path
+
+
 @pytest.fixture(scope="module")
 def chain_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("models") / "chain.onnx"
@@ -256,6 +288,7 @@ class Outcome:
     final_bound: dict[str, dict[str, np.ndarray]]   # per binding alive at the end: its outputs then
     logs: list[str]                        # per call: stderr between its markers ("" for drops)
     stderr: str
+    errors: dict[int, str]                 # per binding call that raised: its message
 
 
 def memory_for(version: str) -> str:
@@ -339,7 +372,9 @@ class Plan:
         assert result["ort_version"] == version
         return result, err
 
-    def run(self, version: str, library: str, model: Path, tmp: Path, env: dict[str, str] | None = None) -> Outcome:
+    def run(self, version: str, library: str, model: Path, tmp: Path, env: dict[str, str] | None = None,
+            expect_errors: bool = False) -> Outcome:
+        """Runs the plan; a call that raises fails the test unless ``expect_errors`` (then see Outcome.errors)."""
         result, err = self.run_raw(version, library, model, tmp, env)
         assert "session_error" not in result, result["session_error"]
         assert result["providers"][0] == EP_NAME, f"silent CPU fallback: {result['providers']}"
@@ -363,7 +398,9 @@ class Plan:
         alive = {c.binding for c in self.calls if c.binding is not None} - {c.drop for c in self.calls}
         final_bound = {b: {name: np.load(tmp / f"final_{b}_{name}.npy") for name in self.bindings[b][1]}
                        for b in alive}
-        return Outcome(result, outputs, final, final_bound, logs, err)
+        errors = {int(k): m for k, m in result["errors"].items()}
+        assert expect_errors or not errors, f"calls failed: {errors}"
+        return Outcome(result, outputs, final, final_bound, logs, err, errors)
 
 
 def count(log: str, phrase: str) -> int:
@@ -562,6 +599,39 @@ def test_host_memory_capture_is_refused_before_1_30(library_path: str, add_file:
     message = result.get("session_error", "")
     assert "KernelContext_GetPreallocatedOutput" in message and "speaks API 26" in message, result
     assert "EPABI_SOFTWARE_DEVICE_MEMORY=device" in message and "IOBinding" in message
+
+
+# -- errors found during a replay ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("version", "memory"), SAFETY_CASES)
+def test_errors_found_in_a_replay_fail_that_run(version: str, memory: str, library_path: str, checked_file: Path,
+                                                tmp_path: Path) -> None:
+    """A replay runs no host code that could look at the data, so the kernels check it themselves: an
+    out-of-range Gather index or an integer division by zero bound in place before a replay fails that run with
+    ORT_INVALID_ARGUMENT naming the node (never zero-filled output; ORT's run_with_iobinding raises it as
+    RuntimeError), and the next replay with good data is correct again."""
+    good = {"idx": np.array([3, 0], np.int64), "a": np.array([7, -9, 4], np.int32), "b": np.array([2, 4, -3], np.int32)}
+    plan = Plan(CAPTURE, memory)
+    plan.bind("b", good, {"y": [2, 3], "q": [3]})
+    calls = [plan.call("b", 1), plan.call("b", 1, idx=np.array([1, 2], np.int64))]
+    bad_index = plan.call("b", 1, idx=np.array([1, 4], np.int64))
+    calls.append(plan.call("b", 1, idx=np.array([-1, 2], np.int64)))
+    bad_divisor = plan.call("b", 1, b=np.array([2, 0, 1], np.int32))
+    calls.append(plan.call("b", 1, b=np.array([5, 3, 1], np.int32)))
+    out = plan.run(version, library_path, checked_file, tmp_path, expect_errors=True)
+    assert sorted(out.errors) == [bad_index, bad_divisor], out.errors
+    assert "node 'gather' (Gather)" in out.errors[bad_index] and "index is out of range" in out.errors[bad_index]
+    assert "node 'div' (Div)" in out.errors[bad_divisor] and "integer division by zero" in out.errors[bad_divisor]
+    for k in (bad_index, bad_divisor):  # run_with_iobinding raises RuntimeError("Error in execution: ...") for any code
+        assert "replaying a captured graph" in out.errors[k], out.errors[k]
+    for k in calls:
+        want = checked_ref(**plan.inputs_at(k))
+        for name in ("y", "q"):
+            np.testing.assert_array_equal(out.outputs[k][name], want[name], err_msg=f"call {k}, {name}")
+    # the failing calls were replays too (ORT's own line), whose ReplayGraph failed before its success line
+    assert [len(replays(out.logs[k], 1)) for k in range(len(plan.calls))] == [0, 1, 0, 1, 0, 1]
+    for k in (bad_index, bad_divisor):
+        assert count(out.logs[k], "Replaying the captured") == 1 and count(out.logs[k], "capturing graph") == 0
 
 
 # -- call order through a tracing shim -------------------------------------------------------------------

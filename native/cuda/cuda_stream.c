@@ -22,6 +22,7 @@ struct cuda_stream {
     epabi_cu_ptr workspace;                 /* cuBLAS workspace, owned */
     epabi_cu_mempool pool;                  /* the device's default pool, for alloc_async */
     epabi_cu_event order;                   /* for epabi_stream_cuda_wait_for */
+    uint64_t* error_word;                   /* base.error_word: pinned host memory kernels write (cuMemAllocHost) */
     int graph_timing_runs;                  /* EPABI_CUDA_GRAPH_TIMING, read once at creation */
 };
 
@@ -164,6 +165,7 @@ static void cuda_destroy(struct epabi_stream* s) {
     if (c->cublas != NULL) c->dev->libs->cublas->Destroy(c->cublas);
     if (c->order != NULL) c->cu->EventDestroy(c->order);
     if (c->workspace != 0) c->cu->MemFree(c->workspace);
+    if (c->error_word != NULL) c->cu->MemFreeHost(c->error_word);
     if (c->cs != NULL && !s->user_owned) c->cu->StreamDestroy(c->cs);   /* a user's stream is never destroyed */
     epabi_cuda_leave(&scope);
     free(c);
@@ -257,6 +259,16 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
         }
     }
     c->base.handle = (uintptr_t)c->cs;
+    /* page-locked and, with unified addressing (every 64-bit GPU), mapped at the same address for the device:
+     * kernels store an error there and the host reads it after a synchronize with one load (stream.h) */
+    void* word = NULL;
+    if (st == NULL && (r = c->cu->MemAllocHost(&word, sizeof(uint64_t))) != 0) {
+        word = NULL;
+        st = epabi_cuda_status(api, r, "cuMemAllocHost (the stream's error word)");
+    }
+    c->error_word = word;
+    if (c->error_word != NULL) *c->error_word = 0;
+    c->base.error_word = c->error_word;
     if (st == NULL && (r = c->cu->EventCreate(&c->order, EPABI_CU_EVENT_DISABLE_TIMING)) != 0) {
         c->order = NULL;
         st = epabi_cuda_status(api, r, "cuEventCreate");

@@ -67,6 +67,9 @@ static void expect(OrtStatus* st, OrtErrorCode code, const char* needle) {
 
 struct add_args { const float* a; float* out; int n; };
 static void add_one(const void* p) { const struct add_args* a = p; for (int i = 0; i < a->n; ++i) a->out[i] = a->a[i] + 1; }
+/* a launch that checks its data as a kernel does: a negative input is reported through the stream's error word */
+struct checked_args { const float* a; uint64_t* word; uint64_t site; };
+static void check_sign(const void* p) { const struct checked_args* c = p; if (c->a[0] < 0) epabi_launch_report(c->word, c->site); }
 
 /* ---- threads: a release frees the EP's contexts on every thread ------------------------------------------- */
 
@@ -381,6 +384,22 @@ int main(void) {
     in[3] = 10; a.out = NULL;  /* the recorded copy of args is what replays */
     CHECK(epabi_stream_replay(s, sg, true) == NULL && out[3] == 11);
     expect(epabi_stream_replay(s2, sg, true), ORT_INVALID_ARGUMENT, "captured it");
+    epabi_stream_graph_destroy(sg);
+
+    /* errors found by a launch in a replay fail that replay's synchronize, naming the node; then the word is clear */
+    static const struct epabi_error_site site = {"g1", "Gather", "fused"};
+    float val[1] = {1};
+    struct checked_args ca = {val, s->error_word, (uint64_t)(uintptr_t)&site | EPABI_LAUNCH_ERR_INDEX};
+    CHECK(epabi_stream_begin_capture(s) == NULL);
+    CHECK(epabi_stream_launch(s, EPABI_LAUNCH_GATHER, check_sign, &ca, sizeof ca) == NULL);
+    CHECK(epabi_stream_end_capture(s, &sg) == NULL);
+    CHECK(epabi_stream_replay(s, sg, true) == NULL);
+    val[0] = -1;
+    expect(epabi_stream_replay(s, sg, true), ORT_INVALID_ARGUMENT,
+           "node 'g1' (Gather) in 'fused': an index is out of range (found by the kernel while replaying");
+    CHECK(epabi_stream_synchronize(s) == NULL);   /* reported once */
+    val[0] = 2;
+    CHECK(epabi_stream_replay(s, sg, true) == NULL);
     epabi_stream_graph_destroy(sg);
 
     /* manager: counting, allowed, nested, duplicate, missing, abort leaves nothing */
