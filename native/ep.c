@@ -363,7 +363,15 @@ static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state,
     struct epabi_compute_scope scope = {NULL, false};
     OrtStatus* st = b->compute_begin != NULL ? b->compute_begin(api, &ep->be, kernel_context, env.stream, &scope) : NULL;
     if (st == NULL) {
-        st = epabi_plan_run(ci->plan, kernel_context, &env);
+        if (env.stream != NULL && env.stream->external_capture && !env.mempool && env.capture_pool == NULL) {
+            /* recorded into the owner's capture of its stream (compute_begin found it): run memory the owner's
+             * graph keeps using (stream-ordered memory needs none: it becomes the owner's graph's memory nodes) */
+            env.capture_pool = epabi_thread_keep_pool(tc);
+            if (env.capture_pool == NULL)
+                st = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory recording '%s' into the capture of "
+                                 "user_compute_stream", epabi_plan_name(ci->plan));
+        }
+        if (st == NULL) st = epabi_plan_run(ci->plan, kernel_context, &env);
         if (b->compute_end != NULL) st = b->compute_end(api, &ep->be, env.stream, &scope, st);
     }
     epabi_capture_note_compute(tc, st == NULL);
@@ -570,6 +578,19 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
                            "IOBinding (captured graphs then hold those buffers), or use ONNX Runtime 1.30 or newer",
                            (int)EPABI_SINCE_OrtApi_KernelContext_GetPreallocatedOutput, api->host_version,
                            (unsigned)api->version);
+    }
+    /* CUDA cannot capture the legacy default stream (0, or CU_STREAM_LEGACY = 0x1): cuStreamBeginCapture fails at
+     * the first capture (error 900), and the legacy stream synchronizes with every blocking stream of the
+     * context, which no capture may depend on. Refused here, where the message can say why. */
+    if (opts.enable_cuda_graph && device->kind == EPABI_DEVICE_GPU && opts.user_compute_stream_given &&
+        opts.user_compute_stream <= 1 && epabi_has(api, EPABI_SINCE_OrtEp_IsGraphCaptureEnabled)) {
+        uintptr_t legacy = opts.user_compute_stream;
+        epabi_options_release(&opts);
+        return epabi_error(api, ORT_INVALID_ARGUMENT,
+                           EPABI_EP_NAME ": user_compute_stream=0x%" PRIxPTR " is CUDA's legacy default stream, which "
+                           "cannot be captured into a graph (enable_cuda_graph=1); pass a stream of your own "
+                           "(cudaStreamCreateWithFlags(..., cudaStreamNonBlocking)), or leave user_compute_stream unset "
+                           "so each thread gets a private non-blocking stream", legacy);
     }
     struct epabi_ep* ep = calloc(1, sizeof *ep);
     if (ep == NULL) {

@@ -59,8 +59,11 @@ struct epabi_pool* epabi_exec_pool(const struct epabi_exec* ex) {
     return ex->host_mode ? NULL : ex->threads;
 }
 
+/* In the owner's capture of a user's stream nothing of ours reads the word when the owner's graph runs: its
+ * kernels report nothing rather than an error a later run would read. */
 uint64_t* epabi_exec_error_word(struct epabi_exec* ex) {
-    return ex->stream != NULL && !ex->host_mode ? ex->stream->error_word : &ex->error_word;
+    if (ex->stream == NULL || ex->host_mode) return &ex->error_word;
+    return ex->stream->external_capture ? NULL : ex->stream->error_word;
 }
 
 uint64_t epabi_exec_error_site(const struct epabi_exec* ex, enum epabi_launch_error kind) {
@@ -170,7 +173,7 @@ static bool staged_room(struct epabi_exec* ex) {
 /* Output id goes to host memory: it is computed in an owned run block, copied to `host` at run end. */
 static OrtStatus* stage_output(struct epabi_exec* ex, int id, void* host, size_t bytes, struct epabi_tensor* t) {
     const struct epabi_plan* p = ex->plan;
-    if (ex->stream != NULL && epabi_stream_is_capturing(ex->stream))
+    if (ex->stream != NULL && epabi_stream_in_capture(ex->stream))
         return staging_while_capturing(p, "output", p->values[id].name);
     if (!staged_room(ex)) return epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory staging an output");
     void* data = exec_alloc(ex, bytes);
@@ -363,10 +366,11 @@ const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tenso
     if (t->host != NULL) return t->host;
     if (!p->device_only || ex->stream == NULL || ex->stream->ops->read_to_host == NULL) return t->data;
     const char* node = ex->step != NULL ? ex->step->node_name : "?";
-    if (epabi_stream_is_capturing(ex->stream)) {
+    if (epabi_stream_in_capture(ex->stream)) {
         *status = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": node '%s' of '%s' needs the values of a shape input "
                               "that only the device holds, and reading them back would synchronize inside the graph "
-                              "capture; make it a constant or compute it from shapes", node, p->name);
+                              "capture (the EP's own, or its owner's of user_compute_stream); make it a constant or "
+                              "compute it from shapes", node, p->name);
         return NULL;
     }
     size_t bytes = (size_t)epabi_numel(t->rank, t->dims) * epabi_dtype_size(t->dtype);
@@ -413,7 +417,7 @@ static OrtStatus* place_input(struct epabi_exec* ex, int id, const OrtValue* val
     if (where == IN_DEVICE) return NULL;
     t->host = data;
     if (!v->device_read) return NULL;
-    if (ex->stream != NULL && epabi_stream_is_capturing(ex->stream)) return staging_while_capturing(p, "input", v->name);
+    if (ex->stream != NULL && epabi_stream_in_capture(ex->stream)) return staging_while_capturing(p, "input", v->name);
     size_t bytes = (size_t)epabi_numel(t->rank, t->dims) * epabi_dtype_size(t->dtype);
     void* copy = exec_alloc(ex, bytes);
     if (copy == NULL)

@@ -104,6 +104,11 @@ OrtStatus* epabi_stream_take_error(struct epabi_stream* s) {
     return epabi_launch_error_status(s->api, word, replay);
 }
 
+bool epabi_stream_check_external_capture(struct epabi_stream* s) {
+    s->external_capture = s->user_owned && !s->capturing && s->ops->captured_now != NULL && s->ops->captured_now(s);
+    return s->external_capture;
+}
+
 size_t epabi_stream_graph_launches(const struct epabi_stream_graph* g) {
     return g != NULL ? g->ops->graph_launches(g) : 0;
 }

@@ -34,7 +34,9 @@
  *
  * User streams. A stream can be adopted from the user (the user_compute_stream option): the stream then
  * records that its handle is user-owned and epabi_stream_destroy frees only our wrapper, never the handle
- * (on CUDA it will not call cudaStreamDestroy). On the host backend the handle is just the value the user
+ * (on CUDA it will not call cudaStreamDestroy). Its owner may be capturing it into a graph of their own around
+ * a run (an external capture, epabi_stream_check_external_capture): then nothing may wait for the stream or read
+ * back from it, kernels are only recorded, and the EP's own captures cannot nest inside. On the host backend the handle is just the value the user
  * gave (0 included): it is kept and reported by epabi_stream_handle, and never dereferenced.
  *
  * Ownership: epabi_stream_host_create returns a stream the caller destroys with epabi_stream_destroy.
@@ -87,6 +89,8 @@ struct epabi_stream_ops {
     /* Host data into device memory, ordered on the stream; src may be reused once it returns (a pageable
      * source is staged by the driver). NULL on the host backend. */
     OrtStatus* (*write_from_host)(struct epabi_stream* s, void* dst, const void* src, size_t bytes);
+    /* Whether the stream is being captured right now, by anyone (cuStreamIsCapturing); NULL: never (host). */
+    bool (*captured_now)(struct epabi_stream* s);
 };
 
 /* The node a launch belongs to, for errors its kernel finds (launch_args.h); owned by the plan, 8-aligned. */
@@ -103,7 +107,8 @@ struct epabi_stream {
     bool replaying;          /* a replay was issued since the last synchronize (for the error message) */
     uintptr_t handle;        /* backend handle; host: the user's value when adopted, else 0 */
     bool user_owned;         /* adopted from user_compute_stream: the handle is never destroyed by us */
-    bool capturing;
+    bool capturing;          /* our own capture (begin_capture .. end_capture) */
+    bool external_capture;   /* the user's stream is being captured by its owner (last check) */
     uint64_t launches;       /* launches issued (executed or recorded) since creation */
     uint64_t syncs;          /* synchronize calls since creation */
 };
@@ -157,5 +162,13 @@ static inline bool epabi_stream_is_user_owned(const struct epabi_stream* s) {
 static inline bool epabi_stream_is_capturing(const struct epabi_stream* s) {
     return s->capturing;
 }
+/* Our capture or the owner's: work is recorded, not run, and nothing may wait for it. */
+static inline bool epabi_stream_in_capture(const struct epabi_stream* s) {
+    return s->capturing || s->external_capture;
+}
+
+/* Checks (for a user's stream only: no other stream has an owner who could capture it) whether its owner is
+ * capturing it now, and records the answer in external_capture; returns it. One driver query. */
+bool epabi_stream_check_external_capture(struct epabi_stream* s);
 
 #endif

@@ -42,7 +42,7 @@ from onnx import TensorProto, helper, numpy_helper
 from epabi._ffi import header_path
 from magika_model import batch
 from magika_model import model_path as magika_path
-from real_ort import NEWEST, run_json
+from real_ort import NEWEST, run_json, run_json_on_gpu
 
 pytestmark = pytest.mark.real_ort
 
@@ -78,10 +78,13 @@ with open(spec_path) as f:
 place = ("cuda", 0) if spec.get("device") else ()
 ort.register_execution_provider_library("epabi", lib)
 ours = [d for d in ort.get_ep_devices() if d.ep_name == EP_NAME]
+if not ours:
+    emit(skip="onnxruntime lists no EP device of ours", devices=[describe(d) for d in ort.get_ep_devices()])
+    sys.exit(0)
 so = ort.SessionOptions()
 so.log_severity_level = 0  # VERBOSE: ReplayGraph lines are VERBOSE
 so.enable_cpu_mem_arena = spec.get("cpu_arena", True)
-so.add_provider_for_devices(ours, spec["options"])
+so.add_provider_for_devices(ours[:1], spec["options"])  # CreateEp takes one device
 try:
     sess = ort.InferenceSession(model_path, sess_options=so, enable_fallback=0)
 except Exception as exc:
@@ -376,6 +379,17 @@ class Plan:
             expect_errors: bool = False) -> Outcome:
         """Runs the plan; a call that raises fails the test unless ``expect_errors`` (then see Outcome.errors)."""
         result, err = self.run_raw(version, library, model, tmp, env)
+        return self.outcome(result, err, tmp, expect_errors)
+
+    def run_on_gpu(self, library: str, model: Path, tmp: Path, expect_errors: bool = False) -> Outcome:
+        """The plan under this interpreter's own onnxruntime on our GPU EP device (real_ort.run_json_on_gpu: no
+        software adapter); skips when ORT lists no GPU EP device of ours."""
+        tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / "spec.json").write_text(json.dumps(self.spec(tmp)))
+        result, err = run_json_on_gpu(CAPTURE_SCRIPT, [library, str(model), str(tmp / "spec.json"), str(tmp)])
+        return self.outcome(result, err, tmp, expect_errors)
+
+    def outcome(self, result: dict, err: str, tmp: Path, expect_errors: bool) -> Outcome:
         assert "session_error" not in result, result["session_error"]
         assert result["providers"][0] == EP_NAME, f"silent CPU fallback: {result['providers']}"
         counts = {int(k): n for k, n in result["plain_counts"].items()}

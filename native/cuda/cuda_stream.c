@@ -196,6 +196,17 @@ static OrtStatus* cuda_write_from_host(struct epabi_stream* s, void* dst, const 
     return r == 0 ? NULL : epabi_cuda_status(s->api, r, "copying a host-resident input to the GPU");
 }
 
+/* Runs only for a user's stream (stream.h): the owner may be capturing it. Without cuStreamIsCapturing: never. */
+static bool cuda_captured_now(struct epabi_stream* s) {
+    struct cuda_stream* c = cs_of(s);
+    int status = EPABI_CU_STREAM_CAPTURE_STATUS_NONE;
+    struct epabi_cuda_scope scope;
+    if (c->cu->StreamIsCapturing == NULL || !epabi_cuda_enter(c->dev, &scope)) return false;
+    epabi_cu_result r = c->cu->StreamIsCapturing(c->cs, &status);
+    epabi_cuda_leave(&scope);
+    return r == 0 && status != EPABI_CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 static const struct epabi_stream_ops kCudaOps = {
     .backend = EPABI_STREAM_CUDA,
     .name = "cuda",
@@ -212,10 +223,11 @@ static const struct epabi_stream_ops kCudaOps = {
     .free_async = cuda_free_async,
     .read_to_host = cuda_read_to_host,
     .write_from_host = cuda_write_from_host,
+    .captured_now = cuda_captured_now,
 };
 
 OrtStatus* epabi_stream_cuda_wait_for(struct epabi_stream* s, epabi_cu_stream producer) {
-    if (s == NULL || s->ops != &kCudaOps || producer == NULL) return NULL;
+    if (s == NULL || s->ops != &kCudaOps || producer == NULL || epabi_stream_in_capture(s)) return NULL;
     struct cuda_stream* c = cs_of(s);
     if (producer == c->cs) return NULL;
     struct epabi_cuda_scope scope;
@@ -248,6 +260,10 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
         *status = epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": cannot make GPU %d current", device->ordinal);
         return NULL;
     }
+    /* a thread's first run may come while the caller captures its own stream (user_compute_stream): the setup's
+     * allocations and module load are not stream work, so this thread relaxes the capture rules for them */
+    int mode = EPABI_CU_STREAM_CAPTURE_MODE_RELAXED;
+    bool exchanged = c->cu->ThreadExchangeStreamCaptureMode != NULL && c->cu->ThreadExchangeStreamCaptureMode(&mode) == 0;
     OrtStatus* st = epabi_cuda_module_get(api, device, &c->module);
     epabi_cu_result r = 0;
     if (st == NULL) {
@@ -289,6 +305,7 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
                              device->ordinal);
         }
     }
+    if (exchanged) c->cu->ThreadExchangeStreamCaptureMode(&mode);
     epabi_cuda_leave(&scope);
     if (st != NULL) {
         cuda_destroy(&c->base);
