@@ -46,6 +46,7 @@ struct epabi_graph {
     struct epabi_alloc_registry* blocks;   /* the manager's (it destroys its graphs before letting it go) */
     struct hold_list holds;                /* the host's buffers the launches read or write */
     uint64_t replays;
+    unsigned nodes;                        /* ONNX nodes recorded (epabi_graph_manager_set_nodes) */
 };
 
 static void graph_destroy(struct epabi_graph* g) {
@@ -384,6 +385,16 @@ OrtStatus* epabi_graph_manager_replay(struct epabi_graph_manager* m, int id, boo
 uint64_t epabi_graph_manager_replays(const struct epabi_graph_manager* m, int id) {
     const struct epabi_graph* g = epabi_graph_set_find(&m->set, id);
     return g != NULL ? g->replays : 0;
+}
+
+void epabi_graph_manager_set_nodes(struct epabi_graph_manager* m, int id, unsigned nodes) {
+    struct epabi_graph* g = epabi_graph_set_find(&m->set, id);
+    if (g != NULL) g->nodes = nodes;
+}
+
+unsigned epabi_graph_manager_nodes(const struct epabi_graph_manager* m, int id) {
+    const struct epabi_graph* g = epabi_graph_set_find(&m->set, id);
+    return g != NULL ? g->nodes : 0;
 }
 
 size_t epabi_graph_manager_launches(const struct epabi_graph_manager* m, int id) {

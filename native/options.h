@@ -1,10 +1,14 @@
 /*
  * options.h - EP options from the session options.
  *
- * Each option is looked up as "ep.epabiexecutionprovider.<key>" (how ONNX Runtime forwards provider
- * options given to add_provider_for_devices), then the legacy CUDA EP spelling "ep.cuda.<key>", then
- * the flat "<key>". A present but malformed value fails CreateEp with ORT_INVALID_ARGUMENT naming the
- * full key and the value; nothing is silently defaulted.
+ * Each option is looked up in the session options as "ep.epabiexecutionprovider.<key>" (how ONNX Runtime
+ * forwards provider options given to add_provider_for_devices), then the legacy CUDA EP spelling
+ * "ep.cuda.<key>", then the flat "<key>"; then, as a process-wide default, in the environment's config
+ * entries (OrtEpApi::GetEnvConfigEntries, hosts >= 1.24; set with OrtEnvCreationOptions::config_entries) as
+ * "ep_factory.EpAbiExecutionProvider.<key>" (ORT's convention for environment-level EP options; the EP name
+ * is case-sensitive there); then the built-in default. The first spelling found is the only one read: a
+ * present but malformed value fails CreateEp with ORT_INVALID_ARGUMENT naming the full key and the value;
+ * nothing is silently defaulted. The environment is read at each CreateEp (ORT copies its entries then).
  *
  * Keys: enable_cuda_graph (0/1/true/false), min_num_runs_before_cuda_graph_capture (int >= 0),
  * user_compute_stream (a stream handle as a decimal or 0x-hexadecimal integer, 0 included: the user's
@@ -12,7 +16,7 @@
  * device_id (int >= 0), force_cpu_nodes (comma-separated node names that the EP never claims; they stay
  * with the host's CPU EP), intra_op_num_threads (int from 0 to EPABI_POOL_MAX_THREADS: the software adapter's
  * thread count; 0 = one per physical core, ONNX Runtime's CPU EP default), plus the host's own
- * session.compile_only.
+ * session.compile_only (session options only).
  */
 #ifndef EPABI_OPTIONS_H
 #define EPABI_OPTIONS_H

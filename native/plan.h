@@ -79,6 +79,8 @@ void epabi_plan_destroy(struct epabi_plan* plan);
 
 /* The fused node's name (for messages). */
 const char* epabi_plan_name(const struct epabi_plan* plan);
+/* The ONNX nodes of the fused node's graph, as Compile received it. */
+unsigned epabi_plan_node_count(const struct epabi_plan* plan);
 
 /* One run: reads the inputs from ctx, runs every step, writes the outputs into ctx. Intermediates and
  * scratch come from the arena (or env's capture pool) and all go back to it before returning, on success

@@ -318,6 +318,7 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
         desc = malloc(sizeof *desc);
         if (nodes == NULL || p->steps == NULL || desc == NULL) st = epabi_plan_oom(p, "nodes");
     }
+    if (st == NULL) p->n_nodes = (int)n_nodes;
     if (st == NULL && n_nodes > 0) st = ort->Graph_GetNodes(graph, nodes, n_nodes);
     for (size_t i = 0; i < n_nodes && st == NULL; ++i) st = add_step(p, nodes[i], desc);
     if (st == NULL) st = add_outputs(p, graph, fused_node);
@@ -371,4 +372,8 @@ void epabi_plan_destroy(struct epabi_plan* p) {
 
 const char* epabi_plan_name(const struct epabi_plan* plan) {
     return plan->name;
+}
+
+unsigned epabi_plan_node_count(const struct epabi_plan* plan) {
+    return (unsigned)plan->n_nodes;
 }

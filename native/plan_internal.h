@@ -54,6 +54,7 @@ struct epabi_plan {
     struct epabi_plan_device device;   /* has_device only */
     int n_host_steps;
     int n_fused;                       /* Relu steps folded into their producer */
+    int n_nodes;                       /* ONNX nodes of the fused graph */
     char* name;                        /* owned */
     struct plan_value* values;
     int n_values, cap_values;

@@ -2,7 +2,8 @@
 
     EPABI_ALLOW_SOFTWARE_ADAPTER=1 python tests/ort_graph_capture.py /path/to/libepabi_plugin.so
 
-Needs a Python with onnxruntime >= 1.26 AND onnx (it builds its models in process): the project's test venv
+Needs a Python with onnxruntime >= 1.30 AND onnx (it builds its models in process; before 1.30 the software adapter
+captures only in its own memory, README "Graph capture", and this tool binds CPU values): the project's test venv
 has both (onnxruntime comes with magika); the cached real_ort venvs (~/.cache/epabi/venvs/ort-*) have no onnx.
 Checked on 1.26.0 and 1.32.0.
 
@@ -148,7 +149,8 @@ def main(lib):
     check(count(log, "capturing graph of annotation id 1 on this thread after 2 regular run(s)") == 1,
           "one id: captured once, after 2 regular runs")
     check(count(log, "ReplayGraph replayed annotation id 1") == 4, "one id: 4 ReplayGraph replays for calls 2-5")
-    check(count(log, "replayed annotation id 1 once right after capture") == 1, "one id: replay right after capture")
+    check(count(log, "replayed annotation id 1 once right after capture") == 0,
+          "one id: no replay right after capture (the host stream executed the launches while recording)")
     check(count(log, "allocated memory during graph capture") == 0, "one id: no allocation warning after warm-up")
     check(count(log, "Start another run for necessary memory allocation or graph capture") == 2,
           "one id: ORT ran 2 extra internal runs in call 1")

@@ -358,15 +358,25 @@ def test_control_flow_models_are_refused_with_capture(host: epabi.Host) -> None:
 
 def test_plain_run_after_capture_returns_nothing_like_ort(host: epabi.Host) -> None:
     x = np.ones((3, 2), np.float32)
+    as_ort = _run_opts(None)
+    as_ort.add_run_config_entry("epabi.graph_capture.on_binding_change", "replay")  # no stale-replay check
     with _session(host, _add_model()) as session:
-        first = session.run(None, {"x": x, "y": x})  # executes and captures: real outputs
+        first = session.run(None, {"x": x, "y": x}, as_ort)  # executes and captures: real outputs
         np.testing.assert_array_equal(first[0], x + x)
-        assert session.run(None, {"x": x, "y": x}) == []  # a replay hands no fresh outputs to run()
+        assert session.run(None, {"x": x, "y": x}, as_ort) == []  # a replay hands no fresh outputs to run()
         np.testing.assert_array_equal(first[0], x + x)
 
 
 def _rand(rng: np.random.Generator) -> np.ndarray:
     return rng.standard_normal((3, 2)).astype(np.float32)
+
+
+def _as_ort(graph_id: str | None) -> epabi.RunOptions:
+    """Run options with gpu_graph_id and no stale-replay check (epabi.graph_capture.on_binding_change=replay), as
+    onnxruntime: a plain run() replays whatever it is fed."""
+    ro = _run_opts(graph_id)
+    ro.add_run_config_entry("epabi.graph_capture.on_binding_change", "replay")
+    return ro
 
 
 def test_plain_run_replays_touch_no_buffer_of_the_host(host: epabi.Host) -> None:
@@ -380,14 +390,14 @@ def test_plain_run_replays_touch_no_buffer_of_the_host(host: epabi.Host) -> None
     with _session(host, _add_model()) as session:
         kept: list[tuple[np.ndarray, np.ndarray]] = []
         feeds = {"x": _rand(rng), "y": _rand(rng)}
-        kept.append((session.run(None, feeds, _run_opts("0"))[0], feeds["x"] + feeds["y"]))
+        kept.append((session.run(None, feeds, _as_ort("0"))[0], feeds["x"] + feeds["y"]))
         del feeds  # the capturing call's feeds are gone: the replays must not read them
         for k in range(6):
             minus = {"x": _rand(rng), "y": _rand(rng)}
-            kept.append((session.run(None, minus, _run_opts("-1"))[0], minus["x"] + minus["y"]))
-            assert session.run(None, {"x": _rand(rng), "y": _rand(rng)}, _run_opts("0")) == []
+            kept.append((session.run(None, minus, _as_ort("-1"))[0], minus["x"] + minus["y"]))
+            assert session.run(None, {"x": _rand(rng), "y": _rand(rng)}, _as_ort("0")) == []
             other = {"x": _rand(rng), "y": _rand(rng)}
-            got = session.run(None, other, _run_opts("1"))  # id 1: captured by its first call, replayed after
+            got = session.run(None, other, _as_ort("1"))  # id 1: captured by its first call, replayed after
             if k == 0:
                 kept.append((got[0], other["x"] + other["y"]))
             else:
@@ -398,7 +408,7 @@ def test_plain_run_replays_touch_no_buffer_of_the_host(host: epabi.Host) -> None
         # released, id 0 captures again from a plain run, with real outputs
         session.release_captured_graph(0)
         feeds = {"x": _rand(rng), "y": _rand(rng)}
-        np.testing.assert_array_equal(session.run(None, feeds)[0], feeds["x"] + feeds["y"])
+        np.testing.assert_array_equal(session.run(None, feeds, _as_ort(None))[0], feeds["x"] + feeds["y"])
 
 
 def test_bound_outputs_stay_the_callers_beside_plain_runs(host: epabi.Host) -> None:
@@ -411,13 +421,13 @@ def test_bound_outputs_stay_the_callers_beside_plain_runs(host: epabi.Host) -> N
         session.run_with_iobinding(binding, _run_opts("1"))
         np.testing.assert_array_equal(outs["z"].numpy(), x + y)
         plain = {"x": _rand(rng), "y": _rand(rng)}
-        first = session.run(None, plain, _run_opts("2"))[0]
+        first = session.run(None, plain, _as_ort("2"))[0]
         for _ in range(3):
             x2 = _rand(rng)
             ins["x"].update_inplace(x2)
             session.run_with_iobinding(binding, _run_opts("1"))
             np.testing.assert_array_equal(outs["z"].numpy(), x2 + y)
-            assert session.run(None, {"x": _rand(rng), "y": _rand(rng)}, _run_opts("2")) == []
+            assert session.run(None, {"x": _rand(rng), "y": _rand(rng)}, _as_ort("2")) == []
         np.testing.assert_array_equal(first, plain["x"] + plain["y"])
 
 
