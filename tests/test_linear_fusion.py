@@ -10,6 +10,7 @@ launches of its INFO line. Also through real onnxruntime 1.32.0 (whose MatMulAdd
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 import numpy as np
@@ -155,57 +156,85 @@ def test_a_captured_mlp_replays_one_launch_per_layer(host: epabi.Host, caplog: p
     assert launches == [layers * per_layer]
 
 
+# argv: library, fused_gemm, enable_cuda_graph, output folder, then MODEL.onnx:X.npy:OUT_SHAPE triples. Each model runs
+# on our software-adapter device, 3 calls through IOBinding, between stderr markers (where the VERBOSE log goes);
+# call k's output goes to <folder>/<i>_<k>.npy.
 REAL_ORT_SCRIPT = """
 import gc
-import re
+import os
 
 import numpy as np
 
-lib, model_path, x_path, fused, graphs = sys.argv[1:]
+lib, fused, graphs, out_dir, *triples = sys.argv[1:]
 ort.set_default_logger_severity(0)
 ort.register_execution_provider_library("epabi", lib)
 ours = [d for d in ort.get_ep_devices() if d.ep_name == EP_NAME]
-so = ort.SessionOptions()
-so.log_severity_level = 0  # VERBOSE: the plan's summary goes to stderr
-so.add_provider_for_devices(ours, {"fused_gemm": fused, "enable_cuda_graph": graphs})
-sess = ort.InferenceSession(model_path, sess_options=so, enable_fallback=0)
-x = np.load(x_path)
-binding = sess.io_binding()
-xv = ort.OrtValue.ortvalue_from_numpy(x)
-yv = ort.OrtValue.ortvalue_from_shape_and_type([x.shape[0], 64], np.float32)
-binding.bind_ortvalue_input("x", xv)
-binding.bind_ortvalue_output("y", yv)
-outs = []
-for _ in range(3):
-    sess.run_with_iobinding(binding)
-    outs.append(yv.numpy().tolist())
-providers = sess.get_providers()
-del sess, so, ours, binding, xv, yv
+providers = []
+for i, triple in enumerate(triples):
+    model, x_path, shape = triple.split(":")
+    out_shape = [int(d) for d in shape.split(",")]
+    so = ort.SessionOptions()
+    so.log_severity_level = 0
+    so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
+    so.add_provider_for_devices(ours, {"fused_gemm": fused, "enable_cuda_graph": graphs})
+    sys.stderr.write(f"\\nEPABI-MODEL {i}\\n")
+    sys.stderr.flush()
+    sess = ort.InferenceSession(model, sess_options=so, enable_fallback=0)
+    providers.append(sorted({sub.ep_name for sub in sess.get_provider_graph_assignment_info()}))
+    binding = sess.io_binding()
+    xv = ort.OrtValue.ortvalue_from_numpy(np.load(x_path))
+    yv = ort.OrtValue.ortvalue_from_shape_and_type(out_shape, np.float32)
+    binding.bind_ortvalue_input("x", xv)
+    binding.bind_ortvalue_output(sess.get_outputs()[0].name, yv)
+    for k in range(3):
+        sess.run_with_iobinding(binding)
+        np.save(os.path.join(out_dir, f"{i}_{k}.npy"), yv.numpy())
+    del sess, so, binding, xv, yv
+    gc.collect()
+    sys.stderr.write(f"\\nEPABI-MODEL-END {i}\\n")
+    sys.stderr.flush()
+del ours
 gc.collect()
 ort.unregister_execution_provider_library("epabi")
-emit(ort_version=ort.__version__, providers=providers, outs=outs)
+emit(ort_version=ort.__version__, providers=providers)
 """
+
+REAL_ORT_CASES = [Case(3, 17, 33, "Sigmoid"), Case(64, 512, 256, "Tanh"), Case(5, 30, 20, "GeluTanh"),
+                  Case(2, 7, 9, "Gelu"), Case(6, 24, 10, "Relu", a_shape=(2, 3, 24)),
+                  Case(3, 17, 33, "Relu", lead="Gemm", bias=None, c="vector", trans_b=True, alpha=0.5, beta=2.0)]
 
 
 @pytest.mark.real_ort
 @pytest.mark.parametrize(("fused", "graphs"), [("1", "0"), ("1", "1"), ("0", "1")])
 def test_real_onnxruntime_runs_the_groups(library_path: str, tmp_path: Path, fused: str, graphs: str) -> None:
-    """onnxruntime 1.32.0's MatMulAddFusion turns each MatMul + Add into a Gemm: the plan gets Gemm + Relu groups,
-    one linear step each (counted in the plan's VERBOSE summary on stderr), with and without graph capture."""
+    """Under onnxruntime 1.32.0 (software adapter) every group stays on our EP with the CPU EP's values, graphs off
+    and on. Its MatMulAddFusion turns a MatMul + Add with a 2-D A into a Gemm, so the MLP's plan has Gemm + Relu
+    groups: one linear step (and one replayed launch) per layer, counted in the VERBOSE/INFO log on stderr."""
     layers = 4
-    model = mlp(layers=layers, width=64, batch=2)
-    feeds = sample_inputs(model, seed=8)
-    onnx.save(model, tmp_path / "mlp.onnx")
-    np.save(tmp_path / "x.npy", feeds["x"])
-    result, _, err = run_json(NEWEST, REAL_ORT_SCRIPT, {"EPABI_ALLOW_SOFTWARE_ADAPTER": "1"},
-                              [library_path, str(tmp_path / "mlp.onnx"), str(tmp_path / "x.npy"), fused, graphs])
-    assert result["providers"][0] == EP
-    expected = ort_cpu(model, feeds)
-    for out in result["outs"]:
-        np.testing.assert_allclose(np.array(out, np.float32), expected, **TOL)
-    summaries = [(int(m.group(1)), int(m.group(2)), int(m.group(3))) for m in COMPILED.finditer(err)]
-    # Gemm + Relu per hidden layer, a Gemm last; off: the Relus stay their own steps (Gemm takes no epilogue)
-    assert summaries == ([(layers, layers, layers - 1)] if fused == "1" else [(2 * layers - 1, 0, 0)]), err[-3000:]
-    if graphs == "1":
-        launches = [int(m.group(2)) for m in CAPTURED.finditer(err)]
-        assert launches == [layers if fused == "1" else 2 * layers - 1], err[-3000:]
+    mlp_model = mlp(layers=layers, width=64, batch=2)
+    models = [c.build(seed=8) for c in REAL_ORT_CASES] + [(mlp_model, sample_inputs(mlp_model, seed=8), [2, 64])]
+    args = [library_path, fused, graphs, str(tmp_path)]
+    for i, (model, feeds, shape) in enumerate(models):
+        onnx.save(model, tmp_path / f"{i}.onnx")
+        np.save(tmp_path / f"{i}_x.npy", feeds["x"])
+        args.append(f"{tmp_path / f'{i}.onnx'}:{tmp_path / f'{i}_x.npy'}:{','.join(map(str, shape))}")
+    result, _, err = run_json(NEWEST, REAL_ORT_SCRIPT, {"EPABI_ALLOW_SOFTWARE_ADAPTER": "1"}, args, timeout=300)
+    assert result["providers"] == [[EP]] * len(models), result["providers"]
+    for i, (model, feeds, _) in enumerate(models):
+        expected = ort_cpu(model, feeds)
+        for k in range(3):
+            np.testing.assert_allclose(np.load(tmp_path / f"{i}_{k}.npy"), expected, **TOL, err_msg=f"model {i}")
+        log = re.search(rf"^EPABI-MODEL {i}$(.*?)^EPABI-MODEL-END {i}$", err, re.S | re.M)
+        assert log, err[-3000:]
+        summaries = [(int(m.group(1)), int(m.group(2)), int(m.group(3))) for m in COMPILED.finditer(log.group(1))]
+        launches = [int(m.group(2)) for m in CAPTURED.finditer(log.group(1))]
+        if i == len(models) - 1:  # the MLP: Gemm + Relu per hidden layer, a Gemm last; off: the Relus on their own
+            steps = layers if fused == "1" else 2 * layers - 1
+            assert summaries == [(steps, layers if fused == "1" else 0, layers - 1 if fused == "1" else 0)], log[1]
+        else:  # one group, whatever ORT made of it (MatMul + Add, or its Gemm; with a 3-D A, Reshape + Gemm +
+            # Reshape, the activation then after the second Reshape)
+            assert len(summaries) == 1 and summaries[0][1] == (1 if fused == "1" else 0), log[1]
+            steps = summaries[0][0]
+            if fused == "1" and REAL_ORT_CASES[i].a_shape is None:
+                assert steps == 1, log[1]
+        assert launches == ([steps] if graphs == "1" else []), log[1]
