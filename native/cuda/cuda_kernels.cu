@@ -1230,11 +1230,12 @@ template <int R> EP_DEV void lin_stage_a(const linear_launch& L, float* As, int 
 
 /* B is [k, n] (no transB). A block computes R rows x 32 columns of Y: lane l owns column col0 + l and keeps R sums;
  * warp w takes its slice of each staged chunk of K, reading one row of B per step (32 consecutive floats: one
- * coalesced load per warp) against the staged A (one address for the whole warp: a broadcast). The 8 slices are
- * then added in warp order through shared memory and warp 0 writes the epilogue. Loops over row and column tiles
- * past the grid, so any m, n, k are covered. */
+ * coalesced load per warp) against the staged A (one address for the whole warp: a broadcast). The slice of B is
+ * loaded into registers before A is staged, so the two loads' latencies overlap (launch-bound shapes wait on little
+ * else). The 8 slices are then added in warp order through shared memory and warp 0 writes the epilogue. Loops over
+ * row and column tiles past the grid, so any m, n, k are covered. */
 template <int R> EP_DEV void linear_nn(const linear_launch& L) {
-    constexpr int W = EPABI_LINEAR_THREADS / 32;
+    constexpr int W = EPABI_LINEAR_THREADS / 32, Q = EPABI_LINEAR_KC / W;   /* Q: rows of a warp's slice */
     __shared__ float As[EPABI_LINEAR_KC * R];        /* [p][r] */
     __shared__ float part[(W - 1) * R * 32];         /* the sums of warps 1..W-1 */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -1247,19 +1248,24 @@ template <int R> EP_DEV void linear_nn(const linear_launch& L) {
             for (int r = 0; r < R; ++r) acc[r] = 0.0f;
             for (int64_t k0 = 0; k0 < L.k; k0 += EPABI_LINEAR_KC) {
                 const int kc = (int)lin_min(EPABI_LINEAR_KC, L.k - k0);
+                const int per = (kc + W - 1) / W;   /* <= Q */
+                const int p0 = warp * per, p1 = p0 + per < kc ? p0 + per : kc;
+                float bv[Q];
+#pragma unroll
+                for (int q = 0; q < Q; ++q) {
+                    float v = 0.0f;
+                    if (j < L.n && p0 + q < p1) v = L.b[(k0 + p0 + q) * L.ldb + j];
+                    bv[q] = v;
+                }
                 __syncthreads();   /* the previous chunk's readers are done */
                 lin_stage_a<R>(L, As, 1, R, row0, k0, kc);
                 __syncthreads();
-                const int per = (kc + W - 1) / W;
-                const int p0 = warp * per, p1 = p0 + per < kc ? p0 + per : kc;
-                if (j < L.n) {
-                    const float* bcol = L.b + k0 * L.ldb + j;
-#pragma unroll 4
-                    for (int p = p0; p < p1; ++p) {
-                        const float bv = bcol[(int64_t)p * L.ldb];
-                        const float* ar = As + p * R;
 #pragma unroll
-                        for (int r = 0; r < R; ++r) acc[r] = fmaf(ar[r], bv, acc[r]);
+                for (int q = 0; q < Q; ++q) {
+                    if (p0 + q < p1) {   /* rows past the slice hold another chunk's values: never read */
+                        const float* ar = As + (p0 + q) * R;
+#pragma unroll
+                        for (int r = 0; r < R; ++r) acc[r] = fmaf(ar[r], bv[q], acc[r]);
                     }
                 }
             }
@@ -1285,9 +1291,10 @@ template <int R> EP_DEV void linear_nn(const linear_launch& L) {
 }
 
 /* B is [n, k] (transB). A block computes R rows x 8 columns: warp w owns column col0 + w, its lanes stride through
- * each staged chunk of K (a row of B read contiguously: coalesced) and keep R partial sums, which a butterfly of
- * shuffles adds up; lane r then writes row r's epilogue. */
+ * each staged chunk of K (a row of B read contiguously: coalesced, into registers before A is staged) and keep R
+ * partial sums, which a butterfly of shuffles adds up; lane r then writes row r's epilogue. */
 template <int R> EP_DEV void linear_nt(const linear_launch& L) {
+    constexpr int Q = EPABI_LINEAR_KC / 32;          /* elements of a chunk per lane */
     __shared__ float As[R * EPABI_LINEAR_KC];        /* [r][p] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int64_t row0 = (int64_t)blockIdx.y * R; row0 < L.m; row0 += (int64_t)gridDim.y * R) {
@@ -1299,16 +1306,23 @@ template <int R> EP_DEV void linear_nt(const linear_launch& L) {
             for (int r = 0; r < R; ++r) acc[r] = 0.0f;
             for (int64_t k0 = 0; k0 < L.k; k0 += EPABI_LINEAR_KC) {
                 const int kc = (int)lin_min(EPABI_LINEAR_KC, L.k - k0);
-                __syncthreads();
+                float bv[Q];
+#pragma unroll
+                for (int q = 0; q < Q; ++q) {
+                    const int p = lane + 32 * q;
+                    float v = 0.0f;
+                    if (j < L.n && p < kc) v = L.b[j * L.ldb + k0 + p];
+                    bv[q] = v;
+                }
+                __syncthreads();   /* the previous chunk's readers are done */
                 lin_stage_a<R>(L, As, EPABI_LINEAR_KC, 1, row0, k0, kc);
                 __syncthreads();
-                if (j < L.n) {
-                    const float* brow = L.b + j * L.ldb + k0;
-#pragma unroll 4
-                    for (int p = lane; p < kc; p += 32) {
-                        const float bv = brow[p];
 #pragma unroll
-                        for (int r = 0; r < R; ++r) acc[r] = fmaf(As[r * EPABI_LINEAR_KC + p], bv, acc[r]);
+                for (int q = 0; q < Q; ++q) {
+                    const int p = lane + 32 * q;
+                    if (p < kc) {   /* past kc: another chunk's values, never read */
+#pragma unroll
+                        for (int r = 0; r < R; ++r) acc[r] = fmaf(As[r * EPABI_LINEAR_KC + p], bv[q], acc[r]);
                     }
                 }
             }
