@@ -141,8 +141,15 @@ def mlp_case_list() -> list[Case]:
         Case(7, 20, 30, "Sigmoid", lead="Gemm", bias=None, c="vector", beta=0.0),
         Case(4, 20, 30, "Relu", lead="Gemm", bias="vector", c=None, trans_b=True, alpha=2.0),
         Case(70, 300, 90, "GeluTanh", lead="Gemm", bias="vector", c=None),
+        Case(40, 20, 30, "Relu", lead="Gemm", bias=None, c="column", trans_a=True, trans_b=True, beta=0.7),
     ]
     return cases
+
+
+def empty_case_list() -> list[Case]:
+    """Empty operands: K = 0 (the product is 0: Y = act(beta * C)), M = 0 (an empty output)."""
+    return [Case(3, 0, 5, "Sigmoid"), Case(3, 0, 5, "Relu", lead="Gemm", bias=None, c="matrix", beta=0.5),
+            Case(0, 4, 5, "Relu")]
 
 
 def ort_cpu(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> np.ndarray:

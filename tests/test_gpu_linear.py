@@ -12,9 +12,13 @@ annotation id N: K launch(es)".
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import math
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +28,7 @@ import pytest
 
 import epabi
 from epabi.models import mlp, sample_inputs
-from linear_models import CAPTURED, COMPILED, Case, mlp_case_list, ort_cpu
+from linear_models import CAPTURED, COMPILED, Case, empty_case_list, mlp_case_list, ort_cpu
 
 pytestmark = pytest.mark.gpu
 
@@ -120,6 +124,21 @@ def test_group_on_the_gpu_matches_ort_cpu(gpu_host: epabi.Host, caplog: pytest.L
         assert low <= launches <= high, (launches, low, high)
 
 
+@pytest.mark.parametrize("case", empty_case_list(), ids=lambda c: c.id)
+def test_empty_operands_on_the_gpu(gpu_host: epabi.Host, case: Case) -> None:
+    """K = 0 runs the epilogue kernel alone (BLAS reads neither A nor B), M = 0 nothing; session.run (host inputs,
+    copied by the host) rather than bound device values, since these inputs have no bytes."""
+    model, feeds, _ = case.build(seed=5)
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices([_gpu(gpu_host)], {"enable_cuda_graph": "0"})
+    with epabi.InferenceSession(model, so) as session:
+        assert set(session.node_assignment.values()) == {EP}, session.node_assignment
+        (got,) = session.run(None, feeds)
+    expected = ort_cpu(model, feeds)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, **TOL)
+
+
 @pytest.mark.parametrize("layers", [8, 32])
 def test_mlp_replays_one_kernel_per_layer(gpu_host: epabi.Host, caplog: pytest.LogCaptureFixture,
                                           layers: int) -> None:
@@ -143,6 +162,67 @@ def test_mlp_replays_one_kernel_per_layer(gpu_host: epabi.Host, caplog: pytest.L
         (counts[fused],) = _launches([r.getMessage() for r in caplog.records])
     assert counts["1"] == layers, counts
     assert counts["0"] > layers, counts  # cuBLAS and the bias+ReLU kernel per layer
+
+
+# A child process (the CUDA libraries load once per process): EPABI_CUBLASLT=0, the groups cuBLASLt would take run
+# cuBLAS and the epilogue kernel. argv: tests folder, output folder, case indices into mlp_case_list().
+NO_CUBLASLT_SCRIPT = """
+import json, logging, os, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import epabi
+from linear_models import CAPTURED, mlp_case_list
+out_dir, indices = sys.argv[2], [int(i) for i in sys.argv[3:]]
+lines = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        lines.append(record.getMessage())
+logging.getLogger("epabi").addHandler(Keep())
+logging.getLogger("epabi").setLevel(logging.INFO)
+cases = mlp_case_list()
+launches = {}
+with epabi.Host() as host:
+    host.register_execution_provider_library("epabi", epabi.get_library_path())
+    gpu = [d for d in host.get_ep_devices() if d.ep_metadata.get("device_kind") == "gpu"][0]
+    for i in indices:
+        model, feeds, shape = cases[i].build(seed=3)
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices([gpu], {"enable_cuda_graph": "1"})
+        mark = len(lines)
+        with epabi.InferenceSession(model, so) as session:
+            b = session.io_binding()
+            x = epabi.OrtValue.ortvalue_from_numpy(feeds["x"], "cuda", 0, host=host)
+            y = epabi.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, "cuda", 0, host=host)
+            b.bind_ortvalue_input("x", x)
+            b.bind_ortvalue_output("y", y)
+            for call in range(2):
+                session.run_with_iobinding(b)
+                np.save(os.path.join(out_dir, f"{i}_{call}.npy"), y.numpy())
+        launches[i] = [int(m.group(2)) for m in map(CAPTURED.search, lines[mark:]) if m]
+backend = [t for t in lines if "CUDA backend on GPU" in t]
+print("RESULT " + json.dumps({"launches": launches, "backend": backend[:1]}))
+"""
+
+
+def test_without_cublaslt_the_gemm_path_gives_the_same_values(tmp_path: Path) -> None:
+    cases = mlp_case_list()
+    picked = [i for i, c in enumerate(cases) if _rows(c) > SMALL_ROWS and c.activation in (None, "Relu")]
+    assert picked, "no case past the small kernel with a cuBLASLt epilogue"
+    proc = subprocess.run([sys.executable, "-c", NO_CUBLASLT_SCRIPT, str(Path(__file__).parent), str(tmp_path),
+                           *map(str, picked)], capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "EPABI_CUBLASLT": "0", "EPABI_CUDA_DISCOVERY": "1"})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(next(t for t in proc.stdout.splitlines() if t.startswith("RESULT "))[7:])
+    assert result["backend"] and "cuBLASLt not loaded" in result["backend"][0], result["backend"]
+    for i in picked:
+        model, feeds, _ = cases[i].build(seed=3)
+        expected = ort_cpu(model, feeds)
+        for call in range(2):
+            np.testing.assert_allclose(np.load(tmp_path / f"{i}_{call}.npy"), expected, **TOL,
+                                       err_msg=f"{cases[i].id} call {call}")
+        low, high = expected_kernels(cases[i], cublaslt=False)
+        (launches,) = result["launches"][str(i)]
+        assert low <= launches <= high, (cases[i].id, launches, low, high)
 
 
 # -- real onnxruntime ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from onnx import helper, numpy_helper
 
 import epabi
 from epabi.models import mlp, sample_inputs
-from linear_models import CAPTURED, COMPILED, Case, mlp_case_list, ort_cpu
+from linear_models import CAPTURED, COMPILED, Case, empty_case_list, mlp_case_list, ort_cpu
 from real_ort import NEWEST, run_json
 
 EP = "EpAbiExecutionProvider"
@@ -42,7 +42,7 @@ def _summaries(caplog: pytest.LogCaptureFixture) -> list[tuple[int, int, int]]:
     return [(int(m.group(1)), int(m.group(2)), int(m.group(3))) for m in found if m]
 
 
-@pytest.mark.parametrize("case", mlp_case_list(), ids=lambda c: c.id)
+@pytest.mark.parametrize("case", mlp_case_list() + empty_case_list(), ids=lambda c: c.id)
 def test_group_is_one_step_with_ort_cpu_values(host: epabi.Host, caplog: pytest.LogCaptureFixture, case: Case) -> None:
     model, feeds, _ = case.build(seed=1)
     expected = ort_cpu(model, feeds)
