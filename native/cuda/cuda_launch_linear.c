@@ -75,6 +75,14 @@ static void lt_release(const struct epabi_cublaslt* lt, struct lt_objects* o) {
     if (o->desc != NULL) lt->MatmulDescDestroy(o->desc);
 }
 
+/* The alignment of a buffer for cuBLASLt's preferences: the largest power of two dividing its address, at most 256
+ * (the heuristic otherwise assumes 256, and the arena hands out 64-byte aligned blocks). */
+static uint32_t alignment_of(const void* p) {
+    uint32_t a = 256;
+    while (a > 1 && (uintptr_t)p % a != 0) a >>= 1;
+    return a;
+}
+
 /* The row-major product is cuBLASLt's column-major Y^T = op(B)^T op(A)^T: its A is our B (n x k), its B our A
  * (k x m), its C and D Y^T (n x m, ld n), and a bias of length n (the rows of D) adds bias[j] to each row of Y.
  * *done tells whether the call went through; false leaves Y untouched for the GEMM path. */
@@ -98,6 +106,9 @@ static void lt_matmul(const struct epabi_cuda_launch_env* env, const struct line
     const uint64_t ws = env->workspace_bytes;
     const void* bias = L->c;
     const uint32_t no_split_k = 0;   /* algorithms that reduce split-K partial sums run a second kernel */
+    const void* c_ptr = matrix_c ? (const void*)L->c : (const void*)L->y;
+    /* cuBLASLt's A is our B, its B our A */
+    const uint32_t align[4] = {alignment_of(L->b), alignment_of(L->a), alignment_of(c_ptr), alignment_of(L->y)};
     bool ok = lt->MatmulDescCreate(&o.desc, EPABI_CUBLAS_COMPUTE_32F, EPABI_CUDA_R_32F) == 0 &&
               lt->MatmulDescSetAttribute(o.desc, EPABI_LT_DESC_TRANSA, &op_a, sizeof op_a) == 0 &&
               lt->MatmulDescSetAttribute(o.desc, EPABI_LT_DESC_TRANSB, &op_b, sizeof op_b) == 0 &&
@@ -110,6 +121,9 @@ static void lt_matmul(const struct epabi_cuda_launch_env* env, const struct line
               lt->MatmulPreferenceSetAttribute(o.pref, EPABI_LT_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) == 0 &&
               lt->MatmulPreferenceSetAttribute(o.pref, EPABI_LT_PREF_REDUCTION_SCHEME_MASK, &no_split_k,
                                                sizeof no_split_k) == 0;
+    for (int i = 0; i < 4 && ok; ++i)
+        ok = lt->MatmulPreferenceSetAttribute(o.pref, EPABI_LT_PREF_MIN_ALIGNMENT_A_BYTES + i, &align[i],
+                                              sizeof align[i]) == 0;
     struct epabi_lt_heuristic found[2];   /* one asked for; room to spare should the struct have grown */
     memset(found, 0, sizeof found);
     int count = 0;
@@ -117,8 +131,7 @@ static void lt_matmul(const struct epabi_cuda_launch_env* env, const struct line
          count >= 1 && found[0].state == 0 && found[0].workspace_size <= ws;
     if (ok) {
         const float alpha = L->alpha, beta = matrix_c ? L->beta : 0.0f;
-        const void* c = matrix_c ? (const void*)L->c : (const void*)L->y;
-        *done = lt->Matmul(env->cublaslt, o.desc, &alpha, L->b, o.a, L->a, o.b, &beta, c, o.c, L->y, o.c,
+        *done = lt->Matmul(env->cublaslt, o.desc, &alpha, L->b, o.a, L->a, o.b, &beta, c_ptr, o.c, L->y, o.c,
                            &found[0].algo, env->workspace, ws, env->stream) == 0;
     }
     lt_release(lt, &o);

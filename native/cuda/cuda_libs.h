@@ -80,6 +80,10 @@ enum {
     EPABI_LT_DESC_BIAS_POINTER = 8,          /* const void* */
     EPABI_LT_PREF_MAX_WORKSPACE_BYTES = 1,   /* cublasLtMatmulPreferenceAttributes_t, uint64_t */
     EPABI_LT_PREF_REDUCTION_SCHEME_MASK = 3, /* uint32_t; 0: no split-K reduction (no second kernel) */
+    EPABI_LT_PREF_MIN_ALIGNMENT_A_BYTES = 5, /* uint32_t each (default 256: the heuristic assumes that much) */
+    EPABI_LT_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+    EPABI_LT_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+    EPABI_LT_PREF_MIN_ALIGNMENT_D_BYTES = 8,
     EPABI_LT_EPILOGUE_DEFAULT = 1,           /* cublasLtEpilogue_t */
     EPABI_LT_EPILOGUE_RELU = 2,
     EPABI_LT_EPILOGUE_BIAS = 4,
