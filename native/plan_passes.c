@@ -1,7 +1,8 @@
 /*
  * plan_passes.c - the passes epabi_plan_build (plan_build.c) runs over a plan once its steps and values are in:
- * linear-step fusion (MatMul/Gemm + bias + activation), epilogue fusion, scheduling (dependency order and the step after which each intermediate is freed), host
- * placement of shape computations on device plans, and marking the fused-node inputs device steps launch on.
+ * linear-step fusion (MatMul/Gemm + bias + activation), epilogue fusion, scheduling (dependency order and the step
+ * after which each intermediate is freed), host placement of shape computations on device plans, and marking the
+ * fused-node inputs device steps launch on.
  * Each pass works on the plan in place before it is shared (plan.h), so none takes a lock.
  */
 #include "plan_internal.h"

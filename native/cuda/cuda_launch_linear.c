@@ -113,7 +113,8 @@ static void lt_matmul(const struct epabi_cuda_launch_env* env, const struct line
               lt->MatmulDescSetAttribute(o.desc, EPABI_LT_DESC_TRANSA, &op_a, sizeof op_a) == 0 &&
               lt->MatmulDescSetAttribute(o.desc, EPABI_LT_DESC_TRANSB, &op_b, sizeof op_b) == 0 &&
               lt->MatmulDescSetAttribute(o.desc, EPABI_LT_DESC_EPILOGUE, &epi, sizeof epi) == 0 &&
-              (!vector_bias || lt->MatmulDescSetAttribute(o.desc, EPABI_LT_DESC_BIAS_POINTER, &bias, sizeof bias) == 0) &&
+              (!vector_bias ||
+               lt->MatmulDescSetAttribute(o.desc, EPABI_LT_DESC_BIAS_POINTER, &bias, sizeof bias) == 0) &&
               lt->MatrixLayoutCreate(&o.a, EPABI_CUDA_R_32F, L->trans_b ? k : n, L->trans_b ? n : k, L->ldb) == 0 &&
               lt->MatrixLayoutCreate(&o.b, EPABI_CUDA_R_32F, L->trans_a ? m : k, L->trans_a ? k : m, L->lda) == 0 &&
               lt->MatrixLayoutCreate(&o.c, EPABI_CUDA_R_32F, n, m, L->n) == 0 &&
