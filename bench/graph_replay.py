@@ -445,7 +445,11 @@ def main() -> int:
                     rows[name]["floor_us"] = result["median_us"]
                     rows[name]["floor_kernels"] = result["kernels_per_run"]
             if fused_exe is not None and layers is not None:
-                result = fused_floor_us(fused_exe, layers, args.runs)
+                try:
+                    result = fused_floor_us(fused_exe, layers, args.runs)
+                except (OSError, subprocess.SubprocessError, ValueError) as exc:  # a hung or garbled harness
+                    skip(f"fused floor, mlp {layers}", f"{type(exc).__name__}: {exc}")
+                    result = None
                 if result is not None:
                     rows[name]["fused_floor_us"] = result["median_us"]
                     rows[name]["fused_floor_kernels"] = result["kernels_per_run"]
