@@ -101,7 +101,7 @@ def test_group_on_the_gpu_matches_ort_cpu(gpu_host: epabi.Host, caplog: pytest.L
     model, feeds, out_shape = case.build(seed=3)
     expected = ort_cpu(model, feeds)
     so = epabi.SessionOptions()
-    so.add_provider_for_devices([_gpu(gpu_host)], {"enable_cuda_graph": "1" if graphs else "0"})
+    so.add_provider_for_devices([_gpu(gpu_host)], {"enable_cuda_graph": "1" if graphs else "0", "fused_gemm": "1"})
     with caplog.at_level(logging.DEBUG, logger="epabi"), epabi.InferenceSession(model, so) as session:
         assert set(session.node_assignment.values()) == {EP}, session.node_assignment
         binding = session.io_binding()
@@ -130,7 +130,7 @@ def test_empty_operands_on_the_gpu(gpu_host: epabi.Host, case: Case) -> None:
     copied by the host) rather than bound device values, since these inputs have no bytes."""
     model, feeds, _ = case.build(seed=5)
     so = epabi.SessionOptions()
-    so.add_provider_for_devices([_gpu(gpu_host)], {"enable_cuda_graph": "0"})
+    so.add_provider_for_devices([_gpu(gpu_host)], {"enable_cuda_graph": "0", "fused_gemm": "1"})
     with epabi.InferenceSession(model, so) as session:
         assert set(session.node_assignment.values()) == {EP}, session.node_assignment
         (got,) = session.run(None, feeds)
@@ -187,7 +187,7 @@ with epabi.Host() as host:
     for i in indices:
         model, feeds, shape = cases[i].build(seed=3)
         so = epabi.SessionOptions()
-        so.add_provider_for_devices([gpu], {"enable_cuda_graph": "1"})
+        so.add_provider_for_devices([gpu], {"enable_cuda_graph": "1", "fused_gemm": "1"})
         mark = len(lines)
         with epabi.InferenceSession(model, so) as session:
             b = session.io_binding()
@@ -252,7 +252,7 @@ for i, pair in enumerate(pairs):
     for graphs in graph_modes:
         so = ort.SessionOptions()
         so.log_severity_level = 0
-        so.add_provider_for_devices(gpus[:1], {"enable_cuda_graph": graphs})
+        so.add_provider_for_devices(gpus[:1], {"enable_cuda_graph": graphs, "fused_gemm": "1"})
         sys.stderr.write(f"\\nEPABI-MODEL {i} {graphs}\\n")
         sys.stderr.flush()
         sess = ort.InferenceSession(model, sess_options=so, enable_fallback=0)
