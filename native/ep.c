@@ -418,6 +418,8 @@ static OrtStatus* CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const Or
     if (count > 0 && (graphs == NULL || node_compute_infos == NULL))
         return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": Compile got NULL arrays");
     for (size_t i = 0; i < count; ++i) node_compute_infos[i] = NULL;
+    const bool fused_gemm = ep->options.fused_gemm_given ? ep->options.fused_gemm
+                            : ep->be.backend != NULL && ep->be.backend->fused_gemm_default;
     OrtStatus* st = NULL;
     for (size_t i = 0; i < count && st == NULL; ++i) {
         struct epabi_compute_info* ci = calloc(1, sizeof *ci);
@@ -425,8 +427,9 @@ static OrtStatus* CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const Or
             st = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory in Compile");
             break;
         }
-        st = epabi_plan_build(api, ep->be.arena, ep->be.plan.upload != NULL ? &ep->be.plan : NULL, ep->logger, graphs[i],
-                              fused_nodes != NULL ? fused_nodes[i] : NULL, &ci->plan);
+        st = epabi_plan_build(api, ep->be.arena, ep->be.plan.upload != NULL ? &ep->be.plan : NULL,
+                              fused_gemm, ep->logger, graphs[i], fused_nodes != NULL ? fused_nodes[i] : NULL,
+                              &ci->plan);
         if (st != NULL) {
             free(ci);
             break;
