@@ -45,6 +45,7 @@ struct plan_step {
     int n_frees;
     bool on_host;                      /* device plans: a host step (plan.h) */
     int epilogue;                      /* enum epabi_epilogue: a Relu fused into this step (fuse_epilogues) */
+    struct epabi_error_site site;      /* what its launches report errors as (set once the build is done) */
 };
 
 struct epabi_plan {

@@ -93,9 +93,13 @@ def test_each_compute_is_an_ep_event(api: int | None, library_path: str, softwar
 
 @pytest.mark.parametrize("api", [26, 27, None])
 def test_captures_and_replays_are_ep_events(api: int | None, library_path: str, software_adapter: None,
-                                            tmp_path: Path) -> None:
+                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # before API 30 the software adapter captures only in its own memory (README "Graph capture")
+    device = "cuda" if api is not None and api < 30 else None
+    if device:
+        monkeypatch.setenv("EPABI_SOFTWARE_DEVICE_MEMORY", "device")
     with _host(api, library_path) as host, _session(host, tmp_path, graph=True) as session:
-        _calls(session, graph=True)
+        _calls(session, graph=True, device=device)
         profile = _profile(session, tmp_path)
     check_profile(profile, expected_events(CALLS, graph=True), MLP_NODES, os.getpid(), threading.get_native_id())
 
