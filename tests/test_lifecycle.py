@@ -91,9 +91,15 @@ def test_unregister_unknown_name_and_double_register(host: epabi.Host, library_p
 
 
 def test_missing_file_is_a_load_error(tmp_path: Path) -> None:
+    # the loader's own message, as ORT reports it (dlerror is read before any other dl* call resets it)
     with epabi.Host(hardware=[]) as host:
-        with pytest.raises(epabi.PluginLoadError, match="Failed to load library"):
+        with pytest.raises(epabi.PluginLoadError, match="Failed to load library .*missing.so.*: cannot open shared "
+                                                        "object file: No such file or directory"):
             host.register_execution_provider_library("x", tmp_path / "missing.so")
+        not_elf = tmp_path / "text.so"
+        not_elf.write_text("not a shared library, but long enough for an ELF header" * 4)
+        with pytest.raises(epabi.PluginLoadError, match="text.so: invalid ELF header"):
+            host.register_execution_provider_library("y", not_elf)
 
 
 def test_library_without_exports_is_a_load_error(tmp_path: Path) -> None:
