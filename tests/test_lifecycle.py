@@ -10,6 +10,7 @@ import pytest
 
 import epabi
 from epabi.handles import PROCESS_HANDLES, TOMBSTONES
+from epabi.models import mlp
 from epabi.objects import KeyValuePairs, Status
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc (Linux)")
@@ -110,3 +111,24 @@ def test_library_without_exports_is_a_load_error(tmp_path: Path) -> None:
     with epabi.Host(hardware=[]) as host:
         with pytest.raises(epabi.PluginLoadError, match="Failed to get symbol CreateEpFactories"):
             host.register_execution_provider_library("libm", libm)
+
+
+def test_devices_of_an_unregistered_library_are_refused_after_it_is_registered_again(
+        library_path: str, software_adapter: None) -> None:
+    # the old devices belong to a factory released by ReleaseEpFactory (its library was unloaded): CreateEp on it
+    # would call into freed memory, even when the same name is registered again
+    with epabi.Host(hardware=[epabi.cpu_device()]) as host:
+        host.register_execution_provider_library("epabi", library_path)
+        stale = host.get_ep_devices()
+        host.unregister_execution_provider_library("epabi")
+        host.register_execution_provider_library("epabi", library_path)
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices(stale, {})
+        mark = len(host.trace)
+        with pytest.raises(ValueError, match="registered library"):
+            epabi.InferenceSession(mlp(), so)
+        assert "OrtEpFactory::CreateEp" not in host.trace[mark:]
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices(host.get_ep_devices(), {})  # the current devices work
+        with epabi.InferenceSession(mlp(), so) as session:
+            assert session.get_providers()[0] == epabi.get_ep_name()

@@ -184,8 +184,13 @@ class Host:
         if not devices:
             raise ValueError("create_ep: the session options select no EP devices (add_provider_for_devices)")
         factory = devices[0].factory
-        if any(d.factory is not factory for d in devices) or factory.library.name not in self._libraries:
-            raise ValueError("create_ep: the EP devices must come from one factory of a registered library")
+        # by identity: devices kept from an unregistered library name a released factory even when that name is
+        # registered again (CreateEp on it would call into freed memory)
+        if any(d.factory is not factory for d in devices) or \
+                self._libraries.get(factory.library.name) is not factory.library:
+            raise ValueError("create_ep: the EP devices must come from one factory of a registered library (devices "
+                             "of an unregistered library stay invalid after it is registered again: take them anew "
+                             "from get_ep_devices())")
         return Ep.create(factory, session_options)
 
     def close(self) -> None:
