@@ -11,6 +11,7 @@ errors, and profilers a host must refuse. GPU variants are marked ``gpu``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import threading
@@ -164,10 +165,16 @@ def test_closing_a_profiling_session_writes_its_profile(library_path: str, softw
     assert started > 0
 
 
-def test_no_profile_without_enable_profiling(library_path: str, software_adapter: None, tmp_path: Path) -> None:
+def test_no_profile_without_enable_profiling(library_path: str, software_adapter: None, tmp_path: Path,
+                                            caplog: pytest.LogCaptureFixture) -> None:
     with _host(None, library_path) as host, _session(host, tmp_path, profile=False) as session:
         session.run(None, {"x": np.ones((1, 64), np.float32)})
-        assert session.end_profiling() == ""
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="epabi"):
+            assert session.end_profiling() == ""
+        # onnxruntime logs "Profiler is disabled." at VERBOSE: nothing at the default WARNING level
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+        assert "Profiler is disabled." in [r.getMessage() for r in caplog.records]
         assert session.get_profiling_start_time_ns() == 0
     assert list(tmp_path.iterdir()) == []
 
@@ -175,8 +182,14 @@ def test_no_profile_without_enable_profiling(library_path: str, software_adapter
 def test_session_options_profiling_fields_are_typed() -> None:
     so = epabi.SessionOptions()
     assert so.enable_profiling is False and so.profile_file_prefix == "onnxruntime_profile_"
-    with pytest.raises(TypeError):
-        so.enable_profiling = 1  # type: ignore[assignment]
+    # as onnxruntime 1.32.0's binding converts (pybind11's bool): None and numbers, not strings or lists
+    for value, expected in ((1, True), (0, False), (None, False), (2.5, True), (np.int64(0), False),
+                            (np.bool_(True), True)):
+        so.enable_profiling = value  # type: ignore[assignment]
+        assert so.enable_profiling is expected, value
+    for wrong in ("yes", [1], b"1"):
+        with pytest.raises(TypeError):
+            so.enable_profiling = wrong  # type: ignore[assignment]
     with pytest.raises(TypeError):
         so.profile_file_prefix = Path("p")  # type: ignore[assignment]
 

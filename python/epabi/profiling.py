@@ -131,10 +131,10 @@ class SessionProfiler:
 
     def end_profiling(self) -> str:
         """Collects the EP profilers' events, writes the file and stops profiling; returns its path ("" when not
-        profiling, as ORT, which also logs that the profiler is disabled). Raises OSError when the file cannot
-        be written."""
+        profiling, as ORT, which also logs at VERBOSE that the profiler is disabled). Raises OSError when the file
+        cannot be written."""
         if not self.enabled:
-            _log.warning("Profiler is disabled.")
+            _log.debug("Profiler is disabled.")  # ORT logs it at VERBOSE
             return ""
         self.enabled = False
         with self._lock:

@@ -29,14 +29,15 @@ class SessionOptions:
     @property
     def enable_profiling(self) -> bool:
         """Profile sessions made with these options (:mod:`epabi.profiling`); ``InferenceSession.end_profiling()``
-        writes the file. Raises TypeError when set to anything but a bool, as onnxruntime's binding."""
+        writes the file. Set as onnxruntime's binding (pybind11's bool) converts: None is False, a number (int,
+        float, numpy scalar) its truth value; anything else (str, list, ...) raises TypeError."""
         return self._enable_profiling
 
     @enable_profiling.setter
     def enable_profiling(self, value: bool) -> None:
-        if not isinstance(value, bool):
+        if value is not None and not hasattr(type(value), "__bool__"):
             raise TypeError(f"enable_profiling must be a bool, not {type(value).__name__}")
-        self._enable_profiling = value
+        self._enable_profiling = bool(value)
 
     @property
     def profile_file_prefix(self) -> str:
