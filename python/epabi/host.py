@@ -70,6 +70,20 @@ def _process_object(name: str) -> Any:
         return _process_objects[name]
 
 
+def _env_config(config: dict[str, str] | None) -> dict[str, str]:
+    """A copy of ``Host(env_config=...)``, checked: the entries become C strings for ``GetEnvConfigEntries``."""
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise TypeError(f"env_config must be a dict of str to str, not {type(config).__name__}")
+    for key, value in config.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"env_config entry {key!r}: {value!r}: keys and values must be str")
+        if "\0" in key or "\0" in value:
+            raise ValueError(f"env_config entry {key!r}: {value!r}: a C string cannot hold a NUL character")
+    return dict(config)
+
+
 class Host:
     """An emulated ONNX Runtime host.
 
@@ -86,7 +100,8 @@ class Host:
             docstring); False (default) reports them in :meth:`conduct_report` and proceeds as ORT does.
 
     Raises:
-        ValueError: api_version is malformed or outside the emulated range.
+        ValueError: api_version is malformed or outside the emulated range; an env_config string holds a NUL.
+        TypeError: env_config is not a dict of str to str.
     """
 
     def __init__(self, api_version: int | str | None = None, hardware: list[HardwareDevice] | None = None,
@@ -102,7 +117,7 @@ class Host:
         self.api_requests: list[int] = []
         #: Names plugins asked ``GetExperimentalFunction`` for (epabi answers NULL to every one).
         self.experimental_requests: list[str] = []
-        self.env_config = dict(env_config or {})
+        self.env_config = _env_config(env_config)
         self._libraries: dict[str, PluginLibrary] = {}
         self._enumerating: Factory | None = None
         self._registering: str | None = None
