@@ -306,6 +306,37 @@ def test_onnxruntime_style_keywords(host: epabi.Host) -> None:
             s.run(None, {"x": np.zeros((1, 4), np.float32)}, run_options="gpu_graph_id=1")
 
 
+@pytest.mark.parametrize("options", [{"enable_cuda_graph": 1}, {"enable_cuda_graph": None}, {1: "1"},
+                                     [("enable_cuda_graph", "1")]])
+def test_add_provider_for_devices_takes_str_options_only(host: epabi.Host, options: object) -> None:
+    # onnxruntime 1.32.0's binding takes dict[str, str]: ints, None and pairs are a TypeError there too
+    with pytest.raises(TypeError, match="add_provider_for_devices"):
+        epabi.SessionOptions().add_provider_for_devices(host.get_ep_devices(), options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("devices", [["not a device"], "x", (d for d in [])])
+def test_add_provider_for_devices_takes_a_sequence_of_ep_devices(host: epabi.Host, devices: object) -> None:
+    with pytest.raises(TypeError, match="add_provider_for_devices"):
+        epabi.SessionOptions().add_provider_for_devices(devices, {})  # type: ignore[arg-type]
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(tuple(host.get_ep_devices()), {})  # a tuple is a sequence, as in onnxruntime
+    assert so.provider_devices == host.get_ep_devices()
+
+
+def test_the_same_ep_added_twice_fails_session_creation(host: epabi.Host) -> None:
+    # onnxruntime 1.32.0: "[ONNXRuntimeError] : 1 : FAIL : Provider EpAbiExecutionProvider has already been
+    # registered." when the session is created (the second call's options are not silently taken instead)
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(host.get_ep_devices(), {})
+    so.add_provider_for_devices(host.get_ep_devices(), {"force_cpu_nodes": "relu0"})
+    mark = len(host.trace)
+    with pytest.raises(epabi.OrtStatusError, match=f"Provider {epabi.get_ep_name()} has already been registered") \
+            as info:
+        epabi.InferenceSession(mlp(layers=1, width=4), so)
+    assert info.value.code == epabi.OrtErrorCode.FAIL
+    assert "OrtEpFactory::CreateEp" not in host.trace[mark:]
+
+
 def test_string_tensors_through_the_cpu_fallback(host: epabi.Host) -> None:
     model = _model([helper.make_node("Identity", ["s"], ["t"])], [helper.make_tensor_value_info("s", T.STRING, [2])],
                    [helper.make_tensor_value_info("t", T.STRING, [2])])

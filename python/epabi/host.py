@@ -34,7 +34,7 @@ from ._ffi import ffi
 from .api_table import Logger, served_api
 from .conduct import Conduct
 from .ep import Ep
-from .errors import ConductError, OrtStatusError
+from .errors import ConductError, HostLimitationError, OrtErrorCode, OrtStatusError
 from .graph_view import GraphView
 from .handles import PROCESS_HANDLES, HostHandles, address
 from .hardware import discover_hardware
@@ -193,11 +193,20 @@ class Host:
 
         Raises:
             ValueError: no provider devices were added, or they come from a library no longer registered.
-            OrtStatusError, ConductError: as raised by the plugin's CreateEp and the checks after it.
+            OrtStatusError: FAIL when one EP was added twice (as ORT); as raised by the plugin's CreateEp.
+            HostLimitationError: several plugin EPs were added (the host runs one per session).
+            ConductError: as raised by the checks after CreateEp.
         """
         devices = session_options.provider_devices
         if not devices:
             raise ValueError("create_ep: the session options select no EP devices (add_provider_for_devices)")
+        repeated = next((n for i, n in enumerate(session_options.provider_eps) if n in
+                         session_options.provider_eps[:i]), None)
+        if repeated is not None:  # ORT's ExecutionProviders::Add refuses the second registration
+            raise OrtStatusError(OrtErrorCode.FAIL, f"Provider {repeated} has already been registered.")
+        if len(session_options.provider_eps) > 1:
+            raise HostLimitationError(f"the session options add several plugin EPs ({session_options.provider_eps}); "
+                                      "epabi's host runs one plugin EP per session")
         factory = devices[0].factory
         # by identity: devices kept from an unregistered library name a released factory even when that name is
         # registered again (CreateEp on it would call into freed memory)

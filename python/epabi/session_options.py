@@ -20,6 +20,9 @@ class SessionOptions:
         self.config: dict[str, str] = {}
         self.provider_devices: list[EpDevice] = []
         self.provider_options: dict[str, str] = {}
+        #: The EP of each ``add_provider_for_devices`` call, in order (the host runs the last call's devices,
+        #: and refuses a session whose EPs repeat, as ORT does).
+        self.provider_eps: list[str] = []
         #: ``(const void*, length)`` the application set with ``SessionOptionsSetWeightlessSourceModelBuffer``
         #: (the host keeps the pointer, not a copy), read back by ``SessionOptionsGetWeightlessSourceModelBuffer``.
         self.weightless_source: tuple[Any, int] | None = None
@@ -65,12 +68,22 @@ class SessionOptions:
         """The value of one config entry. Raises KeyError when absent."""
         return self.config[key]
 
-    def add_provider_for_devices(self, devices: list[EpDevice], options: dict[str, Any] | None = None) -> None:
-        """Selects EP devices of one EP for this session, with provider options (values converted with str).
+    def add_provider_for_devices(self, devices: list[EpDevice], options: dict[str, str] | None = None) -> None:
+        """Selects EP devices of one EP for this session, with provider options.
+
+        As onnxruntime's binding, ``devices`` is a list or tuple of :class:`EpDevice` and ``options`` a dict of
+        str to str (here it may be left out). Each call adds a provider, as in onnxruntime: session creation
+        fails when one EP was added twice (see :attr:`provider_eps`).
 
         Raises:
+            TypeError: devices or options of other types.
             ValueError: no devices, or devices of different EPs.
         """
+        if not isinstance(devices, list | tuple) or not all(isinstance(d, EpDevice) for d in devices):
+            raise TypeError(f"add_provider_for_devices: devices must be a list of EpDevice, not {devices!r}")
+        if options is not None and (not isinstance(options, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in options.items())):
+            raise TypeError(f"add_provider_for_devices: options must be a dict of str to str, not {options!r}")
         devices = list(devices)
         if not devices:
             raise ValueError("add_provider_for_devices: no EP devices given")
@@ -82,6 +95,7 @@ class SessionOptions:
             for key, value in device.ep_options.items():
                 self.config.setdefault(prefix + key, value)
         for key, value in (options or {}).items():
-            self.config[prefix + key] = str(value)
-            self.provider_options[key] = str(value)
+            self.config[prefix + key] = value
+            self.provider_options[key] = value
         self.provider_devices = devices
+        self.provider_eps.append(devices[0].ep_name)
