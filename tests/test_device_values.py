@@ -94,8 +94,11 @@ def test_ortvalue_from_numpy_cuda_lives_in_plugin_device_memory(dm_host: epabi.H
     v.update_inplace(x * 3)
     assert v.data_ptr() == address
     np.testing.assert_array_equal(v.numpy(), x * 3)
-    with pytest.raises(ValueError, match=r"update_inplace: got float32\[4, 3\]"):
-        v.update_inplace(x.T)
+    v.update_inplace(x.T)  # as onnxruntime: the element count must match, the data goes in C order
+    np.testing.assert_array_equal(v.numpy(), np.ascontiguousarray(x.T).reshape(3, 4))
+    assert v.shape() == [3, 4]
+    with pytest.raises(ValueError, match=r"update_inplace: got float32\[4, 4\] \(16 elements\)"):
+        v.update_inplace(np.zeros((4, 4), np.float32))
     with pytest.raises(ValueError, match="update_inplace: got float64"):
         v.update_inplace(x.astype(np.float64))
     del v

@@ -337,6 +337,46 @@ def test_the_same_ep_added_twice_fails_session_creation(host: epabi.Host) -> Non
     assert "OrtEpFactory::CreateEp" not in host.trace[mark:]
 
 
+def _identity(elem_type: int, shape: list[int] | None) -> onnx.ModelProto:
+    return _model([helper.make_node("Identity", ["x"], ["y"], name="id")], [helper.make_tensor_value_info(
+        "x", elem_type, shape)], [helper.make_tensor_value_info("y", elem_type, shape)])
+
+
+@pytest.mark.parametrize(("elem_type", "feed", "want"), [
+    (T.FLOAT, [1, 2], np.array([1, 2], np.float32)), (T.FLOAT, [1.5, 2.5], np.array([1.5, 2.5], np.float32)),
+    (T.FLOAT, [True, False], np.array([1, 0], np.float32)), (T.FLOAT, ["1", "2"], np.array([1, 2], np.float32)),
+    (T.INT64, [1.5, 2.5], np.array([1, 2], np.int64)), (T.BOOL, [1, 0], np.array([True, False]))])
+def test_a_list_feed_takes_the_inputs_element_type(host: epabi.Host, elem_type: int, feed: list, want: np.ndarray
+                                                   ) -> None:
+    # onnxruntime 1.24.4 and 1.32.0 make a list into a tensor of the input's type (an array keeps its own dtype)
+    with _session(host, _identity(elem_type, [2])) as session:
+        (out,) = session.run(None, {"x": feed})
+    assert out.dtype == want.dtype
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("feed", [1.5, 1, np.float32(2), (1.0, 2.0), ["a", "b"], [[1.0], [1.0, 2.0]]])
+def test_feeds_onnxruntime_cannot_make_a_tensor_of_are_refused(host: epabi.Host, feed: object) -> None:
+    # 1.32.0: "Unable to handle object of type <class 'float'>", "Input must be a list of dictionaries or a single
+    # numpy array", "Could not create tensor from given input list": RuntimeErrors, as OrtStatusError is
+    shape: list[int] = [2] if isinstance(feed, list | tuple) else []
+    with _session(host, _identity(T.FLOAT, shape)) as session:
+        with pytest.raises(epabi.OrtStatusError, match="input 'x'") as info:
+            session.run(None, {"x": feed})
+    assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+
+
+def test_a_rank_0_input_takes_any_shape_as_in_onnxruntime(host: epabi.Host) -> None:
+    # ORT checks the shape of a feed only against a model input of rank 1 or more (1.24.4 and 1.32.0 run a [2]
+    # array for a scalar input, warning only about the output's shape)
+    with _session(host, _identity(T.FLOAT, [])) as session:
+        (out,) = session.run(None, {"x": np.array([1.5, 2], np.float32)})
+        np.testing.assert_array_equal(out, [1.5, 2])
+    with _session(host, _identity(T.FLOAT, [2])) as session:
+        with pytest.raises(epabi.OrtStatusError, match="Invalid rank for input: x Got: 0 Expected: 1"):
+            session.run(None, {"x": np.array(1.5, np.float32)})
+
+
 def test_string_tensors_through_the_cpu_fallback(host: epabi.Host) -> None:
     model = _model([helper.make_node("Identity", ["s"], ["t"])], [helper.make_tensor_value_info("s", T.STRING, [2])],
                    [helper.make_tensor_value_info("t", T.STRING, [2])])

@@ -20,7 +20,7 @@ from ._ffi import ffi
 from .errors import ConductError
 from .gating import host_reads
 from .objects import EpDevice, KeyValuePairs, MemoryInfo, OrtDeviceMemoryType, OrtMemoryInfoDeviceType
-from .values import ONNX_TO_NUMPY, OrtValue, TensorTypeAndShapeInfo, onnx_type_of
+from .values import ONNX_TO_NUMPY, OrtValue, TensorTypeAndShapeInfo, onnx_type_of, update_source
 from .versions import ALLOCATOR_STATS_SINCE
 
 if TYPE_CHECKING:
@@ -132,14 +132,11 @@ class DeviceValue(OrtValue):
         """Copies host ``array`` into this value's device buffer (same address), through the data transfer.
 
         Raises:
-            ValueError: shape or dtype differ from the value's.
-            TypeError, RuntimeError: as :meth:`numpy`.
+            ValueError: another element count or dtype (as :meth:`OrtValue.update_inplace`).
+            TypeError, RuntimeError: neither a numpy array nor an OrtValue; as :meth:`numpy`.
         """
-        array = np.asarray(array)
-        dtype = ONNX_TO_NUMPY[self._elem_type]
-        if list(array.shape) != self._shape or array.dtype != dtype:
-            raise ValueError(f"update_inplace: got {array.dtype}{list(array.shape)}, the value is "
-                             f"{dtype}{self._shape}")
+        array = update_source(array, ONNX_TO_NUMPY[self._elem_type], int(np.prod(self._shape, dtype=np.int64)))
+        array = array.reshape(self._shape)
         transfer = self._live_transfer("update_inplace()")
         if self._nbytes:
             transfer.copy(OrtValue(np.require(array, requirements="C")), self)

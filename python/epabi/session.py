@@ -492,15 +492,24 @@ class InferenceSession:
     # -- running --------------------------------------------------------------------------------------
 
     def _feed_value(self, name: str, value: Any) -> Any:
-        """Checks one feed against the model input (dtype, rank, fixed dims); returns it unchanged."""
+        """Checks one feed against the model input (dtype, rank, fixed dims); returns it (a list as a new array of
+        the input's element type). Raises OrtStatusError (INVALID_ARGUMENT) as ORT's binding and session do."""
         arg = self.input_arg(name)
         if arg.elem_type == 0:  # sequences, maps, optionals: handed to the CPU fallback as they are
             return value
         if isinstance(value, DeviceValue):
             self._check_feed_meta(name, arg, ONNX_TO_NUMPY[value.element_type()], value.shape())
             return value
-        array = value.array if isinstance(value, OrtValue) else np.asarray(value)
         expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
+        if isinstance(value, list):  # as ORT's binding: a list becomes a tensor of the input's element type
+            try:
+                value = np.array(value, dtype=expected)
+            except (TypeError, ValueError) as exc:
+                raise _invalid(f"Could not create tensor from given input list for input '{name}': {exc}") from None
+        elif not isinstance(value, OrtValue | np.ndarray):  # ORT refuses scalars, tuples, ... the same way
+            raise _invalid(f"Unable to handle object of type {type(value)} for input '{name}': feed a numpy array, "
+                           "a list or an OrtValue")
+        array = value.array if isinstance(value, OrtValue) else value
         if expected == np.dtype(object) and array.dtype.kind in "US":  # str tensors, as onnxruntime accepts
             array = array.astype(object)
             value = array
@@ -512,7 +521,7 @@ class InferenceSession:
         expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
         if dtype != expected:
             raise _invalid(f"Unexpected input data type for '{name}'. Actual: ({dtype}), expected: ({expected})")
-        if arg.shape is not None:
+        if arg.shape:  # as ORT, a model input of rank 0 takes a feed of any shape
             if len(shape) != len(arg.shape):
                 raise _invalid(f"Invalid rank for input: {name} Got: {len(shape)} Expected: {len(arg.shape)}")
             bad = [i for i, d in enumerate(arg.shape) if isinstance(d, int) and d != shape[i]]
