@@ -91,6 +91,19 @@ def test_unregister_unknown_name_and_double_register(host: epabi.Host, library_p
     assert len(host.get_ep_devices()) == 1
 
 
+def test_an_empty_registration_name_is_a_name_as_in_onnxruntime(library_path: str, software_adapter: None) -> None:
+    # onnxruntime 1.24.4 and 1.32.0 register, refuse a second registration and unregister under ""
+    with epabi.Host(hardware=[epabi.cpu_device()]) as host:
+        host.register_execution_provider_library("", library_path)
+        assert len(host.get_ep_devices()) == 1
+        with pytest.raises(ValueError, match="already registered"):
+            host.register_execution_provider_library("", library_path)
+        host.unregister_execution_provider_library("")
+        assert host.get_ep_devices() == []
+        with pytest.raises(TypeError, match="registration name"):
+            host.register_execution_provider_library(None, library_path)  # type: ignore[arg-type]
+
+
 def test_missing_file_is_a_load_error(tmp_path: Path) -> None:
     # the loader's own message, as ORT reports it (dlerror is read before any other dl* call resets it)
     with epabi.Host(hardware=[]) as host:

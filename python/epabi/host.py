@@ -147,13 +147,14 @@ class Host:
         A name ending in ``.virtual`` sets env config ``allow_virtual_devices=1`` for it, as ORT does.
 
         Raises:
+            TypeError: the name is not a str.
             ValueError: the name is already registered.
             PluginLoadError: the file cannot be loaded or lacks a required export.
             OrtStatusError: the plugin refused (e.g. host older than its minimum).
             ConductError: the plugin broke the contract.
         """
-        if not isinstance(registration_name, str) or not registration_name:
-            raise ValueError(f"registration name {registration_name!r}: a non-empty string is required")
+        if not isinstance(registration_name, str):  # "" is a name, as in onnxruntime 1.24.4 and 1.32.0
+            raise TypeError(f"registration name {registration_name!r}: a str is required")
         if registration_name in self._libraries:
             raise ValueError(f"EP library is already registered under {registration_name}")
         self._issue_host_hardware()
