@@ -622,18 +622,28 @@ class InferenceSession:
         out: dict[str, Any] = {}
         if ep is not None:
             run_options.ptr = host.handles.issue(run_options, "OrtRunOptions*")
+        started = False
         try:
             if ep is not None and "OnRunStart" in ep.members:
                 ep.call_status("OnRunStart", run_options.ptr)
-            with self._profile.event(EventCategory.SESSION, "SequentialExecutor::Execute"):
-                for index, unit in enumerate(self._units):
-                    with self._unit_event(index):
-                        if unit.cpu_node is not None:
-                            self._run_cpu(unit, run)
-                        elif unit.kernel_node is not None:
-                            self._kernels.run(unit.kernel_node, run)
-                        else:
-                            self._run_fused(unit, run, prealloc)
+                started = True
+            try:
+                with self._profile.event(EventCategory.SESSION, "SequentialExecutor::Execute"):
+                    for index, unit in enumerate(self._units):
+                        with self._unit_event(index):
+                            if unit.cpu_node is not None:
+                                self._run_cpu(unit, run)
+                            elif unit.kernel_node is not None:
+                                self._kernels.run(unit.kernel_node, run)
+                            else:
+                                self._run_fused(unit, run, prealloc)
+            except BaseException:
+                # as ORT, an EP whose OnRunStart succeeded hears OnRunEnd also after a failed run (e.g. to close
+                # the capture that run opened); the run's error is the one raised
+                if started and "OnRunEnd" in ep.members:
+                    with contextlib.suppress(OrtStatusError, ConductError):
+                        ep.call_status("OnRunEnd", run_options.ptr, True)
+                raise
             if ep is not None and "OnRunEnd" in ep.members:
                 ep.call_status("OnRunEnd", run_options.ptr, True)
             if self._kernels is not None:
