@@ -101,7 +101,7 @@ class Host:
 
     Raises:
         ValueError: api_version is malformed or outside the emulated range; an env_config string holds a NUL.
-        TypeError: env_config is not a dict of str to str.
+        TypeError: env_config is not a dict of str to str; a hardware entry is not a HardwareDevice.
     """
 
     def __init__(self, api_version: int | str | None = None, hardware: list[HardwareDevice] | None = None,
@@ -122,6 +122,10 @@ class Host:
         self._enumerating: Factory | None = None
         self._registering: str | None = None
         self.hardware = list(discover_hardware() if hardware is None else hardware)
+        wrong = [hw for hw in self.hardware if not isinstance(hw, HardwareDevice)]
+        if wrong:
+            raise TypeError(f"hardware: {wrong[0]!r} is not a HardwareDevice (make one with epabi.cpu_device() or "
+                            "epabi.hardware.parse_hardware('cpu:intel'))")
         self._hardware_issued = False
         self._issue_host_hardware()
         #: The process's tables for this API version (shared with every host of that version).
