@@ -377,6 +377,39 @@ def test_a_rank_0_input_takes_any_shape_as_in_onnxruntime(host: epabi.Host) -> N
             session.run(None, {"x": np.array(1.5, np.float32)})
 
 
+def test_options_objects_have_onnxruntimes_fields_and_no_others() -> None:
+    # onnxruntime 1.32.0's defaults; a misspelt field is an AttributeError there (pybind11 classes have no
+    # __dict__), so it must not be silently kept here
+    so = epabi.SessionOptions()
+    assert (so.intra_op_num_threads, so.inter_op_num_threads, so.log_severity_level, so.logid,
+            so.optimized_model_filepath, so.enable_mem_pattern, so.use_deterministic_compute) == (0, 0, -1, "", "",
+                                                                                                 True, False)
+    so.intra_op_num_threads = 2
+    assert so.intra_op_num_threads == 2
+    with pytest.raises(AttributeError):
+        so.enable_profilling = True  # type: ignore[attr-defined]
+    ro = epabi.RunOptions()
+    assert (ro.terminate, ro.log_severity_level, ro.logid, ro.only_execute_path_to_fetches) == (False, -1, "", False)
+    with pytest.raises(AttributeError):
+        ro.terminated = True  # type: ignore[attr-defined]
+
+
+def test_a_run_with_the_terminate_flag_fails_as_in_onnxruntime(host: epabi.Host) -> None:
+    model = mlp(layers=1, width=4)
+    ro = epabi.RunOptions()
+    ro.terminate = True
+    mark = len(host.trace)
+    with _session(host, model) as session:
+        with pytest.raises(epabi.OrtStatusError, match="Exiting due to terminate flag being set to true") as info:
+            session.run(None, {"x": np.zeros((1, 4), np.float32)}, ro)
+        assert info.value.code == epabi.OrtErrorCode.FAIL
+        # ORT's executor checks the flag before each node: the EP is started and ended, nothing computed
+        calls = [c for c in host.trace[mark:] if c.startswith(("OrtEp::OnRun", "OrtNodeComputeInfo::Compute"))]
+        assert calls == ["OrtEp::OnRunStart", "OrtEp::OnRunEnd"]
+        ro.terminate = False
+        session.run(None, {"x": np.zeros((1, 4), np.float32)}, ro)
+
+
 def test_string_tensors_through_the_cpu_fallback(host: epabi.Host) -> None:
     model = _model([helper.make_node("Identity", ["s"], ["t"])], [helper.make_tensor_value_info("s", T.STRING, [2])],
                    [helper.make_tensor_value_info("t", T.STRING, [2])])

@@ -630,6 +630,9 @@ class InferenceSession:
             try:
                 with self._profile.event(EventCategory.SESSION, "SequentialExecutor::Execute"):
                     for index, unit in enumerate(self._units):
+                        if run_options.terminate:  # as ORT's executor, before each node
+                            _log.warning("Exiting due to terminate flag being set to true.")
+                            raise OrtStatusError(OrtErrorCode.FAIL, "Exiting due to terminate flag being set to true.")
                         with self._unit_event(index):
                             if unit.cpu_node is not None:
                                 self._run_cpu(unit, run)

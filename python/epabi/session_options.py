@@ -12,11 +12,29 @@ from typing import Any
 from .objects import EpDevice
 from .profiling import DEFAULT_PREFIX
 
+#: onnxruntime 1.32.0's SessionOptions fields the host keeps without using them, with ORT's defaults (enums as
+#: their numbers: ORT_SEQUENTIAL, DEFAULT order, ORT_ENABLE_ALL).
+_ORT_FIELDS: dict[str, object] = {
+    "enable_cpu_mem_arena": True, "enable_mem_pattern": True, "enable_mem_reuse": True, "execution_mode": 0,
+    "execution_order": 0, "graph_optimization_level": 99, "inter_op_num_threads": 0, "intra_op_num_threads": 0,
+    "log_severity_level": -1, "log_verbosity_level": 0, "logid": "", "optimized_model_filepath": "",
+    "use_deterministic_compute": False, "use_per_session_threads": True}
+
 
 class SessionOptions:
-    """Session configuration (``add_session_config_entry``) and EP selection (``add_provider_for_devices``)."""
+    """Session configuration (``add_session_config_entry``) and EP selection (``add_provider_for_devices``).
+
+    onnxruntime's other fields (``intra_op_num_threads``, ``graph_optimization_level``, ``log_severity_level``,
+    ...) exist with ORT's defaults and are kept, not used: the host's CPU fallback and logging have their own
+    settings. Other attributes raise AttributeError, as on onnxruntime's binding (a misspelt field is not
+    silently kept)."""
+
+    __slots__ = ("config", "provider_devices", "provider_options", "provider_eps", "weightless_source",
+                 "_enable_profiling", "_profile_file_prefix", *_ORT_FIELDS)
 
     def __init__(self) -> None:
+        for name, default in _ORT_FIELDS.items():
+            setattr(self, name, default)
         self.config: dict[str, str] = {}
         self.provider_devices: list[EpDevice] = []
         self.provider_options: dict[str, str] = {}
