@@ -37,7 +37,7 @@ from .graph_view import GraphView, NodeView, model_graph
 from .io_binding import IOBinding
 from .kernel_nodes import KernelNodes
 from .layout import transform_layout
-from .model_checks import check_node_inputs, check_opsets
+from .model_checks import check_node_inputs, check_opsets, topological_order
 from .objects import MemoryInfo, OrtDeviceMemoryType
 from .partition import FusedGroup, Unit, build_groups, non_convex_groups, order_units
 from .profiling import SessionProfiler
@@ -63,8 +63,9 @@ def _invalid(message: str) -> OrtStatusError:
 def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
                release: HostBehaviour | None = None) -> tuple[onnx.ModelProto, str]:
     """Parses and shape-infers a model, its Constant nodes turned into initializers as ORT does
-    (:mod:`epabi.constant_nodes`), refusing what the ONNX Runtime ``release`` refuses at load (opsets above its
-    maximum, node inputs nothing provides: :mod:`epabi.model_checks`). Raises OrtStatusError (NO_SUCHFILE,
+    (:mod:`epabi.constant_nodes`) and its nodes in topological order, refusing what the ONNX Runtime ``release``
+    refuses at load (opsets above its maximum, node inputs nothing provides, duplicate names and definitions,
+    cycles: :mod:`epabi.model_checks`). Raises OrtStatusError (NO_SUCHFILE,
     INVALID_PROTOBUF, INVALID_GRAPH, FAIL, INVALID_ARGUMENT)."""
     model_path = ""
     if isinstance(path_or_bytes, onnx.ModelProto):
@@ -88,6 +89,14 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
     if release is not None:
         check_opsets(model, release, model_path or "memory")
     check_node_inputs(model, model_path or "memory")
+    order = topological_order(model, model_path or "memory")
+    if order is not None:  # ORT presents the nodes sorted; a copy, so the caller's ModelProto stays as it was
+        nodes = [model.graph.node[i] for i in order]
+        sorted_model = onnx.ModelProto()
+        sorted_model.CopyFrom(model)
+        del sorted_model.graph.node[:]
+        sorted_model.graph.node.extend(nodes)
+        model = sorted_model
     try:
         onnx.checker.check_model(model)
     except Exception as exc:  # ORT accepts some models the checker rejects (untyped outputs)
@@ -172,8 +181,11 @@ class InferenceSession:
         with self._profile.event(EventCategory.SESSION, loading):
             self.model, model_path = load_model(path_or_bytes, release)
         self.graph = model_graph(self.model, model_path)
-        self._inputs = [NodeArg(vi) for vi in self.model.graph.input
-                        if vi.name not in {t.name for t in self.model.graph.initializer}]
+        initializer_names = {t.name for t in self.model.graph.initializer}
+        self._inputs = [NodeArg(vi) for vi in self.model.graph.input if vi.name not in initializer_names]
+        # as ORT from IR 4: an initializer that is also a graph input may be fed, replacing its value for a run
+        self._overridable = [NodeArg(vi) for vi in self.model.graph.input if vi.name in initializer_names] \
+            if self.model.ir_version >= 4 else []
         self._outputs = [NodeArg(vi) for vi in self.model.graph.output]
         self.node_assignment: dict[str, str] = {}
         try:
@@ -191,7 +203,7 @@ class InferenceSession:
                     node = unit.cpu_node
                     self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = "CPUExecutionProvider"
             self.graph_capture = GraphCapture(self._ep, self.graph, self.node_assignment, self.options.config)
-            names = [i.name for i in self._inputs]
+            names = [i.name for i in (*self._inputs, *self._overridable)]
             self._binding_layout = BindingLayout(names, [o.name for o in self._outputs], inputs_feeding_shape_inputs(
                 (n.proto for n in self.graph.nodes), names)) if self.graph_capture.enabled else None
             if self._profile.enabled:
@@ -367,9 +379,14 @@ class InferenceSession:
     def get_outputs(self) -> list[NodeArg]:
         return list(self._outputs)
 
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        """Initializers that are also graph inputs (IR >= 4): a feed of one replaces its value for that run."""
+        return list(self._overridable)
+
     def input_arg(self, name: str) -> NodeArg:
-        """The model input ``name``. Raises OrtStatusError (INVALID_ARGUMENT) naming the inputs there are."""
-        for arg in self._inputs:
+        """The model input (or overridable initializer) ``name``. Raises OrtStatusError (INVALID_ARGUMENT) naming
+        the inputs there are."""
+        for arg in (*self._inputs, *self._overridable):
             if arg.name == name:
                 return arg
         raise _invalid(f"Invalid input name: {name}; the model's inputs are {[i.name for i in self._inputs]}")
@@ -395,6 +412,8 @@ class InferenceSession:
         _check_run_options(run_options)
         feeds = {name: self._feed_value(name, value) for name, value in input_feed.items()}
         names = [o.name for o in self._outputs] if not output_names else list(output_names)
+        if not names:
+            raise _invalid("At least one output should be requested.")
         for name in names:
             self.output_arg(name)
         results = self._run(feeds, {}, run_options, copy_outputs=True)
@@ -406,6 +425,8 @@ class InferenceSession:
     def run_with_iobinding(self, binding: IOBinding, run_options: RunOptions | None = None) -> None:
         """Runs with bound inputs; bound outputs are written in place, unbound ones allocated."""
         _check_run_options(run_options)
+        if not binding.outputs:
+            raise _invalid("At least one output should be requested.")
         feeds = {name: self._feed_value(name, value) for name, value in binding.inputs.items()}
         prealloc = {name: v for name, v in binding.outputs.items() if v is not None}
         results = self._run(feeds, prealloc, run_options)
