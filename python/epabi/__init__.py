@@ -6,6 +6,8 @@ Quick use (same calls as onnxruntime's Python API)::
     host = epabi.Host()
     host.register_execution_provider_library("epabi", epabi.get_library_path())
     print(host.get_ep_devices())
+
+    result = epabi.check("libmy_ep.so", versions="1.24..newest")   # an EP author's conformance check
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from . import models
 from .ep import Ep
 from .errors import (
+    CheckArgumentError,
     ConductError,
     HostLimitationError,
     OrtErrorCode,
@@ -93,7 +96,11 @@ def get_ep_name() -> str:
     return EP_NAME
 
 
+# last: the checks' modules import names defined above (EP_NAME, get_library_path)
+from .checks import CheckResult, check  # noqa: E402
+
 __all__ = [
+    "CheckArgumentError", "CheckResult", "check",
     "ConductError", "Ep", "EpDevice", "HardwareDevice", "Host", "HostLimitationError", "MemoryInfo",
     "NEWEST_EMULATED", "OLDEST_EMULATED", "OrtAllocatorType", "OrtDeviceMemoryType", "OrtErrorCode",
     "OrtHardwareDeviceType", "OrtMemoryInfoDeviceType", "OrtStatusError", "PluginLoadError", "RELEASES",

@@ -230,15 +230,19 @@ class DeviceAllocator:
 
 
 class DataTransfer:
-    """Host <-> EP device copies through the factory's ``OrtDataTransferImpl``."""
+    """Host <-> EP device copies through the factory's ``OrtDataTransferImpl``.
 
-    def __init__(self, host: Host, factory: Factory, device_memory: MemoryInfo) -> None:
+    ``device_memory`` None: copies between host buffers only (the caller asked ``CanCopy(CPU, CPU)`` itself)."""
+
+    def __init__(self, host: Host, factory: Factory, device_memory: MemoryInfo | None) -> None:
         self.host = host
         self.factory = factory
         self.impl = factory.data_transfer
         if self.impl == ffi.NULL:
             raise ConductError(f"{factory.name}: the EP device registers device memory but CreateDataTransfer "
                                "returned no OrtDataTransferImpl")
+        if device_memory is None:
+            return
         cpu, dev = host.cpu_memory.device_ptr, device_memory.device_ptr
         for src, dst, what in ((cpu, dev, "host -> device"), (dev, cpu, "device -> host")):
             with host.calling(factory.library, "OrtDataTransferImpl::CanCopy"):

@@ -6,6 +6,7 @@
   unknown or leaked handle, a call to an API above the emulated host's version, ...).
 - :class:`PluginLoadError` - the library could not be loaded or lacks a required export.
 - :class:`HostLimitationError` - the plugin called an ``OrtApi`` function this host does not emulate.
+- :class:`CheckArgumentError` - ``epabi.check`` / ``epabi check`` was given arguments it cannot work with.
 """
 
 from __future__ import annotations
@@ -57,3 +58,8 @@ class PluginLoadError(OSError):
 
 class HostLimitationError(NotImplementedError):
     """The plugin needs an ``OrtApi``/``OrtEpApi`` function this emulated host does not provide."""
+
+
+class CheckArgumentError(ValueError):
+    """``epabi.check`` cannot start or finish on these arguments: no such library file, a malformed or empty
+    ``--versions`` range, a bad option, or an EP name that no factory of the library has at any checked version."""

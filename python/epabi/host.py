@@ -295,7 +295,7 @@ class Host:
         status = self.handles.lookup(ptr, Status)
         if status is None:
             raise ConductError(f"{where} returned {hex(address(ptr))}, which is not an OrtStatus made by "
-                               f"CreateStatus (or was already released)")
+                               f"CreateStatus: it {self.handles.explain(ptr, Status)}")
         self.handles.drop(ptr)
         raise OrtStatusError(status.code, status.message, where)
 
