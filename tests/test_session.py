@@ -410,6 +410,21 @@ def test_a_run_with_the_terminate_flag_fails_as_in_onnxruntime(host: epabi.Host)
         session.run(None, {"x": np.zeros((1, 4), np.float32)}, ro)
 
 
+def test_run_with_ort_values_as_in_onnxruntime(host: epabi.Host) -> None:
+    model = mlp(layers=2, width=4, batch=3)
+    feeds = sample_inputs(model, seed=5)
+    with _session(host, model) as session:
+        (want,) = session.run(None, feeds)
+        (got,) = session.run_with_ort_values(None, {k: epabi.OrtValue.ortvalue_from_numpy(v) for k, v in feeds.items()})
+        assert isinstance(got, epabi.OrtValue) and got.data_type() == "tensor(float)" and got.shape() == [3, 4]
+        np.testing.assert_array_equal(got.numpy(), want)
+        with pytest.raises(TypeError, match="not OrtValues"):  # onnxruntime 1.32.0 fails on arrays too
+            session.run_with_ort_values(None, feeds)
+        with pytest.raises(epabi.OrtStatusError, match="Required inputs"):
+            session.run_with_ort_values(["y"], {})
+    assert epabi.OrtValue.ortvalue_from_numpy(np.zeros(2, np.int64)).data_type() == "tensor(int64)"
+
+
 def test_string_tensors_through_the_cpu_fallback(host: epabi.Host) -> None:
     model = _model([helper.make_node("Identity", ["s"], ["t"])], [helper.make_tensor_value_info("s", T.STRING, [2])],
                    [helper.make_tensor_value_info("t", T.STRING, [2])])

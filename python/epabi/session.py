@@ -422,6 +422,21 @@ class InferenceSession:
             return []
         return [results[name] for name in names]
 
+    def run_with_ort_values(self, output_names: list[str] | None, input_dict_ort_values: dict[str, OrtValue],
+                            run_options: RunOptions | None = None) -> list[OrtValue]:
+        """As :meth:`run`, with ``OrtValue`` inputs and outputs (onnxruntime's ``run_with_ort_values``): the
+        outputs are new host-memory values.
+
+        Raises:
+            TypeError: an input is not an OrtValue (onnxruntime fails on it too).
+            OrtStatusError: as :meth:`run`.
+        """
+        wrong = [name for name, value in input_dict_ort_values.items() if not isinstance(value, OrtValue)]
+        if wrong:
+            raise TypeError(f"run_with_ort_values: input(s) {wrong} are not OrtValues")
+        return [OrtValue(np.require(a, requirements="C")) if isinstance(a, np.ndarray) else as_ortvalue(a)
+                for a in self.run(output_names, input_dict_ort_values, run_options)]
+
     def run_with_iobinding(self, binding: IOBinding, run_options: RunOptions | None = None) -> None:
         """Runs with bound inputs; bound outputs are written in place, unbound ones allocated."""
         _check_run_options(run_options)

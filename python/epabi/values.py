@@ -212,6 +212,11 @@ class OrtValue:
         """The ONNX element type (1 = float, 7 = int64, ...)."""
         return self._elem_type
 
+    def data_type(self) -> str:
+        """The value's type as onnxruntime names it, e.g. ``tensor(float)``."""
+        name = onnx_helper.tensor_dtype_to_string(self.element_type()).split(".")[-1].lower()
+        return f"tensor({name})"
+
     def device_name(self) -> str:
         return self._device_type
 
