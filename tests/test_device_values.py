@@ -106,6 +106,31 @@ def test_ortvalue_from_numpy_cuda_lives_in_plugin_device_memory(dm_host: epabi.H
     assert allocator.live == live  # freed through the plugin when the value went away
 
 
+def test_a_released_device_value_is_refused_not_handed_over_as_null(dm_host: epabi.Host) -> None:
+    # numpy() on a released value handed the plugin's data transfer a NULL source: a segfault
+    model = mlp(layers=1, width=4, batch=2)
+    x = epabi.OrtValue.ortvalue_from_numpy(np.ones((2, 4), np.float32), "cuda", 0, host=dm_host)
+    y = epabi.OrtValue.ortvalue_from_shape_and_type([2, 4], np.float32, "cuda", 0, host=dm_host)
+    x.release()
+    x.release()  # idempotent
+    mark = len(dm_host.trace)
+    for call in (x.numpy, lambda: x.update_inplace(np.zeros((2, 4), np.float32))):
+        with pytest.raises(ValueError, match="was released"):
+            call()
+    assert _calls(dm_host, mark, "OrtDataTransferImpl::CopyTensors") == 0
+    with _session(dm_host, model) as session:
+        with pytest.raises(epabi.OrtStatusError, match="input 'x': the DeviceValue bound to it was released"):
+            session.run(None, {"x": x})
+        binding = session.io_binding()
+        binding.bind_cpu_input("x", np.ones((2, 4), np.float32))
+        binding.bind_ortvalue_output("y", y)
+        y.release()
+        with pytest.raises(epabi.OrtStatusError,
+                           match=r"output\(s\) \['y'\]: the DeviceValue bound to it was released"):
+            session.run_with_iobinding(binding)
+    assert _calls(dm_host, mark, "OrtNodeComputeInfo::Compute") == 0
+
+
 def test_ortvalue_from_shape_and_type_on_device(dm_host: epabi.Host) -> None:
     z = epabi.OrtValue.ortvalue_from_shape_and_type([2, 5], np.int64, "cuda", 0)
     assert isinstance(z, DeviceValue) and z.element_type() == T.INT64

@@ -68,6 +68,7 @@ class DeviceValue(OrtValue):
         self._allocator = None
         self._nbytes = math.prod(self._shape) * ONNX_TO_NUMPY[elem_type].itemsize
         self.device_ptr: Any = ffi.NULL
+        self.released = False  # by release(): the buffer is gone, the value may not be read or run again
         self.ptr: Any = ffi.NULL
 
     @classmethod
@@ -87,11 +88,18 @@ class DeviceValue(OrtValue):
         return value
 
     def release(self) -> None:
-        """Frees the buffer through the plugin's allocator (only one the host allocated); idempotent."""
+        """Frees the buffer through the plugin's allocator (only one the host allocated); idempotent. Afterwards
+        ``numpy()``, ``update_inplace()`` and runs refuse the value (ValueError, INVALID_ARGUMENT)."""
         allocator, pointer = self._allocator, self.device_ptr
         self.device_ptr = ffi.NULL
+        self.released = True
         if allocator is not None and pointer != ffi.NULL:
             allocator.free(pointer)
+
+    def check_alive(self, what: str) -> None:
+        """Raises ValueError when :meth:`release` freed the buffer (the plugin would be handed NULL)."""
+        if self.released and self._nbytes:
+            raise ValueError(f"{what}: this DeviceValue ({self.memory_info.name}) was released")
 
     def __del__(self) -> None:
         try:
@@ -105,6 +113,7 @@ class DeviceValue(OrtValue):
         return self._owner
 
     def _live_transfer(self, what: str) -> DataTransfer:
+        self.check_alive(what)
         if self.transfer is None:
             raise TypeError(f"{what}: this DeviceValue ({self.memory_info.name}) has no data transfer; the session "
                             "copies it for you")

@@ -444,6 +444,9 @@ class InferenceSession:
             raise _invalid("At least one output should be requested.")
         feeds = {name: self._feed_value(name, value) for name, value in binding.inputs.items()}
         prealloc = {name: v for name, v in binding.outputs.items() if v is not None}
+        released = [name for name, v in prealloc.items() if isinstance(v, DeviceValue) and v.released and v.nbytes]
+        if released:
+            raise _invalid(f"output(s) {released}: the DeviceValue bound to it was released")
         results = self._run(feeds, prealloc, run_options)
         if results is None:
             unbound = [name for name in binding.outputs if name not in prealloc]
@@ -534,6 +537,8 @@ class InferenceSession:
         if arg.elem_type == 0:  # sequences, maps, optionals: handed to the CPU fallback as they are
             return value
         if isinstance(value, DeviceValue):
+            if value.released and value.nbytes:
+                raise _invalid(f"input '{name}': the DeviceValue bound to it was released")
             self._check_feed_meta(name, arg, ONNX_TO_NUMPY[value.element_type()], value.shape())
             return value
         expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
