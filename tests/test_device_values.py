@@ -22,6 +22,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import epabi
+from epabi._ffi import ffi
 from epabi.device_memory import DeviceValue
 from epabi.library import registered_libraries
 from epabi.models import mlp, sample_inputs
@@ -129,6 +130,19 @@ def test_a_released_device_value_is_refused_not_handed_over_as_null(dm_host: epa
                            match=r"output\(s\) \['y'\]: the DeviceValue bound to it was released"):
             session.run_with_iobinding(binding)
     assert _calls(dm_host, mark, "OrtNodeComputeInfo::Compute") == 0
+
+
+def test_the_plugins_data_transfer_refuses_a_tensor_without_data(dm_host: epabi.Host) -> None:
+    # what a host bug (a freed value) would hand it: an error status, not a copy from address 0
+    value = epabi.OrtValue.ortvalue_from_shape_and_type([2, 4], np.float32, "cuda", 0, host=dm_host)
+    pointer, value.device_ptr = value.device_ptr, ffi.NULL
+    try:
+        with pytest.raises(epabi.OrtStatusError, match=r"CopyTensors: tensor 0 \(32 bytes\) has no source data"):
+            value.transfer.to_host(value)
+        with pytest.raises(epabi.OrtStatusError, match="has no destination data"):
+            value.transfer.copy(epabi.OrtValue(np.ones((2, 4), np.float32)), value)
+    finally:
+        value.device_ptr = pointer
 
 
 def test_ortvalue_from_shape_and_type_on_device(dm_host: epabi.Host) -> None:
