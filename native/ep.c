@@ -417,8 +417,9 @@ static OrtStatus* CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const Or
             st = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory in Compile");
             break;
         }
-        st = epabi_plan_build(api, ep->be.arena, ep->be.plan.upload != NULL ? &ep->be.plan : NULL, ep->logger, graphs[i],
-                              fused_nodes != NULL ? fused_nodes[i] : NULL, &ci->plan);
+        st = epabi_plan_build(api, ep->be.arena, ep->be.plan.upload != NULL ? &ep->be.plan : NULL,
+                              ep->options.fused_gemm, ep->logger, graphs[i], fused_nodes != NULL ? fused_nodes[i] : NULL,
+                              &ci->plan);
         if (st != NULL) {
             free(ci);
             break;

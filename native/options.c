@@ -147,6 +147,7 @@ static OrtStatus* read_all(const struct epabi_api* api, const struct option_sour
     EPABI_RETURN_IF_ERROR(read_nonneg_int(api, src, "device_id", &out->device_id, &out->device_id_given));
     EPABI_RETURN_IF_ERROR(read_bool(api, src, "arena.use_cuda_mempool", &out->use_cuda_mempool));
     EPABI_RETURN_IF_ERROR(read_thread_count(api, src, "intra_op_num_threads", &out->intra_op_num_threads));
+    EPABI_RETURN_IF_ERROR(read_bool(api, src, "fused_gemm", &out->fused_gemm));
 
     /* The host's own session keys: never environment defaults. */
     const char* co = epabi_kv_get(api, src->session, "session.compile_only");
@@ -172,6 +173,7 @@ OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptio
     memset(out, 0, sizeof *out);
     out->min_num_runs_before_cuda_graph_capture = 2;
     out->intra_op_num_threads = epabi_pool_default_threads();
+    out->fused_gemm = true;
 
     OrtKeyValuePairs* session = NULL;
     OrtKeyValuePairs* env = NULL;
