@@ -37,7 +37,7 @@ from .graph_view import GraphView, NodeView, model_graph
 from .io_binding import IOBinding
 from .kernel_nodes import KernelNodes
 from .layout import transform_layout
-from .model_checks import check_node_inputs, check_opsets
+from .model_checks import check_node_inputs, check_opsets, topological_order
 from .objects import MemoryInfo, OrtDeviceMemoryType
 from .partition import FusedGroup, Unit, build_groups, non_convex_groups, order_units
 from .profiling import SessionProfiler
@@ -63,8 +63,9 @@ def _invalid(message: str) -> OrtStatusError:
 def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
                release: HostBehaviour | None = None) -> tuple[onnx.ModelProto, str]:
     """Parses and shape-infers a model, its Constant nodes turned into initializers as ORT does
-    (:mod:`epabi.constant_nodes`), refusing what the ONNX Runtime ``release`` refuses at load (opsets above its
-    maximum, node inputs nothing provides: :mod:`epabi.model_checks`). Raises OrtStatusError (NO_SUCHFILE,
+    (:mod:`epabi.constant_nodes`) and its nodes in topological order, refusing what the ONNX Runtime ``release``
+    refuses at load (opsets above its maximum, node inputs nothing provides, duplicate names and definitions,
+    cycles: :mod:`epabi.model_checks`). Raises OrtStatusError (NO_SUCHFILE,
     INVALID_PROTOBUF, INVALID_GRAPH, FAIL, INVALID_ARGUMENT)."""
     model_path = ""
     if isinstance(path_or_bytes, onnx.ModelProto):
@@ -88,6 +89,14 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
     if release is not None:
         check_opsets(model, release, model_path or "memory")
     check_node_inputs(model, model_path or "memory")
+    order = topological_order(model, model_path or "memory")
+    if order is not None:  # ORT presents the nodes sorted; a copy, so the caller's ModelProto stays as it was
+        nodes = [model.graph.node[i] for i in order]
+        sorted_model = onnx.ModelProto()
+        sorted_model.CopyFrom(model)
+        del sorted_model.graph.node[:]
+        sorted_model.graph.node.extend(nodes)
+        model = sorted_model
     try:
         onnx.checker.check_model(model)
     except Exception as exc:  # ORT accepts some models the checker rejects (untyped outputs)
@@ -172,8 +181,11 @@ class InferenceSession:
         with self._profile.event(EventCategory.SESSION, loading):
             self.model, model_path = load_model(path_or_bytes, release)
         self.graph = model_graph(self.model, model_path)
-        self._inputs = [NodeArg(vi) for vi in self.model.graph.input
-                        if vi.name not in {t.name for t in self.model.graph.initializer}]
+        initializer_names = {t.name for t in self.model.graph.initializer}
+        self._inputs = [NodeArg(vi) for vi in self.model.graph.input if vi.name not in initializer_names]
+        # as ORT from IR 4: an initializer that is also a graph input may be fed, replacing its value for a run
+        self._overridable = [NodeArg(vi) for vi in self.model.graph.input if vi.name in initializer_names] \
+            if self.model.ir_version >= 4 else []
         self._outputs = [NodeArg(vi) for vi in self.model.graph.output]
         self.node_assignment: dict[str, str] = {}
         try:
@@ -191,7 +203,7 @@ class InferenceSession:
                     node = unit.cpu_node
                     self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = "CPUExecutionProvider"
             self.graph_capture = GraphCapture(self._ep, self.graph, self.node_assignment, self.options.config)
-            names = [i.name for i in self._inputs]
+            names = [i.name for i in (*self._inputs, *self._overridable)]
             self._binding_layout = BindingLayout(names, [o.name for o in self._outputs], inputs_feeding_shape_inputs(
                 (n.proto for n in self.graph.nodes), names)) if self.graph_capture.enabled else None
             if self._profile.enabled:
@@ -367,9 +379,14 @@ class InferenceSession:
     def get_outputs(self) -> list[NodeArg]:
         return list(self._outputs)
 
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        """Initializers that are also graph inputs (IR >= 4): a feed of one replaces its value for that run."""
+        return list(self._overridable)
+
     def input_arg(self, name: str) -> NodeArg:
-        """The model input ``name``. Raises OrtStatusError (INVALID_ARGUMENT) naming the inputs there are."""
-        for arg in self._inputs:
+        """The model input (or overridable initializer) ``name``. Raises OrtStatusError (INVALID_ARGUMENT) naming
+        the inputs there are."""
+        for arg in (*self._inputs, *self._overridable):
             if arg.name == name:
                 return arg
         raise _invalid(f"Invalid input name: {name}; the model's inputs are {[i.name for i in self._inputs]}")
@@ -395,6 +412,8 @@ class InferenceSession:
         _check_run_options(run_options)
         feeds = {name: self._feed_value(name, value) for name, value in input_feed.items()}
         names = [o.name for o in self._outputs] if not output_names else list(output_names)
+        if not names:
+            raise _invalid("At least one output should be requested.")
         for name in names:
             self.output_arg(name)
         results = self._run(feeds, {}, run_options, copy_outputs=True)
@@ -403,11 +422,31 @@ class InferenceSession:
             return []
         return [results[name] for name in names]
 
+    def run_with_ort_values(self, output_names: list[str] | None, input_dict_ort_values: dict[str, OrtValue],
+                            run_options: RunOptions | None = None) -> list[OrtValue]:
+        """As :meth:`run`, with ``OrtValue`` inputs and outputs (onnxruntime's ``run_with_ort_values``): the
+        outputs are new host-memory values.
+
+        Raises:
+            TypeError: an input is not an OrtValue (onnxruntime fails on it too).
+            OrtStatusError: as :meth:`run`.
+        """
+        wrong = [name for name, value in input_dict_ort_values.items() if not isinstance(value, OrtValue)]
+        if wrong:
+            raise TypeError(f"run_with_ort_values: input(s) {wrong} are not OrtValues")
+        return [OrtValue(np.require(a, requirements="C")) if isinstance(a, np.ndarray) else as_ortvalue(a)
+                for a in self.run(output_names, input_dict_ort_values, run_options)]
+
     def run_with_iobinding(self, binding: IOBinding, run_options: RunOptions | None = None) -> None:
         """Runs with bound inputs; bound outputs are written in place, unbound ones allocated."""
         _check_run_options(run_options)
+        if not binding.outputs:
+            raise _invalid("At least one output should be requested.")
         feeds = {name: self._feed_value(name, value) for name, value in binding.inputs.items()}
         prealloc = {name: v for name, v in binding.outputs.items() if v is not None}
+        released = [name for name, v in prealloc.items() if isinstance(v, DeviceValue) and v.released and v.nbytes]
+        if released:
+            raise _invalid(f"output(s) {released}: the DeviceValue bound to it was released")
         results = self._run(feeds, prealloc, run_options)
         if results is None:
             unbound = [name for name in binding.outputs if name not in prealloc]
@@ -492,15 +531,26 @@ class InferenceSession:
     # -- running --------------------------------------------------------------------------------------
 
     def _feed_value(self, name: str, value: Any) -> Any:
-        """Checks one feed against the model input (dtype, rank, fixed dims); returns it unchanged."""
+        """Checks one feed against the model input (dtype, rank, fixed dims); returns it (a list as a new array of
+        the input's element type). Raises OrtStatusError (INVALID_ARGUMENT) as ORT's binding and session do."""
         arg = self.input_arg(name)
         if arg.elem_type == 0:  # sequences, maps, optionals: handed to the CPU fallback as they are
             return value
         if isinstance(value, DeviceValue):
+            if value.released and value.nbytes:
+                raise _invalid(f"input '{name}': the DeviceValue bound to it was released")
             self._check_feed_meta(name, arg, ONNX_TO_NUMPY[value.element_type()], value.shape())
             return value
-        array = value.array if isinstance(value, OrtValue) else np.asarray(value)
         expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
+        if isinstance(value, list):  # as ORT's binding: a list becomes a tensor of the input's element type
+            try:
+                value = np.array(value, dtype=expected)
+            except (TypeError, ValueError) as exc:
+                raise _invalid(f"Could not create tensor from given input list for input '{name}': {exc}") from None
+        elif not isinstance(value, OrtValue | np.ndarray):  # ORT refuses scalars, tuples, ... the same way
+            raise _invalid(f"Unable to handle object of type {type(value)} for input '{name}': feed a numpy array, "
+                           "a list or an OrtValue")
+        array = value.array if isinstance(value, OrtValue) else value
         if expected == np.dtype(object) and array.dtype.kind in "US":  # str tensors, as onnxruntime accepts
             array = array.astype(object)
             value = array
@@ -512,7 +562,7 @@ class InferenceSession:
         expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
         if dtype != expected:
             raise _invalid(f"Unexpected input data type for '{name}'. Actual: ({dtype}), expected: ({expected})")
-        if arg.shape is not None:
+        if arg.shape:  # as ORT, a model input of rank 0 takes a feed of any shape
             if len(shape) != len(arg.shape):
                 raise _invalid(f"Invalid rank for input: {name} Got: {len(shape)} Expected: {len(arg.shape)}")
             bad = [i for i, d in enumerate(arg.shape) if isinstance(d, int) and d != shape[i]]
@@ -613,18 +663,31 @@ class InferenceSession:
         out: dict[str, Any] = {}
         if ep is not None:
             run_options.ptr = host.handles.issue(run_options, "OrtRunOptions*")
+        started = False
         try:
             if ep is not None and "OnRunStart" in ep.members:
                 ep.call_status("OnRunStart", run_options.ptr)
-            with self._profile.event(EventCategory.SESSION, "SequentialExecutor::Execute"):
-                for index, unit in enumerate(self._units):
-                    with self._unit_event(index):
-                        if unit.cpu_node is not None:
-                            self._run_cpu(unit, run)
-                        elif unit.kernel_node is not None:
-                            self._kernels.run(unit.kernel_node, run)
-                        else:
-                            self._run_fused(unit, run, prealloc)
+                started = True
+            try:
+                with self._profile.event(EventCategory.SESSION, "SequentialExecutor::Execute"):
+                    for index, unit in enumerate(self._units):
+                        if run_options.terminate:  # as ORT's executor, before each node
+                            _log.warning("Exiting due to terminate flag being set to true.")
+                            raise OrtStatusError(OrtErrorCode.FAIL, "Exiting due to terminate flag being set to true.")
+                        with self._unit_event(index):
+                            if unit.cpu_node is not None:
+                                self._run_cpu(unit, run)
+                            elif unit.kernel_node is not None:
+                                self._kernels.run(unit.kernel_node, run)
+                            else:
+                                self._run_fused(unit, run, prealloc)
+            except BaseException:
+                # as ORT, an EP whose OnRunStart succeeded hears OnRunEnd also after a failed run (e.g. to close
+                # the capture that run opened); the run's error is the one raised
+                if started and "OnRunEnd" in ep.members:
+                    with contextlib.suppress(OrtStatusError, ConductError):
+                        ep.call_status("OnRunEnd", run_options.ptr, True)
+                raise
             if ep is not None and "OnRunEnd" in ep.members:
                 ep.call_status("OnRunEnd", run_options.ptr, True)
             if self._kernels is not None:
