@@ -147,6 +147,9 @@ static OrtStatus* read_all(const struct epabi_api* api, const struct option_sour
     EPABI_RETURN_IF_ERROR(read_nonneg_int(api, src, "device_id", &out->device_id, &out->device_id_given));
     EPABI_RETURN_IF_ERROR(read_bool(api, src, "arena.use_cuda_mempool", &out->use_cuda_mempool));
     EPABI_RETURN_IF_ERROR(read_thread_count(api, src, "intra_op_num_threads", &out->intra_op_num_threads));
+    EPABI_RETURN_IF_ERROR(read_bool(api, src, "fused_gemm", &out->fused_gemm));
+    char fused_key[160];
+    out->fused_gemm_given = lookup(api, src, "fused_gemm", fused_key, sizeof fused_key) != NULL;
 
     /* The host's own session keys: never environment defaults. */
     const char* co = epabi_kv_get(api, src->session, "session.compile_only");

@@ -31,10 +31,14 @@ struct epabi_plan;
  *   stream        launches go through epabi_stream_launch (the thread's graph stream; it may be capturing).
  *   capture_pool  set inside a graph-capture window: every intermediate and scratch block of the run comes
  *                 from this pool and goes back to it, never to the arena, so the captured launches' buffers
- *                 stay alive and untouched until the captured graph (which owns the pool) is destroyed. */
+ *                 stay alive and untouched until the captured graph (which owns the pool) is destroyed.
+ *   graphs        the thread's graph manager when graph capture is on: the run tells it about the host's
+ *                 buffers (graph_capture.h), so a captured graph never uses memory the host freed. */
+struct epabi_graph_manager;
 struct epabi_run_env {
     struct epabi_stream* stream;
     struct epabi_arena_pool* capture_pool;
+    struct epabi_graph_manager* graphs;
     bool mempool;   /* intermediates and scratch from the stream's alloc_async/free_async (arena.use_cuda_mempool) */
     struct epabi_pool* threads;   /* the software adapter's intra-op pool (kernel.h, epabi_exec_pool); NULL: none */
 };
@@ -64,12 +68,14 @@ struct epabi_plan_device {
     void* ctx;   /* must outlive the plan */
 };
 
-/* Builds the plan of `graph` (the fused subgraph Compile received) for `fused_node`. Errors:
- * ORT_EP_FAIL for a graph the plan cannot express (a node without a kernel, a value without producer),
- * host errors as returned. The arena is retained. */
+/* Builds the plan of `graph` (the fused subgraph Compile received) for `fused_node`. fuse_linear (EP option
+ * fused_gemm): MatMul/Gemm + bias Add + activation groups become one linear step each (kernels/linear.h); off, every
+ * node is its own step (an Add -> Relu pair still one launch). Errors: ORT_EP_FAIL for a graph the plan cannot
+ * express (a node without a kernel, a value without producer), ORT_FAIL when out of memory, host errors as returned.
+ * The arena is retained. */
 OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* arena,
-                            const struct epabi_plan_device* device, const OrtLogger* logger, const OrtGraph* graph,
-                            const OrtNode* fused_node, struct epabi_plan** out);
+                            const struct epabi_plan_device* device, bool fuse_linear, const OrtLogger* logger,
+                            const OrtGraph* graph, const OrtNode* fused_node, struct epabi_plan** out);
 
 void epabi_plan_destroy(struct epabi_plan* plan);
 

@@ -114,9 +114,11 @@ static OrtStatus* ep_open(const struct epabi_api* api, const struct epabi_backen
     out->thread_streams = true;
     out->mempool = config->use_mempool;
     EPABI_LOG(api, config->logger, ORT_LOGGING_LEVEL_INFO,
-              EPABI_EP_NAME ": CUDA backend on GPU %d (%s, sm_%d%d, PCI %s; driver %d, NVRTC %d.%d from %s, cuBLAS %s)%s",
-              ordinal, dev->name, dev->cc_major, dev->cc_minor, dev->pci_bus_id, libs->cu->version, libs->nvrtc->major,
-              libs->nvrtc->minor, libs->nvrtc_path, libs->cublas != NULL ? libs->cublas_path : "not found",
+              EPABI_EP_NAME ": CUDA backend on GPU %d (%s, sm_%d%d, PCI %s; driver %d, NVRTC %d.%d from %s, cuBLAS %s, "
+              "cuBLASLt %s)%s", ordinal, dev->name, dev->cc_major, dev->cc_minor, dev->pci_bus_id, libs->cu->version,
+              libs->nvrtc->major, libs->nvrtc->minor, libs->nvrtc_path,
+              libs->cublas != NULL ? libs->cublas_path : "not found",
+              libs->cublaslt != NULL ? libs->cublaslt_path : "not loaded",
               config->use_mempool ? "; run memory from the CUDA memory pool" : "");
     return NULL;
 }
@@ -146,7 +148,11 @@ static OrtStatus* compute_begin(const struct epabi_api* api, const struct epabi_
     if (!epabi_cuda_enter(d, &cuda))
         return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": cannot make GPU %d current", d->ordinal);
     *scope = (struct epabi_compute_scope){d, cuda.pushed};
-    if (stream == NULL || epabi_stream_is_capturing(stream)) return NULL;
+    if (stream == NULL) return NULL;
+    /* a user's stream its owner captures around the run (graph capture off): our kernels are recorded into the
+     * owner's graph, so nothing below waits or reads back (stream.h); one driver query, user streams only */
+    epabi_stream_check_external_capture(stream);
+    if (epabi_stream_in_capture(stream)) return NULL;
     void* host_stream = NULL;
     OrtStatus* q = api->ort->KernelContext_GetGPUComputeStream(context, &host_stream);
     if (q != NULL) {
@@ -157,10 +163,11 @@ static OrtStatus* compute_begin(const struct epabi_api* api, const struct epabi_
 }
 
 /* Outside a capture window the outputs must be complete when Compute returns (the host copies them with its own
- * synchronous data transfer); then no queued work uses the arena's blocks any more. */
+ * synchronous data transfer); then no queued work uses the arena's blocks any more. Inside one (ours, or the
+ * user's stream captured by its owner) the work is only recorded: nothing to wait for. */
 static OrtStatus* compute_end(const struct epabi_api* api, const struct epabi_backend_ep* ep,
                               struct epabi_stream* stream, struct epabi_compute_scope* scope, OrtStatus* st) {
-    if (stream != NULL && !epabi_stream_is_capturing(stream)) {
+    if (stream != NULL && !epabi_stream_in_capture(stream)) {
         OrtStatus* sync = epabi_stream_synchronize(stream);
         if (st == NULL) st = sync;
         else if (sync != NULL) api->ort->ReleaseStatus(sync);
@@ -191,6 +198,7 @@ static OrtStatus* sync_stream(const struct epabi_api* api, int ordinal, OrtSyncS
 
 static const struct epabi_backend kCuda = {
     .name = "cuda",
+    .fused_gemm_default = false,
     .available = available,
     .hardware_count = hardware_count,
     .hardware_describe = hardware_describe,

@@ -255,6 +255,17 @@ static void relu_row(ONNXTensorElementDataType dtype, void* row, int64_t n) {
     }
 }
 
+/* An integer divisor row holding a zero (err_word is set only for integer Div and Mod). */
+static bool divisor_has_zero(size_t esize, const unsigned char* p, int64_t stride, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const unsigned char* e = p + i * stride * (int64_t)esize;
+        bool zero = true;
+        for (size_t k = 0; k < esize && zero; ++k) zero = e[k] == 0;
+        if (zero) return true;
+    }
+    return false;
+}
+
 static void ew_launch(const void* vargs) {
     const struct ew_args* a = vargs;
     int r = a->rank;
@@ -285,6 +296,8 @@ static void ew_launch(const void* vargs) {
         case OP_MOD:
         case OP_FMOD:
             mod_row(a->op, a->dtype, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
+            if (a->err_word != NULL && divisor_has_zero(a->esize[1], p[1], a->strides[1][r - 1], inner))
+                epabi_launch_report(a->err_word, a->err_site);
             break;
         case OP_LESS:
         case OP_GREATER:
@@ -297,6 +310,8 @@ static void ew_launch(const void* vargs) {
         default:
             arith_row(a->op, a->dtype, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
             if (a->epilogue == EPABI_EPILOGUE_RELU) relu_row(a->dtype, o, inner);
+            if (a->err_word != NULL && divisor_has_zero(a->esize[1], p[1], a->strides[1][r - 1], inner))
+                epabi_launch_report(a->err_word, a->err_site);
             break;
         }
         /* advance the odometer over the outer dimensions */
@@ -580,6 +595,12 @@ static OrtStatus* run_binary(struct epabi_exec* ex, enum ew_op op, const struct 
     args.dtype = in[0]->dtype;
     args.dtype1 = in[1]->dtype;
     args.epilogue = epabi_exec_epilogue(ex);
+    /* an integer zero divisor the host could not see before the launch (a replay, device data) is reported by
+     * the launch itself (run_div, run_mod check what the host can read) */
+    if ((op == OP_DIV || op == OP_MOD || op == OP_FMOD) && !is_floating(in[1]->dtype)) {
+        args.err_word = epabi_exec_error_word(ex);
+        args.err_site = epabi_exec_error_site(ex, EPABI_LAUNCH_ERR_DIV_ZERO);
+    }
     return launch(ex, &args, in, 2, out);
 }
 
@@ -783,7 +804,7 @@ static bool cuda_where(const struct epabi_node* node, char* why, size_t why_len)
 const struct epabi_kernel epabi_kernels_elementwise[] = {
     {.op_type = "Add", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_add,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
-     .cuda = epabi_cuda_numeric_inputs},
+     .cuda = epabi_cuda_numeric_inputs, .linear_bias = true},
     {.op_type = "Sub", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_sub,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
      .cuda = epabi_cuda_numeric_inputs},

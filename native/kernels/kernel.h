@@ -121,6 +121,18 @@ struct epabi_pool* epabi_exec_pool(const struct epabi_exec* ex);
 /* The API block, for error statuses: epabi_error(epabi_exec_api(ex), ...). */
 const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex);
 
+/* Errors a launch finds in its data while it runs (launch_args.h: err_word, err_site): the word it reports to (the
+ * run's stream's, or the executor's own when launches execute at once; read when the run's work is done) and the
+ * running step's site with the error's kind. A kernel puts both into its launch block; its launch function calls
+ * epabi_launch_report when the data is bad (any thread may; the last store wins). */
+uint64_t* epabi_exec_error_word(struct epabi_exec* ex);
+uint64_t epabi_exec_error_site(const struct epabi_exec* ex, enum epabi_launch_error kind);
+static inline void epabi_launch_report(uint64_t* word, uint64_t site) {
+    if (word != NULL) __atomic_store_n(word, site, __ATOMIC_RELAXED);
+}
+
+struct epabi_linear_lead;   /* linear.h */
+
 /* Everything the rest of the plugin knows about an op is on its descriptor; nothing outside native/kernels/
  * keys on op names. */
 struct epabi_kernel {
@@ -143,6 +155,14 @@ struct epabi_kernel {
      * this node? (dtypes, attributes; cuda_coverage.h has the shared tests.) On "no" it writes a short reason.
      * NULL: the op has no CUDA kernel, and a GPU device does not claim it. */
     bool (*cuda)(const struct epabi_node* node, char* why, size_t why_len);
+    /* Linear steps (linear.h: a MatMul or Gemm, a bias Add, an activation, fused by the plan into one launch).
+     * linear_lead: MatMul and Gemm; fills *out from the node's state and says whether the node may lead one.
+     * linear_bias: an Add the plan may fold into the linear step before it (its other operand a constant bias).
+     * linear_activation: Relu, Sigmoid, Tanh, Gelu; the enum un_op the linear step applies for the node, from its
+     * state, or -1. NULL / false: the op takes no part. */
+    bool (*linear_lead)(const void* state, struct epabi_linear_lead* out);
+    bool linear_bias;
+    int32_t (*linear_activation)(const void* state);
 };
 
 /* Lookup by op type and opset version; NULL when no kernel covers them. registry.c. */

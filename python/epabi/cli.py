@@ -7,6 +7,7 @@
     python -m epabi run [MODEL] [--device auto|software|cpu|gpu[:N]] [--host emulated|onnxruntime]   run_cmd.py
                         [--library PATH] [--ep NAME]
     python -m epabi check LIBRARY [--versions 1.24..newest] [--ep NAME] [--json] [--junit FILE]     check_cmd.py
+    python -m epabi bench [--runs N] [--model-runs N] [--fused-gemm 0|1] [--json]                     bench_cmd.py
 
 Common options: --json, --cpu-only, -v, --hardware SPEC (repeatable: the hardware devices the emulated host
 offers instead of the discovered ones, as ``Host(hardware=[...])``).
@@ -24,7 +25,7 @@ import os
 import sys
 from collections.abc import Callable
 
-from . import __version__, check_cmd, devices_cmd, inspect_cmd, run_cmd
+from . import __version__, bench_cmd, check_cmd, devices_cmd, inspect_cmd, run_cmd
 from .cmd_common import CliError, hardware_arg
 from .versions import NEWEST_EMULATED, OLDEST_EMULATED, RELEASES
 
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     inspect_cmd.add_parser(sub, common)
     run_cmd.add_parser(sub, common)
     check_cmd.add_parser(sub, common)
+    bench_cmd.add_parser(sub, common)
     return parser
 
 

@@ -21,7 +21,7 @@ from ._ffi import ffi
 from .errors import ConductError, OrtErrorCode, OrtStatusError
 from .gating import host_reads
 from .objects import EpDevice, KeyValuePairs, MemoryInfo, OrtDeviceMemoryType, OrtMemoryInfoDeviceType
-from .values import ONNX_TO_NUMPY, OrtValue, TensorTypeAndShapeInfo, onnx_type_of
+from .values import ONNX_TO_NUMPY, OrtValue, TensorTypeAndShapeInfo, onnx_type_of, update_source
 from .versions import ALLOCATOR_STATS_SINCE
 
 if TYPE_CHECKING:
@@ -69,6 +69,7 @@ class DeviceValue(OrtValue):
         self._allocator = None
         self._nbytes = math.prod(self._shape) * ONNX_TO_NUMPY[elem_type].itemsize
         self.device_ptr: Any = ffi.NULL
+        self.released = False  # by release(): the buffer is gone, the value may not be read or run again
         self.ptr: Any = ffi.NULL
 
     @classmethod
@@ -88,11 +89,18 @@ class DeviceValue(OrtValue):
         return value
 
     def release(self) -> None:
-        """Frees the buffer through the plugin's allocator (only one the host allocated); idempotent."""
+        """Frees the buffer through the plugin's allocator (only one the host allocated); idempotent. Afterwards
+        ``numpy()``, ``update_inplace()`` and runs refuse the value (ValueError, INVALID_ARGUMENT)."""
         allocator, pointer = self._allocator, self.device_ptr
         self.device_ptr = ffi.NULL
+        self.released = True
         if allocator is not None and pointer != ffi.NULL:
             allocator.free(pointer)
+
+    def check_alive(self, what: str) -> None:
+        """Raises ValueError when :meth:`release` freed the buffer (the plugin would be handed NULL)."""
+        if self.released and self._nbytes:
+            raise ValueError(f"{what}: this DeviceValue ({self.memory_info.name}) was released")
 
     def __del__(self) -> None:
         try:
@@ -106,6 +114,7 @@ class DeviceValue(OrtValue):
         return self._owner
 
     def _live_transfer(self, what: str) -> DataTransfer:
+        self.check_alive(what)
         if self.transfer is None:
             raise TypeError(f"{what}: this DeviceValue ({self.memory_info.name}) has no data transfer; the session "
                             "copies it for you")
@@ -133,14 +142,11 @@ class DeviceValue(OrtValue):
         """Copies host ``array`` into this value's device buffer (same address), through the data transfer.
 
         Raises:
-            ValueError: shape or dtype differ from the value's.
-            TypeError, RuntimeError: as :meth:`numpy`.
+            ValueError: another element count or dtype (as :meth:`OrtValue.update_inplace`).
+            TypeError, RuntimeError: neither a numpy array nor an OrtValue; as :meth:`numpy`.
         """
-        array = np.asarray(array)
-        dtype = ONNX_TO_NUMPY[self._elem_type]
-        if list(array.shape) != self._shape or array.dtype != dtype:
-            raise ValueError(f"update_inplace: got {array.dtype}{list(array.shape)}, the value is "
-                             f"{dtype}{self._shape}")
+        array = update_source(array, ONNX_TO_NUMPY[self._elem_type], int(np.prod(self._shape, dtype=np.int64)))
+        array = array.reshape(self._shape)
         transfer = self._live_transfer("update_inplace()")
         if self._nbytes:
             transfer.copy(OrtValue(np.require(array, requirements="C")), self)

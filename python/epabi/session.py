@@ -37,7 +37,7 @@ from .graph_view import GraphView, NodeView, model_graph
 from .io_binding import IOBinding
 from .kernel_nodes import KernelNodes
 from .layout import transform_layout
-from .model_checks import check_ir_version, check_node_inputs, check_opsets
+from .model_checks import check_ir_version, check_node_inputs, check_opsets, topological_order
 from .objects import MemoryInfo, OrtDeviceMemoryType
 from .partition import FusedGroup, Unit, build_groups, non_convex_groups, order_units
 from .profiling import SessionProfiler
@@ -75,9 +75,10 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
                release: HostBehaviour | None = None) -> tuple[onnx.ModelProto, str]:
     """Parses and shape-infers a model (ONNX's inference without data propagation, which is what ORT's own
     inference shows an EP most closely), its Constant nodes turned into initializers as ORT does
-    (:mod:`epabi.constant_nodes`), refusing what the ONNX Runtime ``release`` refuses at load (IR versions and
-    opsets above its maxima, node inputs nothing provides: :mod:`epabi.model_checks`). Raises OrtStatusError
-    (NO_SUCHFILE, INVALID_PROTOBUF, INVALID_GRAPH, FAIL, INVALID_ARGUMENT)."""
+    (:mod:`epabi.constant_nodes`) and its nodes in topological order, refusing what the ONNX Runtime ``release``
+    refuses at load (IR versions and opsets above its maxima, node inputs nothing provides, duplicate names and
+    definitions, cycles: :mod:`epabi.model_checks`). Raises OrtStatusError (NO_SUCHFILE, INVALID_PROTOBUF,
+    INVALID_GRAPH, FAIL, INVALID_ARGUMENT)."""
     model_path = ""
     if isinstance(path_or_bytes, onnx.ModelProto):
         model = path_or_bytes
@@ -101,6 +102,14 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
         check_ir_version(model, release, model_path or "memory")
         check_opsets(model, release, model_path or "memory")
     check_node_inputs(model, model_path or "memory")
+    order = topological_order(model, model_path or "memory")
+    if order is not None:  # ORT presents the nodes sorted; a copy, so the caller's ModelProto stays as it was
+        nodes = [model.graph.node[i] for i in order]
+        sorted_model = onnx.ModelProto()
+        sorted_model.CopyFrom(model)
+        del sorted_model.graph.node[:]
+        sorted_model.graph.node.extend(nodes)
+        model = sorted_model
     try:
         onnx.checker.check_model(model)
     except Exception as exc:  # ORT accepts some models the checker rejects (untyped outputs)
@@ -186,8 +195,11 @@ class InferenceSession:
         with self._profile.event(EventCategory.SESSION, loading):
             self.model, model_path = load_model(path_or_bytes, release)
         self.graph = model_graph(self.model, model_path)
-        self._inputs = [NodeArg(vi) for vi in self.model.graph.input
-                        if vi.name not in {t.name for t in self.model.graph.initializer}]
+        initializer_names = {t.name for t in self.model.graph.initializer}
+        self._inputs = [NodeArg(vi) for vi in self.model.graph.input if vi.name not in initializer_names]
+        # as ORT from IR 4: an initializer that is also a graph input may be fed, replacing its value for a run
+        self._overridable = [NodeArg(vi) for vi in self.model.graph.input if vi.name in initializer_names] \
+            if self.model.ir_version >= 4 else []
         self._outputs = [NodeArg(vi) for vi in self.model.graph.output]
         self.node_assignment: dict[str, str] = {}
         try:
@@ -217,7 +229,7 @@ class InferenceSession:
             self._fed_to_ep = {name for g in self._groups for name in g.inputs} - self._host_handed
             self._cpu = CpuFallback(self.model, self.graph, self._units)
             self._create_states()
-            names = [i.name for i in self._inputs]
+            names = [i.name for i in (*self._inputs, *self._overridable)]
             self._binding_layout = BindingLayout(names, [o.name for o in self._outputs], inputs_feeding_shape_inputs(
                 (n.proto for n in self.graph.nodes), names)) if self.graph_capture.enabled else None
             if self._profile.enabled:
@@ -401,9 +413,14 @@ class InferenceSession:
     def get_outputs(self) -> list[NodeArg]:
         return list(self._outputs)
 
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        """Initializers that are also graph inputs (IR >= 4): a feed of one replaces its value for that run."""
+        return list(self._overridable)
+
     def input_arg(self, name: str) -> NodeArg:
-        """The model input ``name``. Raises OrtStatusError (INVALID_ARGUMENT) naming the inputs there are."""
-        for arg in self._inputs:
+        """The model input (or overridable initializer) ``name``. Raises OrtStatusError (INVALID_ARGUMENT) naming
+        the inputs there are."""
+        for arg in (*self._inputs, *self._overridable):
             if arg.name == name:
                 return arg
         raise _invalid(f"Invalid input name: {name}; the model's inputs are {[i.name for i in self._inputs]}")
@@ -423,8 +440,9 @@ class InferenceSession:
         """Runs the model; returns the requested outputs (all when ``output_names`` is None) as arrays.
 
         Raises:
-            OrtStatusError: INVALID_ARGUMENT for unknown/missing inputs, wrong dtype or shape; the plugin's
-                error for a failed Compute.
+            ValueError: a required input is missing (onnxruntime's Python binding checks that first).
+            OrtStatusError: INVALID_ARGUMENT for unknown inputs, wrong dtype or shape; the plugin's error for a
+                failed Compute.
         """
         _check_run_options(run_options)
         # as onnxruntime's Python binding checks before it calls into ORT (InferenceSession._validate_input)
@@ -433,6 +451,8 @@ class InferenceSession:
             raise ValueError(f"Required inputs ({missing}) are missing from input feed ({list(input_feed)}).")
         feeds = {name: self._feed_value(name, value) for name, value in input_feed.items()}
         names = [o.name for o in self._outputs] if not output_names else list(output_names)
+        if not names:
+            raise _invalid("At least one output should be requested.")
         for name in names:
             self.output_arg(name)
         results = self._run(feeds, {}, run_options, copy_outputs=True)
@@ -441,11 +461,31 @@ class InferenceSession:
             return []
         return [results[name] for name in names]
 
+    def run_with_ort_values(self, output_names: list[str] | None, input_dict_ort_values: dict[str, OrtValue],
+                            run_options: RunOptions | None = None) -> list[OrtValue]:
+        """As :meth:`run`, with ``OrtValue`` inputs and outputs (onnxruntime's ``run_with_ort_values``): the
+        outputs are new host-memory values.
+
+        Raises:
+            TypeError: an input is not an OrtValue (onnxruntime fails on it too).
+            ValueError, OrtStatusError: as :meth:`run`.
+        """
+        wrong = [name for name, value in input_dict_ort_values.items() if not isinstance(value, OrtValue)]
+        if wrong:
+            raise TypeError(f"run_with_ort_values: input(s) {wrong} are not OrtValues")
+        return [OrtValue(np.require(a, requirements="C")) if isinstance(a, np.ndarray) else as_ortvalue(a)
+                for a in self.run(output_names, input_dict_ort_values, run_options)]
+
     def run_with_iobinding(self, binding: IOBinding, run_options: RunOptions | None = None) -> None:
         """Runs with bound inputs; bound outputs are written in place, unbound ones allocated."""
         _check_run_options(run_options)
+        if not binding.outputs:
+            raise _invalid("At least one output should be requested.")
         feeds = {name: self._feed_value(name, value) for name, value in binding.inputs.items()}
         prealloc = {name: v for name, v in binding.outputs.items() if v is not None}
+        released = [name for name, v in prealloc.items() if isinstance(v, DeviceValue) and v.released and v.nbytes]
+        if released:
+            raise _invalid(f"output(s) {released}: the DeviceValue bound to it was released")
         results = self._run(feeds, prealloc, run_options)
         if results is None:
             unbound = [name for name in binding.outputs if name not in prealloc]
@@ -537,15 +577,26 @@ class InferenceSession:
     # -- running --------------------------------------------------------------------------------------
 
     def _feed_value(self, name: str, value: Any) -> Any:
-        """Checks one feed against the model input (dtype, rank, fixed dims); returns it unchanged."""
+        """Checks one feed against the model input (dtype, rank, fixed dims); returns it (a list as a new array of
+        the input's element type). Raises OrtStatusError (INVALID_ARGUMENT) as ORT's binding and session do."""
         arg = self.input_arg(name)
         if arg.elem_type == 0:  # sequences, maps, optionals: handed to the CPU fallback as they are
             return value
         if isinstance(value, DeviceValue):
+            if value.released and value.nbytes:
+                raise _invalid(f"input '{name}': the DeviceValue bound to it was released")
             self._check_feed_meta(name, arg, ONNX_TO_NUMPY[value.element_type()], value.shape())
             return value
-        array = value.array if isinstance(value, OrtValue) else np.asarray(value)
         expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
+        if isinstance(value, list):  # as ORT's binding: a list becomes a tensor of the input's element type
+            try:
+                value = np.array(value, dtype=expected)
+            except (TypeError, ValueError) as exc:
+                raise _invalid(f"Could not create tensor from given input list for input '{name}': {exc}") from None
+        elif not isinstance(value, OrtValue | np.ndarray):  # ORT refuses scalars, tuples, ... the same way
+            raise _invalid(f"Unable to handle object of type {type(value)} for input '{name}': feed a numpy array, "
+                           "a list or an OrtValue")
+        array = value.array if isinstance(value, OrtValue) else value
         if expected == np.dtype(object) and array.dtype.kind in "US":  # str tensors, as onnxruntime accepts
             array = array.astype(object)
             value = array
@@ -560,7 +611,7 @@ class InferenceSession:
             actual = onnx.helper.np_dtype_to_tensor_dtype(dtype) if dtype != np.dtype(object) else 8
             raise _invalid(f"Unexpected input data type. Actual: ({_ort_type_name(actual)}) , expected: "
                            f"({_ort_type_name(arg.elem_type)})")
-        if arg.shape is not None:
+        if arg.shape:  # as ORT, a model input of rank 0 takes a feed of any shape
             if len(shape) != len(arg.shape):
                 raise _invalid(f"Invalid rank for input: {name} Got: {len(shape)} Expected: {len(arg.shape)} "
                                "Please fix either the inputs/outputs or the model.")
@@ -665,42 +716,55 @@ class InferenceSession:
         out: dict[str, Any] = {}
         if ep is not None:
             run_options.ptr = host.handles.issue(run_options, "OrtRunOptions*")
+        started = False
         try:
             if ep is not None and "OnRunStart" in ep.members:
                 ep.call_status("OnRunStart", run_options.ptr)
-            if self._allocator is not None and self._groups:
-                for name in feeds:
-                    if name in self._fed_to_ep:
-                        self._device_value(name, run)
-            with self._profile.event(EventCategory.SESSION, "SequentialExecutor::Execute"):
-                for index, unit in enumerate(self._units):
-                    with self._unit_event(index):
-                        if unit.cpu_node is not None:
-                            self._run_cpu(unit, run)
-                        elif unit.kernel_node is not None:
-                            self._kernels.run(unit.kernel_node, run)
-                        elif unit.copy == "from_host":
-                            self._device_value(unit.inputs[0], run)
-                        elif unit.copy == "to_host":
-                            self._host_value(unit.inputs[0], run)
-                        else:
-                            self._run_fused(unit, run, prealloc)
-            # the outputs reach the caller's memory inside the execution, before OnRunEnd, as in ORT
-            for arg in self._outputs:
-                target = prealloc.get(arg.name)
-                result = run.values[arg.name]
-                if target is not None and result is not target:
-                    self._copy_into(arg.name, result, target)
-                    result = target
-                elif isinstance(result, DeviceValue) and target is None:
-                    # unbound: the caller gets host memory; a CPU node's copy serves (ORT copies a value once)
-                    result = OrtValue(run.on_host[arg.name] if arg.name in run.on_host else self._to_host(result))
-                # copies: an output may be a feed or an initializer passed straight through
-                out[arg.name] = _fresh(result) if copy_outputs else result
-            # the run's device buffers go before OnRunEnd, as ORT's execution frame releases them
-            temps, run.temps = run.temps, []
-            for value in temps:
-                value.release()
+                started = True
+            try:
+                if self._allocator is not None and self._groups:
+                    for name in feeds:
+                        if name in self._fed_to_ep:
+                            self._device_value(name, run)
+                with self._profile.event(EventCategory.SESSION, "SequentialExecutor::Execute"):
+                    for index, unit in enumerate(self._units):
+                        if run_options.terminate:  # as ORT's executor, before each node
+                            _log.warning("Exiting due to terminate flag being set to true.")
+                            raise OrtStatusError(OrtErrorCode.FAIL, "Exiting due to terminate flag being set to true.")
+                        with self._unit_event(index):
+                            if unit.cpu_node is not None:
+                                self._run_cpu(unit, run)
+                            elif unit.kernel_node is not None:
+                                self._kernels.run(unit.kernel_node, run)
+                            elif unit.copy == "from_host":
+                                self._device_value(unit.inputs[0], run)
+                            elif unit.copy == "to_host":
+                                self._host_value(unit.inputs[0], run)
+                            else:
+                                self._run_fused(unit, run, prealloc)
+                # the outputs reach the caller's memory inside the execution, before OnRunEnd, as in ORT
+                for arg in self._outputs:
+                    target = prealloc.get(arg.name)
+                    result = run.values[arg.name]
+                    if target is not None and result is not target:
+                        self._copy_into(arg.name, result, target)
+                        result = target
+                    elif isinstance(result, DeviceValue) and target is None:
+                        # unbound: the caller gets host memory; a CPU node's copy serves (ORT copies a value once)
+                        result = OrtValue(run.on_host[arg.name] if arg.name in run.on_host else self._to_host(result))
+                    # copies: an output may be a feed or an initializer passed straight through
+                    out[arg.name] = _fresh(result) if copy_outputs else result
+                # the run's device buffers go before OnRunEnd, as ORT's execution frame releases them
+                temps, run.temps = run.temps, []
+                for value in temps:
+                    value.release()
+            except BaseException:
+                # as ORT, an EP whose OnRunStart succeeded hears OnRunEnd also after a failed run (e.g. to close
+                # the capture that run opened); the run's error is the one raised
+                if started and "OnRunEnd" in ep.members:
+                    with contextlib.suppress(OrtStatusError, ConductError):
+                        ep.call_status("OnRunEnd", run_options.ptr, True)
+                raise
             if ep is not None and "OnRunEnd" in ep.members:
                 ep.call_status("OnRunEnd", run_options.ptr, True)
             if self._kernels is not None:
