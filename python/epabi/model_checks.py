@@ -3,6 +3,8 @@
 * Opset imports above what the release supports (:attr:`epabi.versions.HostBehaviour.max_opsets`): ORT_FAIL
   "... Current official support for domain ai.onnx is till opset N." (ORT's ``ValidateOpsetForDomain``; the
   maxima were read off each release's wheel).
+* An IR version above what the release reads (:attr:`epabi.versions.HostBehaviour.max_ir_version`): ORT_FAIL
+  "... Unsupported model IR version: N, max supported IR version: M" (ORT's ``Model::Model``).
 * A node input that nothing provides (not a graph input, an initializer or a node output): ORT_INVALID_ARGUMENT
   "Invalid model. Node input 'x' is not a graph input, initializer, or output of a previous node."
 * What ORT's ``Graph::Resolve`` refuses in the main graph, ORT_FAIL "This is an invalid model. Error: ...": two
@@ -36,6 +38,14 @@ def check_opsets(model: onnx.ModelProto, behaviour: HostBehaviour, where: str) -
                 "for this is limited. The operator schemas and or other functionality may change before next ONNX "
                 "release and in this case ONNX Runtime will not guarantee backward compatibility. Current official "
                 f"support for domain {domain} is till opset {maximum}.")
+
+
+def check_ir_version(model: onnx.ModelProto, behaviour: HostBehaviour, where: str) -> None:
+    """Raises OrtStatusError (FAIL) for an IR version above the release's maximum (when it is known)."""
+    maximum = behaviour.max_ir_version
+    if maximum is not None and model.ir_version > maximum:
+        raise OrtStatusError(OrtErrorCode.FAIL, f"Load model from {where} failed:Unsupported model IR version: "
+                                                f"{model.ir_version}, max supported IR version: {maximum}")
 
 
 def check_node_inputs(model: onnx.ModelProto, where: str) -> None:
