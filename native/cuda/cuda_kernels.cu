@@ -44,8 +44,8 @@
 #define EP_HAVE_OFFSETOF 0
 #endif
 // BEGIN GENERATED LAYOUT CHECK
-static_assert(sizeof(ew_args) == 352, "ew_args layout");
-static_assert(sizeof(un_args) == 64, "un_args layout");
+static_assert(sizeof(ew_args) == 360, "ew_args layout");
+static_assert(sizeof(un_args) == 72, "un_args layout");
 static_assert(sizeof(cast_args) == 32, "cast_args layout");
 static_assert(sizeof(copy_args) == 24, "copy_args layout");
 static_assert(sizeof(epabi_strided_copy) == 160, "epabi_strided_copy layout");
@@ -85,6 +85,7 @@ static_assert(EP_OFF(ew_args, out) == 328, "ew_args.out");
 static_assert(EP_OFF(ew_args, out_esize) == 336, "ew_args.out_esize");
 static_assert(EP_OFF(ew_args, epilogue) == 344, "ew_args.epilogue");
 static_assert(EP_OFF(ew_args, pad_) == 348, "ew_args.pad_");
+static_assert(EP_OFF(ew_args, pool) == 352, "ew_args.pool");
 static_assert(EP_OFF(un_args, op) == 0, "un_args.op");
 static_assert(EP_OFF(un_args, dtype) == 4, "un_args.dtype");
 static_assert(EP_OFF(un_args, in) == 8, "un_args.in");
@@ -94,6 +95,7 @@ static_assert(EP_OFF(un_args, lo) == 32, "un_args.lo");
 static_assert(EP_OFF(un_args, hi) == 40, "un_args.hi");
 static_assert(EP_OFF(un_args, alpha) == 48, "un_args.alpha");
 static_assert(EP_OFF(un_args, beta) == 56, "un_args.beta");
+static_assert(EP_OFF(un_args, pool) == 64, "un_args.pool");
 static_assert(EP_OFF(cast_args, from) == 0, "cast_args.from");
 static_assert(EP_OFF(cast_args, to) == 4, "cast_args.to");
 static_assert(EP_OFF(cast_args, in) == 8, "cast_args.in");

@@ -112,6 +112,7 @@ struct ew_args {
     size_t out_esize;
     int32_t epilogue;                   /* enum epabi_epilogue; float and double Add/Sub/Mul/Div/Max/Min only */
     int32_t pad_;
+    struct epabi_pool* pool;            /* the software adapter's pool for long runs (elementwise.c); NULL on devices */
 };
 
 enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID, UN_ABS,
@@ -129,6 +130,7 @@ struct un_args {
     const void* lo;
     const void* hi;
     double alpha, beta;   /* LeakyRelu alpha; HardSigmoid alpha, beta; Clip's bounds without a tensor */
+    struct epabi_pool* pool;   /* the software adapter's pool for long runs (unary.c); NULL on devices */
 };
 
 struct cast_args {

@@ -203,3 +203,33 @@ void epabi_pool_for(struct epabi_pool* p, int64_t n_tasks, epabi_pool_task fn, v
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_unlock(&p->busy);
 }
+
+struct range_loop {
+    epabi_pool_range_fn fn;
+    void* ctx;
+    int64_t n, chunk;
+};
+
+static void range_task(void* ctx, int64_t task, int slot) {
+    (void)slot;
+    const struct range_loop* r = ctx;
+    int64_t begin = task * r->chunk;
+    int64_t end = begin + r->chunk < r->n ? begin + r->chunk : r->n;
+    if (begin < end) r->fn(r->ctx, begin, end);
+}
+
+void epabi_pool_for_range(struct epabi_pool* pool, int64_t n, int64_t grain, epabi_pool_range_fn fn, void* ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t threads = epabi_pool_threads(pool);
+    int64_t chunks = n / grain;
+    if (chunks > 4 * threads) chunks = 4 * threads;
+    if (threads <= 1 || chunks < 2) {
+        fn(ctx, 0, n);
+        return;
+    }
+    int64_t chunk = (n + chunks - 1) / chunks;
+    if (chunk >= 32) chunk = (chunk + 15) / 16 * 16;
+    struct range_loop r = {fn, ctx, n, chunk};
+    epabi_pool_for(pool, (n + chunk - 1) / chunk, range_task, &r);
+}

@@ -21,12 +21,7 @@
 #include "cuda_coverage.h"
 #include "kernel.h"
 #include "math_common.h"
-
-static inline float sigmoid_f(float x) {
-    if (x >= 0) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
+#include "vmath.h"
 
 static inline double sigmoid_d(double x) {
     if (x >= 0) return 1.0 / (1.0 + exp(-x));
@@ -53,9 +48,6 @@ static inline double hard_sigmoid_d(double x, double alpha, double beta) {
 #define GELU_SQRT_2_PI 0.79788456080286535588
 static inline float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * (float)GELU_RSQRT2)); }
 static inline double gelu_d(double x) { return 0.5 * x * (1.0 + erf(x * GELU_RSQRT2)); }
-static inline float gelu_tanh_f(float x) {
-    return 0.5f * x * (1.0f + tanhf((float)GELU_SQRT_2_PI * (x + 0.044715f * x * x * x)));
-}
 static inline double gelu_tanh_d(double x) {
     return 0.5 * x * (1.0 + tanh(GELU_SQRT_2_PI * (x + 0.044715 * x * x * x)));
 }
@@ -63,11 +55,13 @@ static inline double gelu_tanh_d(double x) {
 /* Sign keeps NaN (x == 0 is false for it) and gives +0 for both zeros, as ORT's CPU EP. */
 #define SIGN_OF(T, x) ((x) > 0 ? (T)1 : (x) < 0 ? (T)-1 : (x) == 0 ? (T)0 : (x))
 
+/* Elements [begin, end) of the launch; plain indexed loops over restrict pointers, which GCC vectorises wherever
+ * EXPR has no call (vmath.h's functions are inlined arithmetic). */
 #define UN_LOOP(T, EXPR)                                       \
     do {                                                       \
-        const T* X = a->in;                                    \
-        T* Y = a->out;                                         \
-        for (int64_t i = 0; i < a->n; ++i) {                   \
+        const T* restrict X = a->in;                           \
+        T* restrict Y = a->out;                                \
+        for (int64_t i = begin; i < end; ++i) {                \
             T x = X[i];                                        \
             Y[i] = (EXPR);                                     \
         }                                                      \
@@ -82,15 +76,15 @@ static inline double gelu_tanh_d(double x) {
     do {                                                           \
         const T lo = a->lo != NULL ? *(const T*)a->lo : (LO);      \
         const T hi = a->hi != NULL ? *(const T*)a->hi : (HI);      \
-        const T* X = a->in;                                        \
-        T* Y = a->out;                                             \
-        for (int64_t i = 0; i < a->n; ++i) {                       \
+        const T* restrict X = a->in;                               \
+        T* restrict Y = a->out;                                    \
+        for (int64_t i = begin; i < end; ++i) {                    \
             const T v = X[i] < lo ? lo : X[i];                     \
             Y[i] = v > hi ? hi : v;                                \
         }                                                          \
     } while (0)
 
-static void clip_launch(const struct un_args* a) {
+static void clip_span(const struct un_args* a, int64_t begin, int64_t end) {
     switch (a->dtype) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: CLIP_LOOP(float, (float)a->alpha, (float)a->beta); break;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: CLIP_LOOP(double, a->alpha, a->beta); break;
@@ -106,8 +100,10 @@ static void clip_launch(const struct un_args* a) {
     }
 }
 
-static void un_launch(const void* vargs) {
-    const struct un_args* a = vargs;
+/* Elements [begin, end) of one launch: one chunk of epabi_pool_for_range. Compiled per x86-64 level, so that the
+ * float loops run as wide as the machine's vectors. */
+EPABI_SIMD_CLONES static void un_span(void* ctx, int64_t begin, int64_t end) {
+    const struct un_args* a = ctx;
     bool is_f = a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
     bool is_d = a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
     bool is_i32 = a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
@@ -124,7 +120,7 @@ static void un_launch(const void* vargs) {
         else if (is_d) UN_LOOP(double, 1.0 / x);
         break;
     case UN_EXP:
-        if (is_f) UN_LOOP(float, expf(x));
+        if (is_f) UN_LOOP(float, epabi_vm_expf(x));
         else if (is_d) UN_LOOP(double, exp(x));
         break;
     case UN_ERF:
@@ -132,11 +128,11 @@ static void un_launch(const void* vargs) {
         else if (is_d) UN_LOOP(double, erf(x));
         break;
     case UN_TANH:
-        if (is_f) UN_LOOP(float, tanhf(x));
+        if (is_f) UN_LOOP(float, epabi_vm_tanhf(x));
         else if (is_d) UN_LOOP(double, tanh(x));
         break;
     case UN_SIGMOID:
-        if (is_f) UN_LOOP(float, sigmoid_f(x));
+        if (is_f) UN_LOOP(float, epabi_vm_sigmoidf(x));
         else if (is_d) UN_LOOP(double, sigmoid_d(x));
         break;
     case UN_RELU:
@@ -192,7 +188,7 @@ static void un_launch(const void* vargs) {
         if (a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL) UN_LOOP(uint8_t, (uint8_t)(x == 0));
         break;
     case UN_CLIP:
-        clip_launch(a);
+        clip_span(a, begin, end);
         break;
     case UN_HARD_SIGMOID:
         if (is_f) UN_LOOP(float, hard_sigmoid_f(x, fa, fb));
@@ -211,10 +207,28 @@ static void un_launch(const void* vargs) {
         else if (is_d) UN_LOOP(double, gelu_d(x));
         break;
     case UN_GELU_TANH:
-        if (is_f) UN_LOOP(float, gelu_tanh_f(x));
+        if (is_f) UN_LOOP(float, epabi_vm_gelu_tanhf(x));
         else if (is_d) UN_LOOP(double, gelu_tanh_d(x));
         break;
     }
+}
+
+/* Chunks of a transcendental function are worth a thread from EPABI_PARALLEL_MIN_ELEMS elements, those of a
+ * compare or a multiply-add from four times that. */
+static int64_t un_grain(enum un_op op) {
+    switch (op) {
+    case UN_RELU: case UN_ABS: case UN_NEG: case UN_NOT: case UN_CLIP: case UN_SIGN: case UN_LEAKY_RELU:
+    case UN_HARD_SIGMOID: case UN_HARD_SWISH: case UN_FLOOR: case UN_CEIL: case UN_ROUND: case UN_RECIPROCAL:
+    case UN_SQRT:
+        return 4 * (int64_t)EPABI_PARALLEL_MIN_ELEMS;
+    default:
+        return EPABI_PARALLEL_MIN_ELEMS;
+    }
+}
+
+static void un_launch(const void* vargs) {
+    const struct un_args* a = vargs;
+    epabi_pool_for_range(a->pool, a->n, un_grain(a->op), un_span, (void*)a);
 }
 
 static bool is_floating(ONNXTensorElementDataType t) {
@@ -253,6 +267,7 @@ static OrtStatus* launch_over(struct epabi_exec* ex, const struct un_args* proto
     args.in = x->data;
     args.out = out->data;
     args.n = epabi_numel(x->rank, x->dims);
+    args.pool = epabi_exec_pool(ex);
     if (args.n == 0) return NULL;
     return epabi_exec_launch(ex, EPABI_LAUNCH_UNARY, un_launch, &args, sizeof args);
 }
