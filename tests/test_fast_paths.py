@@ -7,6 +7,13 @@ ONNX Runtime's CPU EP, through epabi's host and through real onnxruntime (MIN an
 * elementwise.c's float rows (both operands contiguous, or one a single value) and its dims coalescing and thread
   split: every broadcast pattern, bit for bit against numpy float32 (one rounding per element either way), with a
   fused Relu and with Max/Min accumulating in place.
+* conv_packed.c (the implicit-GEMM Conv over weights packed at Compile) and the fused activation epilogues
+  (plan_passes.c, epilogue.h): strides, dilations, asymmetric and SAME padding, groups, 1-D and W = 1 convs
+  (magika's), batches, weights as a graph input, channel counts that leave partial panels and positions that leave
+  partial tiles, on 1-3 threads, within float32 rounding of the CPU EP and bit for bit equal to the same Conv with
+  the activation run as its own node (a Conv output that is also a graph output is never fused).
+* pool.c's separable float MaxPool (1-D and 2-D, no Indices) and the vectorised GlobalMaxPool: bit for bit against
+  onnx.reference (max is exact), with -inf planes, NaN in windows and windows that reach only padding.
 
 Speed itself is measured by bench/software_adapter.py, never here.
 """
@@ -215,4 +222,174 @@ def test_real_ort_binary_rows(version: str, library_path: str, tmp_path: Path) -
     result, outs, err = run_on_real_ort(version, library_path, path, feeds, "default", tmp_path / "run")
     assert_all_on_our_ep(result, version, err)
     for got, want in zip(outs, _cpu_ep(model, feeds)):
+        assert np.array_equal(got, want)
+
+
+# -- conv_packed.c and fused epilogues ----------------------------------------------------------------------------
+
+#: name: (x shape, w shape, Conv attributes). Odd output channels (13, 21) leave partial 8-channel panels; odd
+#: positions leave partial 32-position tiles.
+CONVS = {
+    "3x3_pad1": ((1, 16, 23, 29), (21, 16, 3, 3), {"pads": [1, 1, 1, 1]}),
+    "3x3_stride2": ((2, 8, 31, 33), (16, 8, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+    "5x3_dil2_asym": ((1, 6, 19, 17), (13, 6, 5, 3), {"pads": [2, 0, 3, 1], "dilations": [2, 2]}),
+    "same_upper_s3": ((1, 5, 20, 22), (9, 5, 4, 4), {"auto_pad": "SAME_UPPER", "strides": [3, 2]}),
+    "1x1": ((3, 24, 9, 11), (40, 24, 1, 1), {}),
+    "1x1_stride2": ((1, 24, 9, 11), (8, 24, 1, 1), {"strides": [2, 2]}),
+    "valid_7x7": ((1, 3, 20, 20), (16, 3, 7, 7), {}),
+    "group2": ((1, 12, 14, 15), (18, 6, 3, 3), {"pads": [1, 1, 1, 1], "group": 2}),
+    "depthwise_mult8": ((1, 4, 17, 19), (32, 1, 3, 3), {"pads": [1, 1, 1, 1], "group": 4}),
+    "conv1d": ((2, 10, 77), (12, 10, 5), {"pads": [2, 2]}),
+    "magika_w1": ((2, 32, 70, 1), (24, 32, 5, 1), {}),
+    "one_output": ((1, 9, 3, 3), (10, 9, 3, 3), {}),
+}
+#: activation node(s) after the Conv: (nodes, epilogue kind); SiLU is Sigmoid then Mul by the Conv's output.
+ACTS = {
+    "relu": [("Relu", {})], "sigmoid": [("Sigmoid", {})], "tanh": [("Tanh", {})],
+    "leaky": [("LeakyRelu", {"alpha": 0.07})], "hard_sigmoid": [("HardSigmoid", {"alpha": 0.3, "beta": 0.4})],
+    "hard_swish": [("HardSwish", {})], "silu": [("Sigmoid", {}), ("Mul", {})], "none": [],
+}
+
+
+def conv_model(name: str, act: str, bias: bool = True, weight_input: bool = False,
+               keep_conv_output: bool = False) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """Conv -> activation. keep_conv_output: the Conv's output is also a graph output, so the plan cannot fuse."""
+    xs, ws, attrs = CONVS[name]
+    rng = np.random.default_rng(sum(map(ord, name + act)))
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = (rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    inputs = ["x", "w"] + (["b"] if bias else [])
+    nodes = [helper.make_node("Conv", inputs, ["c"], **attrs)]
+    last = "c"
+    for i, (op, kw) in enumerate(ACTS[act]):
+        ins = [last] if op != "Mul" else ["c", last]
+        nodes.append(helper.make_node(op, ins, [f"a{i}"], **kw))
+        last = f"a{i}"
+    if last == "c":
+        nodes.append(helper.make_node("Identity", ["c"], ["y"]))
+    else:
+        nodes[-1].output[0] = "y"
+    feeds = {"x": x}
+    graph_inputs = {"x": (TensorProto.FLOAT, list(xs))}
+    inits = []
+    if weight_input:
+        feeds["w"] = w
+        graph_inputs["w"] = (TensorProto.FLOAT, list(ws))
+    else:
+        inits.append(onnx.numpy_helper.from_array(w, "w"))
+    if bias:
+        inits.append(onnx.numpy_helper.from_array(b, "b"))
+    outputs = ["y", "c"] if keep_conv_output else ["y"]
+    return _model(nodes, graph_inputs, outputs, inits, opset=17), feeds
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("name", list(CONVS))
+def test_packed_conv_equals_the_cpu_ep(session, name: str, threads: int) -> None:
+    model, feeds = conv_model(name, "none")
+    (got,) = session(model, threads).run(None, feeds)
+    (want,) = _cpu_ep(model, feeds)
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("bias", "weight_input"), [(False, False), (True, True), (False, True)])
+@pytest.mark.parametrize("name", ["3x3_stride2", "group2", "conv1d"])
+def test_packed_conv_without_bias_or_with_runtime_weights(session, name: str, bias: bool,
+                                                          weight_input: bool) -> None:
+    model, feeds = conv_model(name, "relu", bias=bias, weight_input=weight_input)
+    (got,) = session(model, 2).run(None, feeds)
+    (want,) = _cpu_ep(model, feeds)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("act", [a for a in ACTS if a != "none"])
+@pytest.mark.parametrize("name", ["3x3_pad1", "1x1", "depthwise_mult8", "magika_w1"])
+def test_fused_epilogue_equals_the_activation_node(session, name: str, act: str) -> None:
+    fused, feeds = conv_model(name, act)
+    unfused, _ = conv_model(name, act, keep_conv_output=True)
+    (y_fused,) = session(fused, 2).run(None, feeds)
+    y_unfused, c = session(unfused, 2).run(None, feeds)
+    assert np.array_equal(y_fused, y_unfused), f"{np.sum(y_fused != y_unfused)} values differ"
+    (want,) = _cpu_ep(fused, feeds)
+    np.testing.assert_allclose(y_fused, want, rtol=1e-5, atol=1e-5)
+
+
+def test_fusion_is_logged(host: epabi.Host, caplog: pytest.LogCaptureFixture) -> None:
+    """Conv -> Sigmoid -> Mul (SiLU) is one step; with the Conv output also a graph output nothing is fused."""
+    import logging
+
+    for keep, fused in [(False, 2), (True, 0)]:
+        model, _ = conv_model("3x3_pad1", "silu", keep_conv_output=keep)
+        so = epabi.SessionOptions()
+        so.log_severity_level = 0
+        so.add_provider_for_devices(host.get_ep_devices(), {})
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="epabi"):
+            epabi.InferenceSession(model, so).close()
+        compiled = [r.getMessage() for r in caplog.records if "compiled '" in r.getMessage()]
+        assert compiled and f"{fused} activation nodes fused" in compiled[0], compiled
+
+
+@pytest.mark.real_ort
+@pytest.mark.parametrize("version", [MIN, NEWEST])
+def test_real_ort_packed_conv_and_epilogues(version: str, library_path: str, tmp_path: Path) -> None:
+    for name, act in [("3x3_stride2", "silu"), ("5x3_dil2_asym", "leaky"), ("magika_w1", "hard_swish"),
+                      ("group2", "relu"), ("same_upper_s3", "tanh")]:
+        model, feeds = conv_model(name, act)
+        path = tmp_path / f"{name}_{act}.onnx"
+        onnx.save(model, str(path))
+        result, outs, err = run_on_real_ort(version, library_path, path, feeds, "default", tmp_path / name)
+        assert_all_on_our_ep(result, version, err)
+        np.testing.assert_allclose(outs[0], _cpu_ep(model, feeds)[0], rtol=1e-5, atol=1e-5, err_msg=f"{name} {act}")
+
+
+# -- pool.c -------------------------------------------------------------------------------------------------------
+
+#: (x shape, MaxPool attributes): YOLO's SPPF, strides, dilations with windows of padding only, ceil_mode, 1-D.
+MAXPOOLS = [((1, 5, 10, 10), {"kernel_shape": [5, 5], "pads": [2, 2, 2, 2]}),
+            ((2, 3, 17, 23), {"kernel_shape": [3, 2], "strides": [2, 3], "pads": [1, 0, 1, 1]}),
+            ((1, 4, 9, 13), {"kernel_shape": [2, 3], "dilations": [3, 2], "pads": [1, 1, 1, 1]}),
+            ((1, 2, 11, 12), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+            ((3, 2, 40), {"kernel_shape": [4], "strides": [3], "pads": [2, 1]})]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize(("shape", "attrs"), MAXPOOLS)
+def test_separable_maxpool_equals_the_reference(session, shape: tuple, attrs: dict, threads: int) -> None:
+    from onnx.reference import ReferenceEvaluator
+
+    rng = np.random.default_rng(len(shape) + sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    x[0, 0] = -np.inf                      # a plane of -inf: every window's max is -inf
+    with_nan = x.copy()
+    with_nan.flat[7::97] = np.nan          # NaN wins every window it is in (the reference skips some)
+    # MaxPool with Indices wired runs the window loop: the separable path must give its bits, NaN included
+    nodes = [helper.make_node("MaxPool", ["x"], ["y"], **attrs), helper.make_node("GlobalMaxPool", ["x"], ["g"]),
+             helper.make_node("MaxPool", ["x"], ["y_loop", "i_loop"], **attrs)]
+    model = _model(nodes, {"x": (TensorProto.FLOAT, list(shape))}, ["y", "g", "y_loop"], opset=12)
+    sess = session(model, threads)
+    y, g, _ = sess.run(None, {"x": x})
+    ref_y, _, _ = ReferenceEvaluator(model).run(None, {"x": x})
+    assert np.array_equal(y, ref_y.astype(np.float32))
+    y, g, y_loop = sess.run(None, {"x": with_nan})
+    assert np.array_equal(y, y_loop, equal_nan=True), np.argwhere(~((y == y_loop) | (np.isnan(y) & np.isnan(y_loop))))
+    assert np.array_equal(g.reshape(shape[:2]), np.max(with_nan.reshape(*shape[:2], -1), axis=2), equal_nan=True)
+
+
+@pytest.mark.real_ort
+@pytest.mark.parametrize("version", [MIN, NEWEST])
+def test_real_ort_separable_maxpool(version: str, library_path: str, tmp_path: Path) -> None:
+    x = np.random.default_rng(2).standard_normal((1, 16, 10, 10)).astype(np.float32)
+    nodes = [helper.make_node("MaxPool", ["x"], ["p1"], kernel_shape=[5, 5], pads=[2, 2, 2, 2]),
+             helper.make_node("MaxPool", ["p1"], ["p2"], kernel_shape=[5, 5], pads=[2, 2, 2, 2]),
+             helper.make_node("Concat", ["x", "p1", "p2"], ["y"], axis=1),
+             helper.make_node("GlobalMaxPool", ["y"], ["g"])]
+    model = _model(nodes, {"x": (TensorProto.FLOAT, [1, 16, 10, 10])}, ["y", "g"], opset=12)
+    path = tmp_path / "sppf.onnx"
+    onnx.save(model, str(path))
+    result, outs, err = run_on_real_ort(version, library_path, path, {"x": x}, "default", tmp_path / "run")
+    assert_all_on_our_ep(result, version, err)
+    for got, want in zip(outs, _cpu_ep(model, {"x": x})):
         assert np.array_equal(got, want)

@@ -54,13 +54,13 @@ static_assert(sizeof(gather_args) == 64, "gather_args layout");
 static_assert(sizeof(shape_args) == 80, "shape_args layout");
 static_assert(sizeof(matmul_launch) == 264, "matmul_launch layout");
 static_assert(sizeof(gemm_launch) == 120, "gemm_launch layout");
-static_assert(sizeof(conv_launch) == 216, "conv_launch layout");
+static_assert(sizeof(conv_launch) == 248, "conv_launch layout");
 static_assert(sizeof(ln_operand) == 80, "ln_operand layout");
 static_assert(sizeof(layernorm_launch) == 296, "layernorm_launch layout");
-static_assert(sizeof(gmaxpool_launch) == 32, "gmaxpool_launch layout");
+static_assert(sizeof(gmaxpool_launch) == 40, "gmaxpool_launch layout");
 static_assert(sizeof(reduce_launch) == 136, "reduce_launch layout");
 static_assert(sizeof(softmax_launch) == 56, "softmax_launch layout");
-static_assert(sizeof(pool_launch) == 216, "pool_launch layout");
+static_assert(sizeof(pool_launch) == 232, "pool_launch layout");
 static_assert(sizeof(gavgpool_launch) == 32, "gavgpool_launch layout");
 static_assert(sizeof(batchnorm_launch) == 80, "batchnorm_launch layout");
 static_assert(sizeof(instancenorm_launch) == 64, "instancenorm_launch layout");
@@ -182,6 +182,12 @@ static_assert(EP_OFF(conv_launch, oh) == 184, "conv_launch.oh");
 static_assert(EP_OFF(conv_launch, ow) == 192, "conv_launch.ow");
 static_assert(EP_OFF(conv_launch, tile) == 200, "conv_launch.tile");
 static_assert(EP_OFF(conv_launch, pool) == 208, "conv_launch.pool");
+static_assert(EP_OFF(conv_launch, wpack) == 216, "conv_launch.wpack");
+static_assert(EP_OFF(conv_launch, work) == 224, "conv_launch.work");
+static_assert(EP_OFF(conv_launch, epilogue) == 232, "conv_launch.epilogue");
+static_assert(EP_OFF(conv_launch, ep_alpha) == 236, "conv_launch.ep_alpha");
+static_assert(EP_OFF(conv_launch, ep_beta) == 240, "conv_launch.ep_beta");
+static_assert(EP_OFF(conv_launch, pad_) == 244, "conv_launch.pad_");
 static_assert(EP_OFF(ln_operand, data) == 0, "ln_operand.data");
 static_assert(EP_OFF(ln_operand, in_place) == 8, "ln_operand.in_place");
 static_assert(EP_OFF(ln_operand, per_row) == 9, "ln_operand.per_row");
@@ -202,6 +208,7 @@ static_assert(EP_OFF(gmaxpool_launch, x) == 0, "gmaxpool_launch.x");
 static_assert(EP_OFF(gmaxpool_launch, y) == 8, "gmaxpool_launch.y");
 static_assert(EP_OFF(gmaxpool_launch, planes) == 16, "gmaxpool_launch.planes");
 static_assert(EP_OFF(gmaxpool_launch, size) == 24, "gmaxpool_launch.size");
+static_assert(EP_OFF(gmaxpool_launch, pool) == 32, "gmaxpool_launch.pool");
 static_assert(EP_OFF(reduce_launch, x) == 0, "reduce_launch.x");
 static_assert(EP_OFF(reduce_launch, y) == 8, "reduce_launch.y");
 static_assert(EP_OFF(reduce_launch, acc) == 16, "reduce_launch.acc");
@@ -236,6 +243,8 @@ static_assert(EP_OFF(pool_launch, stride) == 120, "pool_launch.stride");
 static_assert(EP_OFF(pool_launch, dilation) == 144, "pool_launch.dilation");
 static_assert(EP_OFF(pool_launch, pad_begin) == 168, "pool_launch.pad_begin");
 static_assert(EP_OFF(pool_launch, pad_end) == 192, "pool_launch.pad_end");
+static_assert(EP_OFF(pool_launch, pool) == 216, "pool_launch.pool");
+static_assert(EP_OFF(pool_launch, rows) == 224, "pool_launch.rows");
 static_assert(EP_OFF(gavgpool_launch, x) == 0, "gavgpool_launch.x");
 static_assert(EP_OFF(gavgpool_launch, y) == 8, "gavgpool_launch.y");
 static_assert(EP_OFF(gavgpool_launch, planes) == 16, "gavgpool_launch.planes");
@@ -751,6 +760,7 @@ EP_DEV float un_apply(int op, float x, float p, float q) {
     case UN_LEAKY_RELU: return x >= 0 ? x : p * x;
     case UN_GELU: return gelu_f(x);
     case UN_GELU_TANH: return gelu_tanh_f(x);
+    case UN_SILU: return x * sigmoid_f(x);
     default: return x;
     }
 }
@@ -777,6 +787,7 @@ EP_DEV double un_apply(int op, double x, double p, double q) {
     case UN_LEAKY_RELU: return x >= 0 ? x : p * x;
     case UN_GELU: return gelu_d(x);
     case UN_GELU_TANH: return gelu_tanh_d(x);
+    case UN_SILU: return x * sigmoid_d(x);
     default: return x;
     }
 }

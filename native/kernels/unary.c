@@ -29,13 +29,7 @@ static inline double sigmoid_d(double x) {
     return e / (1.0 + e);
 }
 
-/* max(0, min(1, alpha * x + beta)), NaN passing through both comparisons */
-static inline float hard_sigmoid_f(float x, float alpha, float beta) {
-    float v = alpha * x + beta;
-    v = v < 0.0f ? 0.0f : v;
-    return v > 1.0f ? 1.0f : v;
-}
-
+/* max(0, min(1, alpha * x + beta)), NaN passing through both comparisons (the float one is vmath.h's) */
 static inline double hard_sigmoid_d(double x, double alpha, double beta) {
     double v = alpha * x + beta;
     v = v < 0.0 ? 0.0 : v;
@@ -191,11 +185,11 @@ EPABI_SIMD_CLONES static void un_span(void* ctx, int64_t begin, int64_t end) {
         clip_span(a, begin, end);
         break;
     case UN_HARD_SIGMOID:
-        if (is_f) UN_LOOP(float, hard_sigmoid_f(x, fa, fb));
+        if (is_f) UN_LOOP(float, epabi_vm_hard_sigmoidf(x, fa, fb));
         else if (is_d) UN_LOOP(double, hard_sigmoid_d(x, da, db));
         break;
     case UN_HARD_SWISH:   /* x * HardSigmoid(x) with alpha 1/6, beta 0.5 */
-        if (is_f) UN_LOOP(float, x * hard_sigmoid_f(x, 1.0f / 6.0f, 0.5f));
+        if (is_f) UN_LOOP(float, x * epabi_vm_hard_sigmoidf(x, 1.0f / 6.0f, 0.5f));
         else if (is_d) UN_LOOP(double, x * hard_sigmoid_d(x, 1.0 / 6.0, 0.5));
         break;
     case UN_LEAKY_RELU:
@@ -205,6 +199,10 @@ EPABI_SIMD_CLONES static void un_span(void* ctx, int64_t begin, int64_t end) {
     case UN_GELU:
         if (is_f) UN_LOOP(float, gelu_f(x));
         else if (is_d) UN_LOOP(double, gelu_d(x));
+        break;
+    case UN_SILU:   /* no ONNX op: a fused Sigmoid + Mul (CUDA applies Conv's SiLU epilogue with it) */
+        if (is_f) UN_LOOP(float, x * epabi_vm_sigmoidf(x));
+        else if (is_d) UN_LOOP(double, x * sigmoid_d(x));
         break;
     case UN_GELU_TANH:
         if (is_f) UN_LOOP(float, epabi_vm_gelu_tanhf(x));
@@ -383,6 +381,13 @@ static bool supports_hard_sigmoid(const struct epabi_node* node, char* why, size
     return supports_op(UN_HARD_SIGMOID, node, why, why_len);
 }
 
+/* The float parameters of an activation the plan fuses as an epilogue (kernel.h), as its launch converts them. */
+static void params_of(const void* state, float* alpha, float* beta) {
+    const struct un_params* p = state;
+    *alpha = (float)p->alpha;
+    *beta = (float)p->beta;
+}
+
 static OrtStatus* run_with_params(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in,
                                   int n_in, int n_out) {
     (void)n_out;
@@ -516,11 +521,12 @@ const struct epabi_kernel epabi_kernels_unary[] = {
     {.op_type = "Erf", .since_min = 9, .since_max = 13, .supports = supports_erf, .run = run_erf,
      .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Tanh", .since_min = 6, .since_max = 13, .supports = supports_tanh, .run = run_tanh,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_TANH, .cuda = epabi_cuda_floating_input},
     {.op_type = "Relu", .since_min = 6, .since_max = 14, .supports = supports_relu, .run = run_relu,
      .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_RELU, .cuda = cuda_float_or_index},
     {.op_type = "Sigmoid", .since_min = 6, .since_max = 13, .supports = supports_sigmoid, .run = run_sigmoid,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_SIGMOID, .times_input = EPABI_EPILOGUE_SILU,
+     .cuda = epabi_cuda_floating_input},
     {.op_type = "Abs", .since_min = 6, .since_max = 13, .supports = supports_abs, .run = run_abs,
      .launch = EPABI_LAUNCH_UNARY, .cuda = cuda_float_or_index},
     {.op_type = "Neg", .since_min = 6, .since_max = 13, .supports = supports_neg, .run = run_neg,
@@ -546,12 +552,13 @@ const struct epabi_kernel epabi_kernels_unary[] = {
      .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "HardSigmoid", .since_min = 6, .since_max = 22, .supports = supports_hard_sigmoid,
      .init = init_hard_sigmoid, .release = free, .run = run_with_params, .launch = EPABI_LAUNCH_UNARY,
-     .cuda = epabi_cuda_floating_input},
+     .as_epilogue = EPABI_EPILOGUE_HARD_SIGMOID, .epilogue_params = params_of, .cuda = epabi_cuda_floating_input},
     {.op_type = "HardSwish", .since_min = 14, .since_max = 22, .supports = supports_hard_swish,
-     .run = run_hard_swish, .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .run = run_hard_swish, .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_HARD_SWISH,
+     .cuda = epabi_cuda_floating_input},
     {.op_type = "LeakyRelu", .since_min = 6, .since_max = 16, .supports = supports_leaky_relu,
      .init = init_leaky_relu, .release = free, .run = run_with_params, .launch = EPABI_LAUNCH_UNARY,
-     .cuda = epabi_cuda_floating_input},
+     .as_epilogue = EPABI_EPILOGUE_LEAKY_RELU, .epilogue_params = params_of, .cuda = epabi_cuda_floating_input},
     {.op_type = "Gelu", .since_min = 20, .since_max = 20, .supports = supports_gelu, .init = init_gelu,
      .release = free, .run = run_with_params, .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = NULL},

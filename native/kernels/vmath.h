@@ -84,6 +84,13 @@ static inline float epabi_vm_tanhf(float x) {
     return ax.f < 0.5f ? small : big.f;
 }
 
+/* HardSigmoid: max(0, min(1, alpha x + beta)), NaN passing through both comparisons. */
+static inline float epabi_vm_hard_sigmoidf(float x, float alpha, float beta) {
+    float v = alpha * x + beta;
+    v = v < 0.0f ? 0.0f : v;
+    return v > 1.0f ? 1.0f : v;
+}
+
 /* Gelu with approximate="tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
 static inline float epabi_vm_gelu_tanhf(float x) {
     const float kSqrt2OverPi = 0.79788456080286535588f;
