@@ -16,9 +16,10 @@
 #include "epilogue.h"
 #include "math_common.h"
 
-/* Weights of one block of panels: small enough to stay in L2 (2 MB on the machines measured, 1 MB on many) beside
- * the input its tiles stream. */
-enum { CONVP_BLOCK_BYTES = 256 * 1024 };
+/* Weights of one block of panels: small enough to stay in L2 (2 MB on the machine measured) beside the input its
+ * tiles stream, large enough that a tile's gathered taps serve many panels (each block gathers every tile again:
+ * 256 KB blocks cost a 3x3 conv over 128 channels 18% of its kernel time in gathers). */
+enum { CONVP_BLOCK_BYTES = 768 * 1024 };
 
 /* The grid of one image (conv_packed.h). */
 struct convp_geom {
@@ -156,6 +157,16 @@ CONVP_TARGET static void convp_tile(int64_t kdim, const float* restrict ap, cons
     CONVP_STORE(4); CONVP_STORE(5); CONVP_STORE(6); CONVP_STORE(7);
 }
 
+/* dst[0..n) = src[0..n), n <= NR, as masked moves (a memcpy call per short run cost more than the run). */
+CONVP_TARGET static inline void convp_copy(float* dst, const float* src, int64_t n) {
+    const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+    _mm512_mask_storeu_ps(dst, m0, _mm512_maskz_loadu_ps(m0, src));
+    if (n > 16) {
+        const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFFu : (1u << (n - 16)) - 1u);
+        _mm512_mask_storeu_ps(dst + 16, m1, _mm512_maskz_loadu_ps(m1, src + 16));
+    }
+}
+
 /* Bias, epilogue and the valid positions of tile (grid positions i0 .. i0 + NR) into the `rows` output channels at
  * y (channel stride oh * ow), bias[r] for channel r (NULL: none). */
 CONVP_TARGET static void convp_store(const struct conv_launch* L, const struct convp_geom* g, float* tile, int rows,
@@ -165,17 +176,24 @@ CONVP_TARGET static void convp_store(const struct conv_launch* L, const struct c
         EPABI_EPILOGUE_LOOP(L->epilogue, L->ep_alpha, L->ep_beta, bias != NULL ? bias[r] : 0.0f, t, EPABI_CONVP_NR);
     }
     const int64_t plane = L->oh * L->ow;
+    if (g->cols == L->ow) {   /* no thrown-away columns: grid position i is output position i */
+        const int64_t n = g->last - i0 < EPABI_CONVP_NR ? g->last - i0 : EPABI_CONVP_NR;
+        for (int r = 0; r < rows; ++r) convp_copy(y + r * plane + i0, tile + r * EPABI_CONVP_NR, n);
+        return;
+    }
     for (int64_t j = 0; j < EPABI_CONVP_NR && i0 + j < g->last;) {
         const int64_t oy = (i0 + j) / g->cols, ox = (i0 + j) % g->cols;
         const int64_t run = EPABI_CONVP_NR - j < g->cols - ox ? EPABI_CONVP_NR - j : g->cols - ox;
         const int64_t valid = ox >= L->ow ? 0 : L->ow - ox < run ? L->ow - ox : run;
         for (int r = 0; r < rows && valid > 0; ++r)
-            memcpy(y + r * plane + oy * L->ow + ox, tile + r * EPABI_CONVP_NR + j, (size_t)valid * sizeof(float));
+            convp_copy(y + r * plane + oy * L->ow + ox, tile + r * EPABI_CONVP_NR + j, valid);
         j += run;
     }
 }
 
 #else   /* no AVX-512 kernel on this target: conv.c never picks the path */
+
+#define CONVP_TARGET
 
 bool epabi_convp_supported(void) { return false; }
 
@@ -209,8 +227,8 @@ struct convp_image {
 };
 
 /* Channels [c0, c1) of xs from X (conv_packed.h): each (phase, row) is zeros, then the input row's columns
- * q*sw + b - pw, then zeros. */
-static void convp_rearrange(void* ctx, int64_t c0, int64_t c1) {
+ * q*sw + b - pw, then zeros. At the kernels' level, so the strided copies vectorise. */
+CONVP_TARGET static void convp_rearrange(void* ctx, int64_t c0, int64_t c1) {
     const struct convp_image* im = ctx;
     const struct conv_launch* L = im->L;
     const struct convp_geom* g = &im->g;
@@ -236,6 +254,8 @@ static void convp_rearrange(void* ctx, int64_t c0, int64_t c1) {
                     for (int64_t q = 0; q < qlo; ++q) dst[q] = 0.0f;
                     if (L->sw == 1) {
                         memcpy(dst + qlo, src + qlo, (size_t)(qhi - qlo) * sizeof(float));
+                    } else if (L->sw == 2) {   /* a constant stride: deinterleaving permutes */
+                        for (int64_t q = qlo; q < qhi; ++q) dst[q] = src[q * 2];
                     } else {
                         for (int64_t q = qlo; q < qhi; ++q) dst[q] = src[q * L->sw];
                     }
