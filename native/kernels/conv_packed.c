@@ -324,8 +324,9 @@ void epabi_convp_launch(const struct conv_launch* L) {
             }
         }
     }
-    /* blocks of panels that fit CONVP_BLOCK_BYTES; then runs of tiles so that the pool has about four tasks a
-     * thread (one run per block on a single thread) */
+    /* blocks of panels that fit CONVP_BLOCK_BYTES; then runs of consecutive tiles, about eight tasks a thread so
+     * that the last claims even the threads out, but few enough that outputs of neighbouring tiles (which share
+     * cache lines when columns are thrown away) are seldom written by two threads; one run a block on one thread */
     const int64_t panel_bytes = im.kdim * EPABI_CONVP_MR * (int64_t)sizeof(float);
     im.block = CONVP_BLOCK_BYTES / panel_bytes;
     if (im.block < 1) im.block = 1;
@@ -334,7 +335,7 @@ void epabi_convp_launch(const struct conv_launch* L) {
     const double macs = (double)L->n * (double)L->m * (double)(L->oh * L->ow) * (double)im.kdim;
     struct epabi_pool* pool = macs < 2.0 * EPABI_PARALLEL_MIN_MACS ? NULL : L->pool;
     const int64_t threads = epabi_pool_threads(pool), jobs = L->group * im.blocks;
-    im.runs = threads > 1 && jobs < 4 * threads ? (4 * threads + jobs - 1) / jobs : 1;
+    im.runs = threads > 1 && jobs < 8 * threads ? (8 * threads + jobs - 1) / jobs : 1;
     if (im.runs > im.g.tiles) im.runs = im.g.tiles;
     im.run_tiles = (im.g.tiles + im.runs - 1) / im.runs;
     im.runs = (im.g.tiles + im.run_tiles - 1) / im.run_tiles;
