@@ -3,9 +3,10 @@
  *
  * The tile kernel keeps its 8 x 32 results in sixteen zmm registers across the whole tap loop; each tap costs two
  * loads of the input and eight broadcasts of weights for sixteen FMAs, so the FMA units, not the loads, set the
- * pace. Its input is the tile's 32 positions of every tap gathered into one contiguous buffer first (convp_gather),
- * once per tile for all its panels: read in place, the taps of a 3x3 conv over 64 channels touch 192 rows of
- * different planes per tile, and the kernel measured 66-77 GMAC/s against 86 on the gathered copy. The last tile of
+ * pace. The first panel of a tile reads its taps in place and stores them, contiguous, for the tile's other
+ * panels (convp_tile_gathering): read in place, the taps of a 3x3 conv over 64 channels touch 192 rows of
+ * different planes per tile, and the kernel measured 66-77 GMAC/s against 86 on the gathered copy; a separate
+ * gathering pass cost 7-18% of the kernel time. The last tile of
  * an image gathers with a mask: the lanes past the last valid position would read past the end of X where the
  * layout is X itself.
  */
@@ -122,39 +123,45 @@ bool epabi_convp_supported(void) {
         _mm512_store_ps(tile + (r) * EPABI_CONVP_NR + 16, c##r##1);     \
     } while (0)
 
-/* out[k][j] = b[off[k] + j] for the tile's first `lanes` (1..NR) positions j, 0 for the others (never loaded). */
-CONVP_TARGET static void convp_gather(int64_t kdim, const float* b, const int32_t* restrict off, int lanes,
-                                      float* restrict out) {
+/* The tap loop: b0 and b1 are the tap's 32 positions (LOAD0, LOAD1), AFTER runs with them (the gathering tile
+ * stores them for the panels after it). */
+#define CONVP_TAPS(LOAD0, LOAD1, AFTER)                                                          \
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;     \
+    __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00;           \
+    __m512 c61 = c00, c70 = c00, c71 = c00;                                                      \
+    for (int64_t k = 0; k < kdim; ++k) {                                                         \
+        const __m512 b0 = LOAD0, b1 = LOAD1;                                                     \
+        AFTER;                                                                                   \
+        const float* a = ap + k * EPABI_CONVP_MR;                                                \
+        CONVP_ROW(0); CONVP_ROW(1); CONVP_ROW(2); CONVP_ROW(3);                                  \
+        CONVP_ROW(4); CONVP_ROW(5); CONVP_ROW(6); CONVP_ROW(7);                                  \
+    }                                                                                            \
+    CONVP_STORE(0); CONVP_STORE(1); CONVP_STORE(2); CONVP_STORE(3);                              \
+    CONVP_STORE(4); CONVP_STORE(5); CONVP_STORE(6); CONVP_STORE(7)
+
+/* tile[r][j] = sum over taps k of ap[k][r] * b[k][j] (b: NR floats per tap, as convp_tile_gathering stores). */
+CONVP_TARGET static void convp_tile(int64_t kdim, const float* restrict ap, const float* restrict b,
+                                    float* restrict tile) {
+    CONVP_TAPS(_mm512_loadu_ps(b + k * EPABI_CONVP_NR), _mm512_loadu_ps(b + k * EPABI_CONVP_NR + 16), (void)0);
+}
+
+/* The first panel of a tile: its taps read in place (b[off[k] + j], lanes past `lanes` not loaded but 0) and
+ * stored into gathered[k][j] for the other panels, so the scattered loads overlap this panel's FMAs instead of
+ * costing a pass of their own. */
+CONVP_TARGET static void convp_tile_gathering(int64_t kdim, const float* restrict ap, const float* b,
+                                              const int32_t* restrict off, int lanes, float* restrict gathered,
+                                              float* restrict tile) {
     if (lanes >= EPABI_CONVP_NR) {
-        for (int64_t k = 0; k < kdim; ++k) {
-            const float* bk = b + off[k];
-            _mm512_storeu_ps(out + k * EPABI_CONVP_NR, _mm512_loadu_ps(bk));
-            _mm512_storeu_ps(out + k * EPABI_CONVP_NR + 16, _mm512_loadu_ps(bk + 16));
-        }
+        CONVP_TAPS(_mm512_loadu_ps(b + off[k]), _mm512_loadu_ps(b + off[k] + 16),
+                   (_mm512_storeu_ps(gathered + k * EPABI_CONVP_NR, b0),
+                    _mm512_storeu_ps(gathered + k * EPABI_CONVP_NR + 16, b1)));
         return;
     }
     const __mmask16 m0 = (__mmask16)(lanes >= 16 ? 0xFFFFu : (1u << lanes) - 1u);
     const __mmask16 m1 = (__mmask16)(lanes > 16 ? (1u << (lanes - 16)) - 1u : 0u);
-    for (int64_t k = 0; k < kdim; ++k) {
-        const float* bk = b + off[k];
-        _mm512_storeu_ps(out + k * EPABI_CONVP_NR, _mm512_maskz_loadu_ps(m0, bk));
-        _mm512_storeu_ps(out + k * EPABI_CONVP_NR + 16, _mm512_maskz_loadu_ps(m1, bk + 16));
-    }
-}
-
-/* tile[r][j] = sum over taps k of ap[k][r] * b[k][j] (b: convp_gather's NR floats per tap). */
-CONVP_TARGET static void convp_tile(int64_t kdim, const float* restrict ap, const float* restrict b,
-                                    float* restrict tile) {
-    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    __m512 c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
-    for (int64_t k = 0; k < kdim; ++k) {
-        const __m512 b0 = _mm512_loadu_ps(b + k * EPABI_CONVP_NR), b1 = _mm512_loadu_ps(b + k * EPABI_CONVP_NR + 16);
-        const float* a = ap + k * EPABI_CONVP_MR;
-        CONVP_ROW(0); CONVP_ROW(1); CONVP_ROW(2); CONVP_ROW(3);
-        CONVP_ROW(4); CONVP_ROW(5); CONVP_ROW(6); CONVP_ROW(7);
-    }
-    CONVP_STORE(0); CONVP_STORE(1); CONVP_STORE(2); CONVP_STORE(3);
-    CONVP_STORE(4); CONVP_STORE(5); CONVP_STORE(6); CONVP_STORE(7);
+    CONVP_TAPS(_mm512_maskz_loadu_ps(m0, b + off[k]), _mm512_maskz_loadu_ps(m1, b + off[k] + 16),
+               (_mm512_storeu_ps(gathered + k * EPABI_CONVP_NR, b0),
+                _mm512_storeu_ps(gathered + k * EPABI_CONVP_NR + 16, b1)));
 }
 
 /* dst[0..n) = src[0..n), n <= NR, as masked moves (a memcpy call per short run cost more than the run). */
@@ -197,12 +204,13 @@ CONVP_TARGET static void convp_store(const struct conv_launch* L, const struct c
 
 bool epabi_convp_supported(void) { return false; }
 
-static void convp_gather(int64_t kdim, const float* b, const int32_t* off, int lanes, float* out) {
-    (void)kdim, (void)b, (void)off, (void)lanes, (void)out;
-}
-
 static void convp_tile(int64_t kdim, const float* ap, const float* b, float* tile) {
     (void)kdim, (void)ap, (void)b, (void)tile;
+}
+
+static void convp_tile_gathering(int64_t kdim, const float* ap, const float* b, const int32_t* off, int lanes,
+                                 float* gathered, float* tile) {
+    (void)kdim, (void)ap, (void)b, (void)off, (void)lanes, (void)gathered, (void)tile;
 }
 
 static void convp_store(const struct conv_launch* L, const struct convp_geom* g, float* tile, int rows, int64_t i0,
@@ -220,7 +228,7 @@ struct convp_image {
     float* xs;                 /* its rearranged copy (or x itself) */
     const int32_t* offsets;
     const float* wpack;
-    float* gathered;           /* convp_gather's buffer of pool slot 0; slot s at + s * gathered_share floats */
+    float* gathered;           /* convp_tile_gathering.s buffer of pool slot 0; slot s at + s * gathered_share floats */
     int64_t gathered_share;
     float* y;                  /* the image's output */
     int64_t kdim, panels, block, blocks, runs, run_tiles;
@@ -282,12 +290,15 @@ static void convp_task(void* ctx, int64_t t, int slot) {
     for (int64_t ti = tile0; ti < tile1; ++ti) {
         const int64_t i0 = ti * EPABI_CONVP_NR;
         const int lanes = (int)(im->g.last - i0 < EPABI_CONVP_NR ? im->g.last - i0 : EPABI_CONVP_NR);
-        convp_gather(im->kdim, xg + i0, im->offsets, lanes, gathered);
         for (int64_t p = p0; p < p1; ++p) {
             const int64_t m0 = g * L->mg + p * EPABI_CONVP_MR;
             const int rows = (int)(L->mg - p * EPABI_CONVP_MR < EPABI_CONVP_MR ? L->mg - p * EPABI_CONVP_MR
                                                                                : EPABI_CONVP_MR);
-            convp_tile(im->kdim, im->wpack + (g * im->panels + p) * im->kdim * EPABI_CONVP_MR, gathered, tile);
+            const float* ap = im->wpack + (g * im->panels + p) * im->kdim * EPABI_CONVP_MR;
+            if (p == p0)
+                convp_tile_gathering(im->kdim, ap, xg + i0, im->offsets, lanes, gathered, tile);
+            else
+                convp_tile(im->kdim, ap, gathered, tile);
             convp_store(L, &im->g, tile, rows, i0, im->y + m0 * plane, L->bias != NULL ? L->bias + m0 : NULL);
         }
     }
