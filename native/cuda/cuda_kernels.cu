@@ -46,7 +46,7 @@
 // BEGIN GENERATED LAYOUT CHECK
 static_assert(sizeof(ew_args) == 360, "ew_args layout");
 static_assert(sizeof(un_args) == 72, "un_args layout");
-static_assert(sizeof(cast_args) == 32, "cast_args layout");
+static_assert(sizeof(cast_args) == 40, "cast_args layout");
 static_assert(sizeof(copy_args) == 24, "copy_args layout");
 static_assert(sizeof(epabi_strided_copy) == 160, "epabi_strided_copy layout");
 static_assert(sizeof(concat_args) == 1048, "concat_args layout");
@@ -101,6 +101,7 @@ static_assert(EP_OFF(cast_args, to) == 4, "cast_args.to");
 static_assert(EP_OFF(cast_args, in) == 8, "cast_args.in");
 static_assert(EP_OFF(cast_args, out) == 16, "cast_args.out");
 static_assert(EP_OFF(cast_args, n) == 24, "cast_args.n");
+static_assert(EP_OFF(cast_args, pool) == 32, "cast_args.pool");
 static_assert(EP_OFF(copy_args, src) == 0, "copy_args.src");
 static_assert(EP_OFF(copy_args, dst) == 8, "copy_args.dst");
 static_assert(EP_OFF(copy_args, bytes) == 16, "copy_args.bytes");

@@ -165,17 +165,34 @@ static void pow_row(ONNXTensorElementDataType base_t, ONNXTensorElementDataType 
     }
 }
 
-static void equal_row(ONNXTensorElementDataType dtype, const void* pa, int64_t sa, const void* pb, int64_t sb,
-                      void* po, int64_t n) {
+/* O[i] = EXPR(A[i * sa], B[i * sb]) with a loop per stride pattern (both contiguous, or one a single value), so
+ * that GCC vectorises the common ones (an index times a run-time stride it does not). */
+#define PATTERN_LOOP(EXPR)                                                                     \
+    do {                                                                                       \
+        if (sa == 1 && sb == 1) {                                                              \
+            for (int64_t i = 0; i < n; ++i) O[i] = EXPR(A[i], B[i]);                           \
+        } else if (sa == 0 && sb == 1) {                                                       \
+            const __typeof__(A[0]) a0 = A[0];                                                  \
+            for (int64_t i = 0; i < n; ++i) O[i] = EXPR(a0, B[i]);                             \
+        } else if (sa == 1 && sb == 0) {                                                       \
+            const __typeof__(B[0]) b0 = B[0];                                                  \
+            for (int64_t i = 0; i < n; ++i) O[i] = EXPR(A[i], b0);                             \
+        } else {                                                                               \
+            for (int64_t i = 0; i < n; ++i) O[i] = EXPR(A[i * sa], B[i * sb]);                 \
+        }                                                                                      \
+    } while (0)
+
+EPABI_SIMD_CLONES static void equal_row(ONNXTensorElementDataType dtype, const void* pa, int64_t sa, const void* pb,
+                                        int64_t sb, void* po, int64_t n) {
     uint8_t* O = po;
 #define EQ_LOOP(T, EQ)                                                   \
     do {                                                                 \
         const T* A = pa;                                                 \
         const T* B = pb;                                                 \
-        for (int64_t i = 0; i < n; ++i) O[i] = (uint8_t)(EQ(A[i * sa], B[i * sb])); \
+        PATTERN_LOOP(EQ);                                                \
     } while (0)
-#define EQ_PLAIN(x, y) ((x) == (y))
-#define EQ_BOOL(x, y) (((x) != 0) == ((y) != 0))
+#define EQ_PLAIN(x, y) ((uint8_t)((x) == (y)))
+#define EQ_BOOL(x, y) ((uint8_t)(((x) != 0) == ((y) != 0)))
     switch (dtype) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: EQ_LOOP(float, EQ_PLAIN); break;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: EQ_LOOP(double, EQ_PLAIN); break;
@@ -190,15 +207,21 @@ static void equal_row(ONNXTensorElementDataType dtype, const void* pa, int64_t s
 }
 
 /* Less/Greater/LessOrEqual/GreaterOrEqual over the numeric dtypes, And/Or over bool: one byte 0/1 each. */
-static void compare_row(enum ew_op op, ONNXTensorElementDataType dtype, const void* pa, int64_t sa, const void* pb,
-                        int64_t sb, void* po, int64_t n) {
+EPABI_SIMD_CLONES static void compare_row(enum ew_op op, ONNXTensorElementDataType dtype, const void* pa, int64_t sa,
+                                          const void* pb, int64_t sb, void* po, int64_t n) {
     uint8_t* O = po;
 #define CMP_LOOP(T, CMP)                                                                       \
     do {                                                                                       \
         const T* A = pa;                                                                       \
         const T* B = pb;                                                                       \
-        for (int64_t i = 0; i < n; ++i) O[i] = (uint8_t)(A[i * sa] CMP B[i * sb]);             \
+        PATTERN_LOOP(CMP);                                                                     \
     } while (0)
+#define CMP_LT(x, y) ((uint8_t)((x) < (y)))
+#define CMP_GT(x, y) ((uint8_t)((x) > (y)))
+#define CMP_LE(x, y) ((uint8_t)((x) <= (y)))
+#define CMP_GE(x, y) ((uint8_t)((x) >= (y)))
+#define CMP_AND(x, y) ((uint8_t)((x) && (y)))
+#define CMP_OR(x, y) ((uint8_t)((x) || (y)))
 #define CMP_NUMERIC(CMP)                                                                       \
     switch (dtype) {                                                                           \
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: CMP_LOOP(float, CMP); break;                     \
@@ -214,16 +237,22 @@ static void compare_row(enum ew_op op, ONNXTensorElementDataType dtype, const vo
     default: break;                                                                            \
     }
     switch (op) {
-    case OP_LESS: CMP_NUMERIC(<); break;
-    case OP_GREATER: CMP_NUMERIC(>); break;
-    case OP_LESS_EQUAL: CMP_NUMERIC(<=); break;
-    case OP_GREATER_EQUAL: CMP_NUMERIC(>=); break;
-    case OP_AND: CMP_LOOP(uint8_t, &&); break;
-    case OP_OR: CMP_LOOP(uint8_t, ||); break;
+    case OP_LESS: CMP_NUMERIC(CMP_LT); break;
+    case OP_GREATER: CMP_NUMERIC(CMP_GT); break;
+    case OP_LESS_EQUAL: CMP_NUMERIC(CMP_LE); break;
+    case OP_GREATER_EQUAL: CMP_NUMERIC(CMP_GE); break;
+    case OP_AND: CMP_LOOP(uint8_t, CMP_AND); break;
+    case OP_OR: CMP_LOOP(uint8_t, CMP_OR); break;
     default: break;
     }
 #undef CMP_NUMERIC
 #undef CMP_LOOP
+#undef CMP_LT
+#undef CMP_GT
+#undef CMP_LE
+#undef CMP_GE
+#undef CMP_AND
+#undef CMP_OR
 }
 
 /* Integer remainders in 64 bits (the result is smaller than the divisor, so it fits the operands' type). A zero

@@ -144,6 +144,7 @@ struct cast_args {
     const void* in;
     void* out;
     int64_t n;
+    struct epabi_pool* pool;   /* the software adapter's pool for long runs (cast.c); NULL on devices */
 };
 
 struct copy_args {
