@@ -12,6 +12,9 @@ ONNX Runtime's CPU EP, through epabi's host and through real onnxruntime (MIN an
   (magika's), batches, weights as a graph input, channel counts that leave partial panels and positions that leave
   partial tiles, on 1-3 threads, within float32 rounding of the CPU EP and bit for bit equal to the same Conv with
   the activation run as its own node (a Conv output that is also a graph output is never fused).
+* the data movement spread over the pool (Concat by outer rows or byte chunks, the strided copies of Split, Slice
+  and Transpose by rows, Reshape's copy by byte chunks): exactly numpy's, with copies of several MiB on 2-3
+  threads and ragged chunk counts.
 * pool.c's separable float MaxPool (1-D and 2-D, no Indices) and the vectorised GlobalMaxPool: bit for bit against
   onnx.reference (max is exact), with -inf planes, NaN in windows and windows that reach only padding.
 
@@ -394,3 +397,29 @@ def test_real_ort_separable_maxpool(version: str, library_path: str, tmp_path: P
     assert_all_on_our_ep(result, version, err)
     for got, want in zip(outs, _cpu_ep(model, {"x": x})):
         assert np.array_equal(got, want)
+
+
+# -- data movement over the pool ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_parallel_copies_equal_numpy(session, threads: int) -> None:
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((1, 67, 99, 101)).astype(np.float32)   # 2.7 MB, odd extents
+    b = rng.standard_normal((1, 33, 99, 101)).astype(np.float32)
+    c = rng.standard_normal((3, 17, 99, 101)).astype(np.float32)
+    nodes = [helper.make_node("Concat", ["a", "b"], ["cat1"], axis=1),          # outer 1: byte chunks
+             helper.make_node("Concat", ["c", "c"], ["cat3"], axis=2),          # outer 51: rows
+             helper.make_node("Split", ["a"], ["s0", "s1"], axis=1, num_outputs=2),
+             helper.make_node("Transpose", ["a"], ["t"], perm=[0, 2, 1, 3]),
+             helper.make_node("Slice", ["a", "st", "en", "ax", "sp"], ["sl"]),
+             helper.make_node("Reshape", ["a", "shape"], ["r"])]
+    inits = [onnx.numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+             [("st", [1, 3]), ("en", [66, 100]), ("ax", [1, 3]), ("sp", [2, 3]), ("shape", [67, -1])]]
+    outs = ["cat1", "cat3", "s0", "s1", "t", "sl", "r"]
+    model = _model(nodes, {"a": (TensorProto.FLOAT, list(a.shape)), "b": (TensorProto.FLOAT, list(b.shape)),
+                           "c": (TensorProto.FLOAT, list(c.shape))}, outs, inits, opset=18)
+    got = session(model, threads).run(None, {"a": a, "b": b, "c": c})
+    want = [np.concatenate([a, b], 1), np.concatenate([c, c], 2), a[:, :34], a[:, 34:], a.transpose(0, 2, 1, 3),
+            a[:, 1:66:2, :, 3:100:3], a.reshape(67, -1)]
+    for name, g, w in zip(outs, got, want):
+        assert g.shape == w.shape and np.array_equal(g, w), name

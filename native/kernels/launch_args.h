@@ -151,6 +151,7 @@ struct copy_args {
     const void* src;
     void* dst;
     size_t bytes;
+    struct epabi_pool* pool;   /* the software adapter's pool for large copies; NULL on devices */
 };
 
 struct epabi_strided_copy {
@@ -160,6 +161,7 @@ struct epabi_strided_copy {
     int rank;
     int64_t dims[EPABI_MAX_RANK];
     int64_t strides[EPABI_MAX_RANK];
+    struct epabi_pool* pool;    /* the software adapter's pool (rows spread over it); NULL on devices */
 };
 
 struct concat_args {
@@ -168,6 +170,7 @@ struct concat_args {
     int n;
     const unsigned char* src[EPABI_MAX_NODE_IO];
     size_t row_bytes[EPABI_MAX_NODE_IO];      /* one input's block per outer index */
+    struct epabi_pool* pool;                  /* the software adapter's pool (blocks spread over it); NULL on devices */
 };
 
 struct gather_args {
