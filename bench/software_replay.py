@@ -1,7 +1,9 @@
 """Eager runs vs graph replays on the software adapter: per-run microseconds and the eager/replay ratio.
 
 MLPs of 8 and 32 layers (width 64, batch 1, MatMul+Add+Relu), through real onnxruntime (when importable) and
-through epabi's emulated host, with inputs and outputs bound once through IOBinding. Informational, not a test:
+through epabi's emulated host, with inputs and outputs bound once through IOBinding. On the emulated host also
+the replay without its stale-replay check (``epabi.graph_capture.on_binding_change=replay``, as ORT replays) and
+the ratio checked/unchecked: what comparing the bindings costs a replay. Informational, not a test:
 
     python bench/software_replay.py [--runs 500] [--json]
 """
@@ -53,7 +55,7 @@ def _ort(model: bytes, graph: bool, runs: int) -> float | None:
     return _median_us(lambda: session.run_with_iobinding(binding, ro), runs)
 
 
-def _emulated(host: epabi.Host, model: Any, graph: bool, runs: int) -> float:
+def _emulated(host: epabi.Host, model: Any, graph: bool, runs: int, policy: str = "error") -> float:
     so = epabi.SessionOptions()
     so.add_provider_for_devices(host.get_ep_devices(), {"enable_cuda_graph": "1" if graph else "0"})
     with epabi.InferenceSession(model, so) as session:
@@ -64,6 +66,7 @@ def _emulated(host: epabi.Host, model: Any, graph: bool, runs: int) -> float:
         binding.bind_ortvalue_output("y", y)
         ro = epabi.RunOptions()
         ro.add_run_config_entry("gpu_graph_id", "1")
+        ro.add_run_config_entry("epabi.graph_capture.on_binding_change", policy)
         return _median_us(lambda: session.run_with_iobinding(binding, ro), runs)
 
 
@@ -90,8 +93,13 @@ def main() -> None:
                 eager, replay = run(False), run(True)
                 if eager is None or replay is None:
                     continue
-                rows.append({"model": f"mlp {layers}x64 batch 1", "host": label, "eager_us": round(eager, 1),
-                             "replay_us": round(replay, 1), "eager_over_replay": round(eager / replay, 2)})
+                row = {"model": f"mlp {layers}x64 batch 1", "host": label, "eager_us": round(eager, 1),
+                       "replay_us": round(replay, 1), "eager_over_replay": round(eager / replay, 2)}
+                if label == "emulated":
+                    unchecked = _emulated(host, model, True, args.runs, "replay")
+                    row["replay_unchecked_us"] = round(unchecked, 1)
+                    row["checked_over_unchecked"] = round(replay / unchecked, 3)
+                rows.append(row)
     if registered:
         import gc
 
@@ -100,9 +108,13 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'model':<20}{'host':<13}{'eager us':>10}{'replay us':>11}{'eager/replay':>14}")
+    print(f"{'model':<20}{'host':<13}{'eager us':>10}{'replay us':>11}{'eager/replay':>14}{'unchecked us':>14}"
+          f"{'checked/unchecked':>19}")
     for r in rows:
-        print(f"{r['model']:<20}{r['host']:<13}{r['eager_us']:>10}{r['replay_us']:>11}{r['eager_over_replay']:>13}x")
+        extra = "" if "replay_unchecked_us" not in r else \
+            f"{r['replay_unchecked_us']:>14}{r['checked_over_unchecked']:>18}x"
+        print(f"{r['model']:<20}{r['host']:<13}{r['eager_us']:>10}{r['replay_us']:>11}{r['eager_over_replay']:>13}x"
+              f"{extra}")
 
 
 if __name__ == "__main__":

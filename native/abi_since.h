@@ -15,6 +15,7 @@ enum epabi_abi_since {
     EPABI_SINCE_OrtAllocator_Shrink = 25,
     EPABI_SINCE_OrtEpApi_GetEnvConfigEntries = 24,
     EPABI_SINCE_OrtEp_Sync = 25,
+    EPABI_SINCE_OrtEp_CreateProfiler = 25,      /* with OrtEpProfilerImpl and OrtEpApi's ProfilingEvent functions */
     EPABI_SINCE_OrtEp_IsGraphCaptureEnabled = 26,   /* with IsGraphCaptured, ReplayGraph and the policy query */
     EPABI_SINCE_OrtEp_ReleaseCapturedGraph = 27,
 };

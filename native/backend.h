@@ -63,6 +63,9 @@ struct epabi_compute_scope {
 
 struct epabi_backend {
     const char* name;                  /* "software", "cuda" */
+    /* Linear steps (fused_gemm) when no option says otherwise. CUDA's are off by default until their kernels have
+     * run on a GPU (they were written in a session without one); the software adapter's are tested in CI. */
+    bool fused_gemm_default;
 
     /* -- devices -- */
     bool (*available)(const char** why);             /* can run kernels; *why: what is missing */

@@ -105,6 +105,7 @@ static OrtStatus* allocator_open(const struct epabi_api* api, const OrtLogger* l
 
 static const struct epabi_backend kSoftware = {
     .name = "software",
+    .fused_gemm_default = true,
     .available = available,
     .hardware_count = hardware_count,
     .hardware_describe = hardware_describe,

@@ -49,15 +49,23 @@ OrtStatus* epabi_capture_run_start(const struct epabi_thread_owner* owner, const
     }
     tc->run.failed = false;
     tc->run.computes = 0;
+    tc->run.nodes = 0;
+    tc->run.annotation_id = id;
     if (!epabi_graph_manager_capture_allowed(m, id)) return NULL;
     epabi_arena_get_stats(tc->arena, &tc->run.watermark);
     tc->run.device_free = 0;
     if (owner->device_free_bytes != NULL && !owner->device_free_bytes(owner, &tc->run.device_free)) tc->run.device_free = 0;
     EPABI_RETURN_IF_ERROR(epabi_graph_manager_capture_begin(m, id));
+    tc->run.capture_start_ns = epabi_profiler_now_ns();
     EPABI_LOG(api, owner->logger, ORT_LOGGING_LEVEL_INFO,
               EPABI_EP_NAME ": capturing graph of annotation id %d on this thread after %d regular run(s)", id,
               epabi_graph_manager_regular_runs(m, id));
     return NULL;
+}
+
+/* The host stream executes each launch while it records it (stream.h); CUDA's capture only records. */
+static bool executes_while_capturing(const struct epabi_stream* s) {
+    return s->ops->backend == EPABI_STREAM_HOST;
 }
 
 /* Allocation-during-capture detector: chunks the arena had to reserve from the system while capturing mean
@@ -120,14 +128,26 @@ OrtStatus* epabi_capture_run_end(const struct epabi_thread_owner* owner, const O
                           EPABI_EP_NAME ": captured graph of annotation id %d: %zu launch(es), %" PRIu64 " arena "
                           "block(s) (%" PRIu64 " bytes) kept for replays", open,
                           epabi_graph_manager_launches(m, open), mem.blocks, mem.bytes);
-                /* the launches already executed while capturing; replaying once makes the capturing run's
-                 * outputs come from the graph itself, as on CUDA, and proves the recording replays */
-                st = epabi_graph_manager_replay(m, open, sync_stream);
-                if (st == NULL) {
-                    replayed = true;
+                /* A CUDA capture only recorded: one replay gives the capturing run its outputs. The host
+                 * stream already executed every launch while recording (stream.h), so a replay there would
+                 * execute the run a second time: state bound as both an input and an output (one buffer)
+                 * would advance twice in one call. */
+                if (!executes_while_capturing(tc->stream)) {
+                    st = epabi_graph_manager_replay(m, open, sync_stream);
+                    replayed = st == NULL;
+                }
+                if (st == NULL) {   /* the graph is kept */
+                    epabi_graph_manager_set_nodes(m, open, tc->run.nodes);
+                    struct epabi_profile_event ev = {
+                        .kind = EPABI_PROFILE_CAPTURE, .annotation_id = open, .node_count = tc->run.nodes,
+                        .fused_node_count = tc->run.computes, .launches = epabi_graph_manager_launches(m, open),
+                        .start_ns = tc->run.capture_start_ns, .end_ns = epabi_profiler_now_ns()};
+                    epabi_profiler_record(owner->profiler, &ev);
+                }
+                if (replayed) {
                     EPABI_LOG(api, owner->logger, ORT_LOGGING_LEVEL_VERBOSE,
                               EPABI_EP_NAME ": replayed annotation id %d once right after capture", open);
-                } else {
+                } else if (st != NULL) {
                     epabi_graph_manager_release(m, open);
                     EPABI_LOG(api, owner->logger, ORT_LOGGING_LEVEL_WARNING,
                               EPABI_EP_NAME ": graph capture of annotation id %d failed (its first replay failed); "
@@ -144,6 +164,7 @@ OrtStatus* epabi_capture_run_end(const struct epabi_thread_owner* owner, const O
     }
     tc->run.failed = false;
     tc->run.computes = 0;
+    tc->run.nodes = 0;
     if (st == NULL && sync_stream && !replayed) st = epabi_stream_synchronize(tc->stream);
     return st;
 }
@@ -159,7 +180,16 @@ OrtStatus* epabi_capture_replay(const struct epabi_thread_owner* owner, int id) 
         return epabi_error(owner->api, ORT_INVALID_ARGUMENT,
                            EPABI_EP_NAME ": ReplayGraph: no graph was captured for annotation id %d on this thread",
                            id);
+    bool profiled = epabi_profiler_active(owner->profiler);   /* one load when the host does not profile */
+    int64_t start_ns = profiled ? epabi_profiler_now_ns() : 0;
     EPABI_RETURN_IF_ERROR(epabi_graph_manager_replay(tc->graphs, id, true));
+    if (profiled) {
+        struct epabi_profile_event ev = {
+            .kind = EPABI_PROFILE_REPLAY, .annotation_id = id, .node_count = epabi_graph_manager_nodes(tc->graphs, id),
+            .replay = epabi_graph_manager_replays(tc->graphs, id), .start_ns = start_ns,
+            .end_ns = epabi_profiler_now_ns()};
+        epabi_profiler_record(owner->profiler, &ev);
+    }
     if (owner->log_verbose)   /* the replay path: one flag test, no host call, when the log would drop the line */
         EPABI_LOG(owner->api, owner->logger, ORT_LOGGING_LEVEL_VERBOSE,
                   EPABI_EP_NAME ": ReplayGraph replayed annotation id %d (replay %" PRIu64 " of this graph on this "
@@ -183,8 +213,16 @@ OrtStatus* epabi_capture_release(const struct epabi_thread_owner* owner, int id)
     return NULL;
 }
 
-void epabi_capture_note_compute(struct epabi_thread_context* tc, bool ok) {
+void epabi_capture_note_compute(struct epabi_thread_context* tc, bool ok, unsigned nodes) {
     if (tc == NULL) return;
     tc->run.computes++;
+    tc->run.nodes += nodes;
     if (!ok) tc->run.failed = true;
+}
+
+bool epabi_capture_run_annotation(const struct epabi_thread_context* tc, int* id, bool* capturing) {
+    if (tc == NULL || tc->graphs == NULL) return false;
+    *id = tc->run.annotation_id;
+    *capturing = epabi_graph_manager_is_capturing(tc->graphs, NULL);
+    return true;
 }

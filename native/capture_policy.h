@@ -7,21 +7,26 @@
  * IsGraphCaptured(id) is false; epabi_capture_run_start (OrtEp::OnRunStart) opens a capture window when the
  * thread's manager allows it; fused nodes then run on the thread's stream with the window's capture pool
  * (epabi_thread_run_env); epabi_capture_run_end (OrtEp::OnRunEnd) closes the window, stores the graph, checks
- * the memory watermark and replays once so the capturing run's outputs are real, or counts a regular run.
+ * the memory watermark and, on CUDA, replays once so the capturing run's outputs are real (the host stream
+ * executed the launches while recording them, so it does not replay: a second execution would advance state
+ * bound as both an input and an output twice), or counts a regular run.
  * From then on ORT only calls IsGraphCaptured/ReplayGraph for that id on that thread.
  *
  * Log phrases (stable; tests may rely on them):
  *   INFO    "capturing graph of annotation id <id> on this thread after <n> regular run(s)"
  *   INFO    "captured graph of annotation id <id>: <k> launch(es)"
- *   VERBOSE "replayed annotation id <id> once right after capture"
+ *   VERBOSE "replayed annotation id <id> once right after capture"   (CUDA streams only)
  *   VERBOSE "ReplayGraph replayed annotation id <id> (replay <n> of this graph on this thread)"
  *           (one line per OrtEp::ReplayGraph; n counts every replay of the graph, the one right after
- *           capture included, so the k-th ReplayGraph logs replay k+1)
+ *           capture included, so the k-th ReplayGraph logs replay k+1 on CUDA and replay k on the host stream)
  *   WARNING "allocated memory during graph capture of annotation id <id> ...
  *            min_num_runs_before_cuda_graph_capture ..."
  *   WARNING "graph capture of annotation id <id> failed ... nothing was kept"
  *   INFO    "graph stream of this thread adopts the user's stream user_compute_stream=0x<hex> (... not destroyed
  *            by the EP)"   (once per thread and EP, when the context is created; thread_context.c)
+ *
+ * Profiling: while the owner's profiler is active, a kept capture (OnRunStart to OnRunEnd) and each ReplayGraph
+ * become profile events (ep_profiler.h) with the annotation id and the ONNX node count the graph recorded.
  *
  * Every function is a no-op (or false) for an owner without graph capture. Thread-safety: each acts on the
  * calling thread's context only.
@@ -49,7 +54,10 @@ OrtStatus* epabi_capture_replay(const struct epabi_thread_owner* owner, int id);
 OrtStatus* epabi_capture_release(const struct epabi_thread_owner* owner, int id);
 
 /* After each fused-node Compute on this thread (tc may be NULL): a failed node fails the capture and is not
- * counted as a warm-up run. */
-void epabi_capture_note_compute(struct epabi_thread_context* tc, bool ok);
+ * counted as a warm-up run; nodes (the fused node's ONNX nodes) add to what a capture records. */
+void epabi_capture_note_compute(struct epabi_thread_context* tc, bool ok, unsigned nodes);
+/* The annotation id of tc's run in progress and whether a capture window is open; false when tc has no graph
+ * manager (graph capture off). For profile events. */
+bool epabi_capture_run_annotation(const struct epabi_thread_context* tc, int* id, bool* capturing);
 
 #endif

@@ -341,13 +341,11 @@ static OrtStatus* CreateStateImpl(OrtNodeComputeInfo* this_ptr, OrtNodeComputeCo
     return NULL;
 }
 
-static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state, OrtKernelContext* kernel_context) {
-    struct epabi_compute_info* ci = (struct epabi_compute_info*)this_ptr;
-    if (compute_state != ci->plan || kernel_context == NULL)
-        return epabi_error(&ci->ep->factory->api, ORT_INVALID_ARGUMENT,
-                           EPABI_EP_NAME ": Compute of '%s' got a state or kernel context it did not create",
-                           epabi_plan_name(ci->plan));
+/* One Compute on the calling thread; *tc_out receives the thread's context (NULL: none). */
+static OrtStatus* compute(const struct epabi_compute_info* ci, OrtKernelContext* kernel_context,
+                          struct epabi_thread_context** tc_out) {
     const struct epabi_ep* ep = ci->ep;
+    *tc_out = NULL;
     if (!ep->threads_on) {
         struct epabi_run_env plain = {.threads = ep->pool};
         return epabi_plan_run(ci->plan, kernel_context, &plain);
@@ -356,6 +354,7 @@ static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state,
     /* the calling thread's stream; inside its capture window also the window's pool */
     struct epabi_thread_context* tc = epabi_thread_find(&ep->threads);
     if (tc == NULL && ep->be.thread_streams) EPABI_RETURN_IF_ERROR(epabi_thread_get(&ep->threads, &tc));
+    *tc_out = tc;
     struct epabi_run_env env;
     epabi_thread_run_env(&ep->threads, tc, &env);
     env.threads = ep->pool;
@@ -366,7 +365,28 @@ static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state,
         st = epabi_plan_run(ci->plan, kernel_context, &env);
         if (b->compute_end != NULL) st = b->compute_end(api, &ep->be, env.stream, &scope, st);
     }
-    epabi_capture_note_compute(tc, st == NULL);
+    epabi_capture_note_compute(tc, st == NULL, epabi_plan_node_count(ci->plan));
+    return st;
+}
+
+static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state, OrtKernelContext* kernel_context) {
+    struct epabi_compute_info* ci = (struct epabi_compute_info*)this_ptr;
+    if (compute_state != ci->plan || kernel_context == NULL)
+        return epabi_error(&ci->ep->factory->api, ORT_INVALID_ARGUMENT,
+                           EPABI_EP_NAME ": Compute of '%s' got a state or kernel context it did not create",
+                           epabi_plan_name(ci->plan));
+    struct epabi_thread_context* tc = NULL;
+    struct epabi_profiler* prof = ci->ep->profiler;
+    if (!epabi_profiler_active(prof)) return compute(ci, kernel_context, &tc);
+    /* profiled: on CUDA, compute_end synchronizes outside captures, so the host clock covers the GPU work */
+    struct epabi_profile_event ev = {.kind = EPABI_PROFILE_COMPUTE, .node_name = epabi_plan_name(ci->plan),
+                                     .node_count = epabi_plan_node_count(ci->plan)};
+    ev.start_ns = epabi_profiler_now_ns();
+    OrtStatus* st = compute(ci, kernel_context, &tc);
+    ev.end_ns = epabi_profiler_now_ns();
+    if (ci->ep->graph_capture && tc != NULL)
+        ev.has_annotation_id = epabi_capture_run_annotation(tc, &ev.annotation_id, &ev.capturing);
+    if (st == NULL) epabi_profiler_record(prof, &ev);
     return st;
 }
 
@@ -390,6 +410,8 @@ static OrtStatus* CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const Or
     if (count > 0 && (graphs == NULL || node_compute_infos == NULL))
         return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": Compile got NULL arrays");
     for (size_t i = 0; i < count; ++i) node_compute_infos[i] = NULL;
+    const bool fused_gemm = ep->options.fused_gemm_given ? ep->options.fused_gemm
+                            : ep->be.backend != NULL && ep->be.backend->fused_gemm_default;
     OrtStatus* st = NULL;
     for (size_t i = 0; i < count && st == NULL; ++i) {
         struct epabi_compute_info* ci = calloc(1, sizeof *ci);
@@ -397,8 +419,9 @@ static OrtStatus* CompileImpl(OrtEp* this_ptr, const OrtGraph** graphs, const Or
             st = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory in Compile");
             break;
         }
-        st = epabi_plan_build(api, ep->be.arena, ep->be.plan.upload != NULL ? &ep->be.plan : NULL, ep->logger, graphs[i],
-                              fused_nodes != NULL ? fused_nodes[i] : NULL, &ci->plan);
+        st = epabi_plan_build(api, ep->be.arena, ep->be.plan.upload != NULL ? &ep->be.plan : NULL,
+                              fused_gemm, ep->logger, graphs[i], fused_nodes != NULL ? fused_nodes[i] : NULL,
+                              &ci->plan);
         if (st != NULL) {
             free(ci);
             break;
@@ -452,6 +475,24 @@ static OrtStatus* OnRunStartImpl(OrtEp* this_ptr, const OrtRunOptions* run_optio
 static OrtStatus* OnRunEndImpl(OrtEp* this_ptr, const OrtRunOptions* run_options, bool sync_stream) {
     const struct epabi_ep* ep = ep_of(this_ptr);
     return ep->graph_capture ? epabi_capture_run_end(&ep->threads, run_options, sync_stream) : NULL;
+}
+
+/* Called once per session by hosts >= 1.25, profiling on or off (ep_profiler.h). */
+static OrtStatus* CreateProfilerImpl(OrtEp* this_ptr, OrtEpProfilerImpl** profiler) {
+    struct epabi_ep* ep = (struct epabi_ep*)this_ptr;
+    const struct epabi_api* api = &ep->factory->api;
+    if (profiler == NULL)
+        return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": CreateProfiler got a NULL output pointer");
+    *profiler = NULL;
+    if (ep->profiler != NULL)
+        return epabi_error(api, ORT_FAIL,
+                           EPABI_EP_NAME ": CreateProfiler was called a second time for this EP; a host asks once per "
+                           "session, and the EP's events go to the first profiler");
+    struct epabi_profiler* p = NULL;
+    EPABI_RETURN_IF_ERROR(epabi_profiler_create(api, ep->logger, &p, profiler));
+    ep->profiler = p;
+    ep->threads.profiler = p;
+    return NULL;
 }
 
 static bool IsGraphCaptureEnabledImpl(const OrtEp* this_ptr) {
@@ -515,7 +556,7 @@ static void fill_table(struct epabi_ep* ep) {
     t->GetKernelRegistry = NULL;             /* compile-based EP */
     t->IsConcurrentRunSupported = epabi_has(api, EPABI_POLICY_CONCURRENT_RUN) ? IsConcurrentRunSupportedImpl : NULL;
     t->Sync = epabi_has(api, EPABI_SINCE_OrtEp_Sync) ? SyncImpl : NULL;
-    t->CreateProfiler = NULL;                /* no EP profiler */
+    t->CreateProfiler = epabi_has(api, EPABI_SINCE_OrtEp_CreateProfiler) ? CreateProfilerImpl : NULL;
     if (epabi_has(api, EPABI_SINCE_OrtEp_IsGraphCaptureEnabled)) {
         t->IsGraphCaptureEnabled = IsGraphCaptureEnabledImpl;
         t->IsGraphCaptured = IsGraphCapturedImpl;
@@ -653,6 +694,7 @@ void epabi_ep_destroy(OrtEp* ep) {
     if (e->threads_on) epabi_threads_detach(&e->threads);   /* this EP's graphs and streams, every thread */
     if (e->be.backend != NULL) e->be.backend->ep_close(&e->be);   /* after the graphs: their pools hold arena blocks */
     epabi_pool_destroy(e->pool);   /* after the graphs too: their launches point at it */
+    epabi_profiler_release(e->profiler);   /* the host's reference may outlive the EP */
     epabi_options_release(&e->options);
     free(e);
 }

@@ -12,6 +12,9 @@
  * (capture_policy.h); inside a capture window Compute runs plans with the window's capture pool. Without
  * either, OnRunStart/OnRunEnd return at once and Compute runs plans with no stream (launches execute at once).
  *
+ * Profiling (hosts >= 1.25): OrtEp::CreateProfiler hands the host an OrtEpProfilerImpl (ep_profiler.h); while the
+ * host profiles, each Compute, capture and replay becomes an event of the host's profile.
+ *
  * Ownership: created by OrtEpFactory::CreateEp, destroyed by OrtEpFactory::ReleaseEp; owns its options
  * (force_cpu_nodes), what its backend set up, and its thread registration (a serial; the per-thread contexts
  * belong to their threads and refer to the EP only by that serial). Each OrtNodeComputeInfo owns its plan and
@@ -26,6 +29,7 @@
 
 #include "backend.h"
 #include "ep_factory.h"
+#include "ep_profiler.h"
 #include "options.h"
 #include "plan.h"
 #include "thread_context.h"
@@ -44,6 +48,9 @@ struct epabi_ep {
     struct epabi_pool* pool;           /* the software adapter's intra-op threads (intra_op_num_threads); else NULL */
     bool threads_on;                   /* per-thread contexts: graph capture, or a backend with thread streams */
     struct epabi_thread_owner threads; /* attached when threads_on (thread_context.h) */
+    /* Set by OrtEp::CreateProfiler (hosts >= 1.25, once, when the session registers the EP: before any Compute,
+     * so runs read it without a lock); one reference, dropped by epabi_ep_destroy. NULL: no profiler. */
+    struct epabi_profiler* profiler;
 };
 
 /* Validates options and the device, then fills the OrtEp table gated by the negotiated API version.

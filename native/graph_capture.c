@@ -16,6 +16,7 @@ struct epabi_graph {
     struct epabi_stream_graph* launches;   /* owned; points into pool */
     struct epabi_arena_pool* pool;         /* owned: every block the capturing run took */
     uint64_t replays;
+    unsigned nodes;                        /* ONNX nodes recorded (epabi_graph_manager_set_nodes) */
 };
 
 static void graph_destroy(struct epabi_graph* g) {
@@ -235,6 +236,16 @@ OrtStatus* epabi_graph_manager_replay(struct epabi_graph_manager* m, int id, boo
 uint64_t epabi_graph_manager_replays(const struct epabi_graph_manager* m, int id) {
     const struct epabi_graph* g = epabi_graph_set_find(&m->set, id);
     return g != NULL ? g->replays : 0;
+}
+
+void epabi_graph_manager_set_nodes(struct epabi_graph_manager* m, int id, unsigned nodes) {
+    struct epabi_graph* g = epabi_graph_set_find(&m->set, id);
+    if (g != NULL) g->nodes = nodes;
+}
+
+unsigned epabi_graph_manager_nodes(const struct epabi_graph_manager* m, int id) {
+    const struct epabi_graph* g = epabi_graph_set_find(&m->set, id);
+    return g != NULL ? g->nodes : 0;
 }
 
 size_t epabi_graph_manager_launches(const struct epabi_graph_manager* m, int id) {

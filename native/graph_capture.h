@@ -85,6 +85,9 @@ OrtStatus* epabi_graph_manager_replay(struct epabi_graph_manager* m, int id, boo
 uint64_t epabi_graph_manager_replays(const struct epabi_graph_manager* m, int id);
 size_t epabi_graph_manager_launches(const struct epabi_graph_manager* m, int id);
 void epabi_graph_manager_memory(const struct epabi_graph_manager* m, int id, struct epabi_arena_pool_stats* out);
+/* The ONNX nodes id's graph recorded, as the capturer reported them (0 when absent or unreported). */
+void epabi_graph_manager_set_nodes(struct epabi_graph_manager* m, int id, unsigned nodes);
+unsigned epabi_graph_manager_nodes(const struct epabi_graph_manager* m, int id);
 /* Destroys one id's graph and its count (false when it had none). */
 bool epabi_graph_manager_release(struct epabi_graph_manager* m, int id);
 /* Aborts an open capture, destroys every graph and forgets every count. */

@@ -23,21 +23,34 @@ static void ep_prefix(char* out, size_t len) {
     out[n] = '\0';
 }
 
-/* Finds key under the first prefix that has it; *full_key receives the spelling that matched. */
-static const char* lookup(const struct epabi_api* api, const OrtKeyValuePairs* cfg, const char* key,
+/* Where options come from, highest precedence first: the session's config entries (provider options
+ * included), then the environment's (process-wide defaults). Either may be NULL. */
+struct option_sources {
+    const OrtKeyValuePairs* session;
+    const OrtKeyValuePairs* env;
+};
+
+/* Environment-level EP options are keyed "ep_factory.<EP name>.<key>", the EP name spelt exactly as the
+ * factory reports it (ORT 1.24+ onnxruntime_env_config_keys.h: case-sensitive, unlike the session prefix). */
+#define ENV_PREFIX "ep_factory." EPABI_EP_NAME "."
+
+/* Finds key under the first prefix that has it: the session's three spellings, then the environment's;
+ * *full_key receives the spelling that matched. */
+static const char* lookup(const struct epabi_api* api, const struct option_sources* src, const char* key,
                           char* full_key, size_t full_key_len) {
     char ours[64];
     ep_prefix(ours, sizeof ours);
     const char* const prefixes[] = {ours, "ep.cuda.", ""};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; ++i) {
         snprintf(full_key, full_key_len, "%s%s", prefixes[i], key);
-        const char* v = epabi_kv_get(api, cfg, full_key);
+        const char* v = epabi_kv_get(api, src->session, full_key);
         if (v != NULL) return v;
     }
-    return NULL;
+    snprintf(full_key, full_key_len, "%s%s", ENV_PREFIX, key);
+    return epabi_kv_get(api, src->env, full_key);
 }
 
-static OrtStatus* read_bool(const struct epabi_api* api, const OrtKeyValuePairs* cfg, const char* key,
+static OrtStatus* read_bool(const struct epabi_api* api, const struct option_sources* cfg, const char* key,
                             bool* out) {
     char full[160];
     const char* v = lookup(api, cfg, key, full, sizeof full);
@@ -54,7 +67,7 @@ static OrtStatus* read_bool(const struct epabi_api* api, const OrtKeyValuePairs*
     return NULL;
 }
 
-static OrtStatus* read_nonneg_int(const struct epabi_api* api, const OrtKeyValuePairs* cfg, const char* key,
+static OrtStatus* read_nonneg_int(const struct epabi_api* api, const struct option_sources* cfg, const char* key,
                                   int* out, bool* given) {
     char full[160];
     const char* v = lookup(api, cfg, key, full, sizeof full);
@@ -75,7 +88,7 @@ static OrtStatus* read_nonneg_int(const struct epabi_api* api, const OrtKeyValue
 
 /* A thread count from 0 to EPABI_POOL_MAX_THREADS; 0 or absent leaves *out (the default: one per physical
  * core, as ORT's CPU EP). */
-static OrtStatus* read_thread_count(const struct epabi_api* api, const OrtKeyValuePairs* cfg, const char* key,
+static OrtStatus* read_thread_count(const struct epabi_api* api, const struct option_sources* cfg, const char* key,
                                     int* out) {
     char full[160];
     const char* v = lookup(api, cfg, key, full, sizeof full);
@@ -96,7 +109,7 @@ static OrtStatus* read_thread_count(const struct epabi_api* api, const OrtKeyVal
 }
 
 /* A handle value: decimal digits, or 0x/0X and hex digits; nothing else (no sign, no blanks). */
-static OrtStatus* read_handle(const struct epabi_api* api, const OrtKeyValuePairs* cfg, const char* key,
+static OrtStatus* read_handle(const struct epabi_api* api, const struct option_sources* cfg, const char* key,
                               uintptr_t* out, bool* given) {
     char full[160];
     const char* v = lookup(api, cfg, key, full, sizeof full);
@@ -117,43 +130,63 @@ static OrtStatus* read_handle(const struct epabi_api* api, const OrtKeyValuePair
     return NULL;
 }
 
+/* The environment's config entries, or NULL on hosts before GetEnvConfigEntries (API 24). */
+static OrtStatus* env_entries(const struct epabi_api* api, OrtKeyValuePairs** out) {
+    *out = NULL;
+    if (!epabi_has(api, EPABI_SINCE_OrtEpApi_GetEnvConfigEntries)) return NULL;
+    return api->ep->GetEnvConfigEntries(out);
+}
+
+static OrtStatus* read_all(const struct epabi_api* api, const struct option_sources* src,
+                           struct epabi_options* out) {
+    EPABI_RETURN_IF_ERROR(read_bool(api, src, "enable_cuda_graph", &out->enable_cuda_graph));
+    EPABI_RETURN_IF_ERROR(read_nonneg_int(api, src, "min_num_runs_before_cuda_graph_capture",
+                                          &out->min_num_runs_before_cuda_graph_capture, NULL));
+    EPABI_RETURN_IF_ERROR(
+        read_handle(api, src, "user_compute_stream", &out->user_compute_stream, &out->user_compute_stream_given));
+    EPABI_RETURN_IF_ERROR(read_nonneg_int(api, src, "device_id", &out->device_id, &out->device_id_given));
+    EPABI_RETURN_IF_ERROR(read_bool(api, src, "arena.use_cuda_mempool", &out->use_cuda_mempool));
+    EPABI_RETURN_IF_ERROR(read_thread_count(api, src, "intra_op_num_threads", &out->intra_op_num_threads));
+    EPABI_RETURN_IF_ERROR(read_bool(api, src, "fused_gemm", &out->fused_gemm));
+    char fused_key[160];
+    out->fused_gemm_given = lookup(api, src, "fused_gemm", fused_key, sizeof fused_key) != NULL;
+
+    /* The host's own session keys: never environment defaults. */
+    const char* co = epabi_kv_get(api, src->session, "session.compile_only");
+    out->compile_only = co != NULL && strcmp(co, "1") == 0;
+    /* Older hosts have no session.compile_only: their ModelCompiler marks a compile session only with
+     * ep.context_enable=1 (observed on ORT 1.24.4). */
+    const char* ctx = epabi_kv_get(api, src->session, "ep.context_enable");
+    if (!epabi_has(api, EPABI_POLICY_COMPILE_ONLY_KEY) && ctx != NULL && strcmp(ctx, "1") == 0)
+        out->compile_only = true;
+
+    char full[160];
+    const char* v = lookup(api, src, "force_cpu_nodes", full, sizeof full);
+    if (v != NULL) {
+        out->force_cpu_nodes = strdup(v);
+        if (out->force_cpu_nodes == NULL)
+            return epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory copying option '%s'", full);
+    }
+    return NULL;
+}
+
 OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptions* session_options,
                               struct epabi_options* out) {
     memset(out, 0, sizeof *out);
     out->min_num_runs_before_cuda_graph_capture = 2;
     out->intra_op_num_threads = epabi_pool_default_threads();
-    if (session_options == NULL) return NULL;
 
-    OrtKeyValuePairs* cfg = NULL;
-    EPABI_RETURN_IF_ERROR(api->ort->GetSessionOptionsConfigEntries(session_options, &cfg));
-    OrtStatus* st = read_bool(api, cfg, "enable_cuda_graph", &out->enable_cuda_graph);
-    if (st == NULL)
-        st = read_nonneg_int(api, cfg, "min_num_runs_before_cuda_graph_capture",
-                             &out->min_num_runs_before_cuda_graph_capture, NULL);
-    if (st == NULL)
-        st = read_handle(api, cfg, "user_compute_stream", &out->user_compute_stream, &out->user_compute_stream_given);
-    if (st == NULL) st = read_nonneg_int(api, cfg, "device_id", &out->device_id, &out->device_id_given);
-    if (st == NULL) st = read_bool(api, cfg, "arena.use_cuda_mempool", &out->use_cuda_mempool);
-    if (st == NULL) st = read_thread_count(api, cfg, "intra_op_num_threads", &out->intra_op_num_threads);
+    OrtKeyValuePairs* session = NULL;
+    OrtKeyValuePairs* env = NULL;
+    OrtStatus* st = NULL;
+    if (session_options != NULL) st = api->ort->GetSessionOptionsConfigEntries(session_options, &session);
+    if (st == NULL) st = env_entries(api, &env);
     if (st == NULL) {
-        const char* co = epabi_kv_get(api, cfg, "session.compile_only");
-        out->compile_only = co != NULL && strcmp(co, "1") == 0;
-        /* Older hosts have no session.compile_only: their ModelCompiler marks a compile session only with
-         * ep.context_enable=1 (observed on ORT 1.24.4). */
-        const char* ctx = epabi_kv_get(api, cfg, "ep.context_enable");
-        if (!epabi_has(api, EPABI_POLICY_COMPILE_ONLY_KEY) && ctx != NULL && strcmp(ctx, "1") == 0)
-            out->compile_only = true;
+        struct option_sources src = {session, env};
+        st = read_all(api, &src, out);
     }
-    if (st == NULL) {
-        char full[160];
-        const char* v = lookup(api, cfg, "force_cpu_nodes", full, sizeof full);
-        if (v != NULL) {
-            out->force_cpu_nodes = strdup(v);
-            if (out->force_cpu_nodes == NULL)
-                st = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory copying option '%s'", full);
-        }
-    }
-    api->ort->ReleaseKeyValuePairs(cfg);
+    if (session != NULL) api->ort->ReleaseKeyValuePairs(session);
+    if (env != NULL) api->ort->ReleaseKeyValuePairs(env);
     if (st != NULL) epabi_options_release(out);
     return st;
 }

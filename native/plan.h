@@ -64,17 +64,21 @@ struct epabi_plan_device {
     void* ctx;   /* must outlive the plan */
 };
 
-/* Builds the plan of `graph` (the fused subgraph Compile received) for `fused_node`. Errors:
- * ORT_EP_FAIL for a graph the plan cannot express (a node without a kernel, a value without producer),
- * host errors as returned. The arena is retained. */
+/* Builds the plan of `graph` (the fused subgraph Compile received) for `fused_node`. fuse_linear (EP option
+ * fused_gemm): MatMul/Gemm + bias Add + activation groups become one linear step each (kernels/linear.h); off, every
+ * node is its own step (an Add -> Relu pair still one launch). Errors: ORT_EP_FAIL for a graph the plan cannot
+ * express (a node without a kernel, a value without producer), ORT_FAIL when out of memory, host errors as returned.
+ * The arena is retained. */
 OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* arena,
-                            const struct epabi_plan_device* device, const OrtLogger* logger, const OrtGraph* graph,
-                            const OrtNode* fused_node, struct epabi_plan** out);
+                            const struct epabi_plan_device* device, bool fuse_linear, const OrtLogger* logger,
+                            const OrtGraph* graph, const OrtNode* fused_node, struct epabi_plan** out);
 
 void epabi_plan_destroy(struct epabi_plan* plan);
 
 /* The fused node's name (for messages). */
 const char* epabi_plan_name(const struct epabi_plan* plan);
+/* The ONNX nodes of the fused node's graph, as Compile received it. */
+unsigned epabi_plan_node_count(const struct epabi_plan* plan);
 
 /* One run: reads the inputs from ctx, runs every step, writes the outputs into ctx. Intermediates and
  * scratch come from the arena (or env's capture pool) and all go back to it before returning, on success

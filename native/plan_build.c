@@ -83,6 +83,7 @@ static int add_value(struct epabi_plan* p, const char* name, enum value_kind kin
     v->input_index = -1;
     v->output_index = -1;
     v->producer = -1;
+    v->decl_rank = -1;
     int id = p->n_values++;
     if (!index_put(p, id)) {
         free(v->name);
@@ -90,6 +91,14 @@ static int add_value(struct epabi_plan* p, const char* name, enum value_kind kin
         return -1;
     }
     return id;
+}
+
+/* Records the shape the graph declares for value id, unless one is known already (constants: their own). */
+static void note_shape(struct epabi_plan* p, int id, const struct epabi_value_desc* d) {
+    struct plan_value* v = &p->values[id];
+    if (v->decl_rank >= 0 || d->rank < 0 || d->rank > EPABI_MAX_RANK) return;
+    v->decl_rank = d->rank;
+    memcpy(v->decl_dims, d->dims, sizeof(int64_t) * (size_t)d->rank);
 }
 
 /* Copies a constant initializer's data into a new VK_CONST value. */
@@ -115,6 +124,8 @@ static OrtStatus* add_constant(struct epabi_plan* p, const struct epabi_value_de
     if (bytes > 0) memcpy(host, d->const_data, bytes);
     t->host = host;
     t->data = host;
+    p->values[id].decl_rank = d->rank;
+    memcpy(p->values[id].decl_dims, d->dims, sizeof p->values[id].decl_dims);
     if (p->has_device) {
         t->data = p->device.upload(p->device.ctx, host, bytes > 0 ? bytes : 1);
         if (t->data == NULL)
@@ -163,6 +174,7 @@ static OrtStatus* add_step(struct epabi_plan* p, const OrtNode* node, struct epa
             id = add_value(p, d->name, VK_INNER, d->dtype);
             if (id < 0) return epabi_plan_oom(p, "value");
         }
+        note_shape(p, id, d);
         s->in[j] = id;
     }
     for (int j = 0; j < desc->n_out; ++j) {
@@ -176,6 +188,7 @@ static OrtStatus* add_step(struct epabi_plan* p, const OrtNode* node, struct epa
             if (id < 0) return epabi_plan_oom(p, "value");
         }
         if (p->values[id].dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) p->values[id].dtype = d->dtype;
+        note_shape(p, id, d);
         p->values[id].producer = step_index;
         s->out[j] = id;
     }
@@ -247,8 +260,12 @@ static OrtStatus* add_inputs(struct epabi_plan* p, const OrtGraph* graph, const 
             st = add_constant(p, &d, &id);
         } else {
             id = add_value(p, d.name, VK_INPUT, d.dtype);
-            if (id < 0) st = epabi_plan_oom(p, "input");
-            else p->values[id].input_index = (int)i;
+            if (id < 0) {
+                st = epabi_plan_oom(p, "input");
+            } else {
+                p->values[id].input_index = (int)i;
+                note_shape(p, id, &d);
+            }
         }
         if (st == NULL) p->input_values[i] = id;
     }
@@ -285,8 +302,8 @@ static OrtStatus* add_outputs(struct epabi_plan* p, const OrtGraph* graph, const
 }
 
 OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* arena,
-                            const struct epabi_plan_device* device, const OrtLogger* logger, const OrtGraph* graph,
-                            const OrtNode* fused_node, struct epabi_plan** out) {
+                            const struct epabi_plan_device* device, bool fuse_linear, const OrtLogger* logger,
+                            const OrtGraph* graph, const OrtNode* fused_node, struct epabi_plan** out) {
     const OrtApi* ort = api->ort;
     *out = NULL;
     struct epabi_plan* p = calloc(1, sizeof *p);
@@ -318,9 +335,11 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
         desc = malloc(sizeof *desc);
         if (nodes == NULL || p->steps == NULL || desc == NULL) st = epabi_plan_oom(p, "nodes");
     }
+    if (st == NULL) p->n_nodes = (int)n_nodes;
     if (st == NULL && n_nodes > 0) st = ort->Graph_GetNodes(graph, nodes, n_nodes);
     for (size_t i = 0; i < n_nodes && st == NULL; ++i) st = add_step(p, nodes[i], desc);
     if (st == NULL) st = add_outputs(p, graph, fused_node);
+    if (st == NULL && fuse_linear) st = epabi_plan_fuse_linear(p);
     if (st == NULL) epabi_plan_fuse_epilogues(p);
     if (st == NULL) st = epabi_plan_schedule(p);
     if (st == NULL && p->device_only) epabi_plan_place_steps(p);
@@ -335,8 +354,9 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
         return st;
     }
     EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_VERBOSE,
-              EPABI_EP_NAME ": compiled '%s': %d steps (%d on the host, %d activation nodes fused), %d values, %d inputs, "
-              "%d outputs", p->name, p->n_steps, p->n_host_steps, p->n_fused, p->n_values, p->n_inputs, p->n_outputs);
+              EPABI_EP_NAME ": compiled '%s': %d steps (%d on the host, %d activation nodes fused, %d linear with %d "
+              "node(s) folded in), %d values, %d inputs, %d outputs", p->name, p->n_steps, p->n_host_steps, p->n_fused,
+              p->n_linear, p->n_linear_folded, p->n_values, p->n_inputs, p->n_outputs);
     *out = p;
     return NULL;
 }
@@ -369,4 +389,8 @@ void epabi_plan_destroy(struct epabi_plan* p) {
 
 const char* epabi_plan_name(const struct epabi_plan* plan) {
     return plan->name;
+}
+
+unsigned epabi_plan_node_count(const struct epabi_plan* plan) {
+    return (unsigned)plan->n_nodes;
 }

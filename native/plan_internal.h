@@ -29,6 +29,8 @@ struct plan_value {
     bool on_host;                      /* VK_INNER of a host step: lives in host memory (device plans) */
     bool device_read;                  /* VK_INPUT: a device step hands it to a launch (not only a shape read) */
     struct epabi_tensor tensor;        /* VK_CONST: the plan-owned copy (data on the device, host kept) */
+    int decl_rank;                     /* the shape the graph declares (-1: unknown; a dim of -1 is symbolic) */
+    int64_t decl_dims[EPABI_MAX_RANK];
 };
 
 struct plan_step {
@@ -54,6 +56,9 @@ struct epabi_plan {
     struct epabi_plan_device device;   /* has_device only */
     int n_host_steps;
     int n_fused;                       /* activation steps folded into their producer (a SiLU's two count two) */
+    int n_linear;                      /* linear steps (kernels/linear.h) */
+    int n_linear_folded;               /* bias Adds and activations folded into them */
+    int n_nodes;                       /* ONNX nodes of the fused graph */
     char* name;                        /* owned */
     struct plan_value* values;
     int n_values, cap_values;
@@ -74,6 +79,7 @@ struct epabi_plan {
 OrtStatus* epabi_plan_oom(const struct epabi_plan* p, const char* what);
 
 /* The passes epabi_plan_build runs once every step and value is in, in this order (plan_passes.c): */
+OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p);   /* when the build asks for it (fuse_linear) */
 void epabi_plan_fuse_epilogues(struct epabi_plan* p);
 OrtStatus* epabi_plan_schedule(struct epabi_plan* p);
 void epabi_plan_place_steps(struct epabi_plan* p);       /* device plans the host cannot read (device_only) */

@@ -1,17 +1,20 @@
 /*
  * plan_passes.c - the passes epabi_plan_build (plan_build.c) runs over a plan once its steps and values are in:
- * epilogue fusion, scheduling (dependency order and the step after which each intermediate is freed), host
- * placement of shape computations on device plans, and marking the fused-node inputs device steps launch on.
+ * linear-step fusion (MatMul/Gemm + bias + activation), epilogue fusion, scheduling (dependency order and the step
+ * after which each intermediate is freed), host placement of shape computations on device plans, and marking the
+ * fused-node inputs device steps launch on.
  * Each pass works on the plan in place before it is shared (plan.h), so none takes a lock.
  */
 #include "plan_internal.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ep_factory.h"
 #include "kernel.h"
+#include "linear.h"
 
 /* Orders the steps so that every step follows the producers of its inputs (the host's order is kept when
  * it already is one), then records after which step each intermediate can go back to the arena. */
@@ -137,6 +140,163 @@ void epabi_plan_place_steps(struct epabi_plan* p) {
         for (int j = 0; j < p->steps[si].n_out; ++j) p->values[p->steps[si].out[j]].on_host = true;
     }
 }
+
+/* ---- linear steps (kernels/linear.h) ------------------------------------------------------------------ */
+
+/* The step that reads value v, when exactly one input slot of one step reads it and v may vanish into a fused
+ * step: a float intermediate that is not a fused output. -1 otherwise; *slot receives the input index. */
+static int sole_reader(const struct plan_value* values, const struct plan_step* steps, int n_steps, int v, int* slot) {
+    const struct plan_value* pv = &values[v];
+    if (pv->kind != VK_INNER || pv->output_index >= 0 || pv->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) return -1;
+    int reader = -1, count = 0;
+    for (int si = 0; si < n_steps; ++si) {
+        for (int j = 0; j < steps[si].n_in; ++j) {
+            if (steps[si].in[j] != v) continue;
+            ++count;
+            reader = si;
+            *slot = j;
+        }
+    }
+    return count == 1 ? reader : -1;
+}
+
+/* Removes step ri, whose outputs the linear step `into` now stands for; returns `into`'s index afterwards. */
+static int drop_folded_step(struct epabi_plan* p, int ri, int into) {
+    struct plan_step* r = &p->steps[ri];
+    for (int j = 0; j < r->n_out; ++j) p->values[r->out[j]].producer = into;
+    if (r->state != NULL && r->kernel->release != NULL) r->kernel->release(r->state);
+    free(r->node_name);
+    free(r->op_type);
+    free(r->frees);
+    for (int v = 0; v < p->n_values; ++v)
+        if (p->values[v].producer > ri) p->values[v].producer--;
+    memmove(r, r + 1, (size_t)(p->n_steps - ri - 1) * sizeof *r);
+    p->n_steps--;
+    return into > ri ? into - 1 : into;
+}
+
+/* Extent of a declared dim, -1 when unknown or symbolic. */
+static int64_t decl_dim(const struct plan_value* v, int d) {
+    return v->decl_rank >= 0 && d >= 0 && d < v->decl_rank && v->decl_dims[d] >= 0 ? v->decl_dims[d] : -1;
+}
+
+/* The static M, K, N of a lead's product from the declared shapes of A and B (-1 where unknown), and the rank of
+ * its result (-1 when unknown). False when B is not of rank 2 (a batched MatMul: no linear step). */
+static bool lead_extents(const struct epabi_linear_lead* lead, const struct plan_value* a, const struct plan_value* b,
+                         int64_t* m, int64_t* k, int64_t* n, int* out_rank) {
+    if (b->decl_rank != 2) return false;
+    if (lead->matmul) {
+        *out_rank = a->decl_rank >= 2 ? a->decl_rank : a->decl_rank == 1 ? 1 : -1;
+        *k = a->decl_rank >= 1 ? decl_dim(a, a->decl_rank - 1) : -1;
+        *m = a->decl_rank == 1 ? 1 : a->decl_rank >= 2 ? 1 : -1;
+        for (int d = 0; d + 1 < a->decl_rank && *m >= 0; ++d) {
+            int64_t e = decl_dim(a, d);
+            *m = e < 0 ? -1 : *m * e;
+        }
+        *n = decl_dim(b, 1);
+    } else {
+        if (a->decl_rank != 2) return false;
+        *out_rank = 2;
+        *m = decl_dim(a, lead->trans_a ? 1 : 0);
+        *k = decl_dim(a, lead->trans_a ? 0 : 1);
+        *n = decl_dim(b, lead->trans_b ? 0 : 1);
+    }
+    return true;
+}
+
+/* A constant an Add may hand the linear step as its bias: float, its dims 1 but the last, which is 1 or the
+ * product's N (known), and of a rank that does not grow the product's. */
+static bool is_bias(const struct plan_value* c, int64_t n, int out_rank) {
+    if (c->kind != VK_CONST || c->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || out_rank < 1) return false;
+    const struct epabi_tensor* t = &c->tensor;
+    if (t->rank > out_rank) return false;
+    for (int d = 0; d + 1 < t->rank; ++d)
+        if (t->dims[d] != 1) return false;
+    int64_t last = t->rank >= 1 ? t->dims[t->rank - 1] : 1;
+    return last == 1 || (n >= 0 && last == n);
+}
+
+/* Turns every lead (MatMul with a rank-2 B, Gemm) into a linear step, folding in the Add of a constant bias that
+ * reads its result alone (when the lead has no C), then a Relu/Sigmoid/Tanh/Gelu that reads that result alone. The
+ * last folded node's output becomes the step's output; the values between keep the step as producer but are never
+ * written or read. The CUDA path is chosen here from the declared extents (epabi_linear_path). Runs before the
+ * schedule, on the host's node order. */
+OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p) {
+    for (int li = 0; li < p->n_steps; ++li) {
+        struct plan_step* s = &p->steps[li];
+        struct epabi_linear_lead lead;
+        if (s->kernel->linear_lead == NULL || s->n_out != 1 || s->n_in < 2 || s->in[0] < 0 || s->in[1] < 0 ||
+            !s->kernel->linear_lead(s->state, &lead))
+            continue;
+        lead.has_c = s->n_in >= 3 && s->in[2] >= 0;
+        int64_t m = -1, k = -1, n = -1;
+        int out_rank = -1;
+        if (!lead_extents(&lead, &p->values[s->in[0]], &p->values[s->in[1]], &m, &k, &n, &out_rank)) continue;
+        if (p->values[s->out[0]].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) continue;
+
+        int tail = s->out[0], slot = 0, bias = -1, add = -1, act_step = -1;
+        int32_t activation = -1;
+        int r = lead.has_c ? -1 : sole_reader(p->values, p->steps, p->n_steps, tail, &slot);
+        if (r >= 0 && p->steps[r].kernel->linear_bias && p->steps[r].n_in == 2 && p->steps[r].n_out == 1 &&
+            p->steps[r].in[1 - slot] >= 0 && is_bias(&p->values[p->steps[r].in[1 - slot]], n, out_rank) &&
+            p->values[p->steps[r].out[0]].dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
+            add = r;
+            bias = p->steps[r].in[1 - slot];
+            tail = p->steps[r].out[0];
+        }
+        r = sole_reader(p->values, p->steps, p->n_steps, tail, &slot);
+        if (r >= 0 && p->steps[r].kernel->linear_activation != NULL && p->steps[r].n_in == 1 &&
+            p->steps[r].n_out == 1 &&
+            p->values[p->steps[r].out[0]].dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT &&
+            (activation = p->steps[r].kernel->linear_activation(p->steps[r].state)) >= 0) {
+            act_step = r;
+            tail = p->steps[r].out[0];
+        } else {
+            activation = -1;
+        }
+
+        struct epabi_linear_state* ls = epabi_linear_state_new(&lead, bias >= 0, activation,
+                                                               epabi_linear_path(m, k, n));
+        if (ls == NULL) return epabi_plan_oom(p, "linear step");
+        /* the group's name for messages: the lead's op and what was folded in */
+        char name[96];
+        snprintf(name, sizeof name, "%s%s%s%s", s->op_type, add >= 0 ? "+" : "", add >= 0 ? p->steps[add].op_type : "",
+                 act_step >= 0 ? "+" : "");
+        size_t used = strlen(name);
+        if (act_step >= 0) snprintf(name + used, sizeof name - used, "%s", p->steps[act_step].op_type);
+        char* op_type = strdup(name);
+        if (op_type == NULL) {
+            free(ls);
+            return epabi_plan_oom(p, "linear step");
+        }
+        if (s->state != NULL && s->kernel->release != NULL) s->kernel->release(s->state);
+        free(s->op_type);
+        s->op_type = op_type;
+        s->kernel = &epabi_kernel_linear;
+        s->state = ls;
+        if (bias >= 0) {
+            s->in[2] = bias;
+            s->n_in = 3;
+        }
+        s->out[0] = tail;
+        p->values[tail].producer = li;
+        p->n_linear++;
+        /* the folded steps go, the later one first so the earlier index stays valid */
+        int first = add >= 0 && act_step >= 0 ? (add < act_step ? add : act_step) : add >= 0 ? add : act_step;
+        int second = add >= 0 && act_step >= 0 ? (add < act_step ? act_step : add) : -1;
+        if (second >= 0) {
+            li = drop_folded_step(p, second, li);
+            p->n_linear_folded++;
+        }
+        if (first >= 0) {
+            li = drop_folded_step(p, first, li);
+            p->n_linear_folded++;
+        }
+    }
+    return NULL;
+}
+
+/* ---- activation epilogues (kernels/epilogue.h) -------------------------------------------------------- */
 
 /* The readers of value v among the steps. */
 static int readers_of(const struct epabi_plan* p, int v) {

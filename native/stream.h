@@ -19,8 +19,8 @@
  * (Reshape's shape, Slice's starts/ends, Expand's shape, axes inputs; see kernel.h); if capture only
  * recorded, those reads would see stale data and derive wrong shapes. The CUDA backend cannot execute
  * while capturing, so there those inputs must be host-resident and produced before the capture window (what
- * ORT's ALLOW_CPU_FOR_SHAPES placement arranges); the graph manager still replays once right after
- * end_capture on every backend, so the capturing run's outputs are real on both.
+ * ORT's ALLOW_CPU_FOR_SHAPES placement arranges), and capture_policy.c replays once right after
+ * end_capture there, so the capturing run's outputs are real on both.
  *
  * Memory the recorded launches point at is not the stream's business: the executor takes it from a
  * capture pool (arena.h) that the captured graph owns (graph_capture.h).

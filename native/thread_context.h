@@ -26,6 +26,7 @@
 
 #include "api.h"
 #include "arena.h"
+#include "ep_profiler.h"
 #include "graph_capture.h"
 #include "plan.h"
 #include "stream.h"
@@ -49,6 +50,9 @@ struct epabi_thread_owner {
     int min_runs;                      /* min_num_runs_before_cuda_graph_capture */
     unsigned fused_nodes;              /* fused nodes the EP compiled: each run computes every one of them */
     bool log_verbose;                  /* the logger shows VERBOSE lines: read once, at attach */
+    /* The EP's profiler (ep_profiler.h), set by OrtEp::CreateProfiler before any run; NULL: none. Captures and
+     * replays become its events while the host profiles. */
+    struct epabi_profiler* profiler;
     uint64_t serial;                   /* set by epabi_threads_attach; 0 = not attached */
 };
 
@@ -56,6 +60,9 @@ struct epabi_thread_owner {
 struct epabi_thread_run {
     bool failed;                       /* a fused node failed since OnRunStart */
     unsigned computes;                 /* fused-node runs since OnRunStart */
+    unsigned nodes;                    /* ONNX nodes those runs computed */
+    int annotation_id;                 /* of the run in progress (gpu_graph_id) */
+    int64_t capture_start_ns;          /* when the open capture began (epabi_profiler_now_ns) */
     struct epabi_arena_stats watermark;   /* arena stats right before the open capture began */
     size_t device_free;                /* the device's free bytes at the same moment (0: unknown) */
 };

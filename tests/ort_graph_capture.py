@@ -148,7 +148,8 @@ def main(lib):
     check(count(log, "capturing graph of annotation id 1 on this thread after 2 regular run(s)") == 1,
           "one id: captured once, after 2 regular runs")
     check(count(log, "ReplayGraph replayed annotation id 1") == 4, "one id: 4 ReplayGraph replays for calls 2-5")
-    check(count(log, "replayed annotation id 1 once right after capture") == 1, "one id: replay right after capture")
+    check(count(log, "replayed annotation id 1 once right after capture") == 0,
+          "one id: no replay right after capture (the host stream executed the launches while recording)")
     check(count(log, "allocated memory during graph capture") == 0, "one id: no allocation warning after warm-up")
     check(count(log, "Start another run for necessary memory allocation or graph capture") == 2,
           "one id: ORT ran 2 extra internal runs in call 1")

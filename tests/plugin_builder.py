@@ -10,6 +10,8 @@ from pathlib import Path
 from epabi._ffi import header_path
 
 SOURCE = Path(__file__).parent / "plugins" / "misbehaving_plugin.c"
+#: Flags that are link options rather than (only) defines.
+_LINK_FLAGS = {"NODELETE": ["-Wl,-z,nodelete"]}
 KERNEL_SOURCE = Path(__file__).parent / "plugins" / "kernel_plugin.c"
 
 
@@ -36,6 +38,7 @@ def _build(source: Path, lib: Path, flag: str | None) -> Path:
            f"-I{include}", str(source), "-o", str(lib)]
     if flag:
         cmd.insert(1, f"-D{flag}")
+        cmd += _LINK_FLAGS.get(flag, [])
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"building the test plugin with {flag} failed:\n{proc.stderr}")

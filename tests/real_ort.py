@@ -1,6 +1,7 @@
 """Real onnxruntime wheels as hosts for the plugin: one cached venv per release, scripts run inside it.
 
-Each release lives in its own venv, ``$EPABI_VENV_DIR/ort-<version>`` (default ``~/.cache/epabi/venvs``),
+Each release lives in its own venv, ``$EPABI_VENV_DIR/ort-<version>`` (default ``$EPABI_CACHE_DIR/venvs``, that
+is ``~/.cache/epabi/venvs``),
 created on first use with ``python -m venv`` and ``pip install onnxruntime==<version>``. Creation holds an
 exclusive lock file next to the venv and marks the venv incomplete until pip has finished, so concurrent
 pytest processes neither build it twice nor use a half-built one.
@@ -75,9 +76,16 @@ class OrtVenvError(RuntimeError):
     """The venv for an onnxruntime release could not be created (typically: no network for pip)."""
 
 
+def cache_root() -> Path:
+    """The test suite's download cache (``EPABI_CACHE_DIR``, default ``~/.cache/epabi``): the real-onnxruntime
+    venvs (``venvs/``) and the third-party plugins (``plugins/``) live below it unless ``EPABI_VENV_DIR`` or
+    ``EPABI_PLUGIN_DIR`` move one of them."""
+    return Path(os.environ.get("EPABI_CACHE_DIR", Path.home() / ".cache" / "epabi")).expanduser()
+
+
 def venv_root() -> Path:
-    """Folder holding the per-release venvs (``EPABI_VENV_DIR`` or ``~/.cache/epabi/venvs``)."""
-    return Path(os.environ.get("EPABI_VENV_DIR", Path.home() / ".cache" / "epabi" / "venvs")).expanduser()
+    """Folder holding the per-release venvs (``EPABI_VENV_DIR``, default ``$EPABI_CACHE_DIR/venvs``)."""
+    return Path(os.environ.get("EPABI_VENV_DIR", cache_root() / "venvs")).expanduser()
 
 
 def _venv_python(venv: Path) -> Path:

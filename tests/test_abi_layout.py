@@ -33,6 +33,14 @@ FACTS_TABLES = {
 }
 # Plain data fields the facts sheet gives by byte offset in prose instead of in a table row.
 DATA_FIELDS = {"OrtKernelImpl": {"ort_version_supported": 0, "flags": 4}}
+# Tables the facts sheet lacks: {member: (slot, since)} from onnxruntime_ep_c_api.h (1.25 on), the slots checked on
+# the 1.32.0 wheel: its plugin-EP profiler bridge calls offsets 0x10, 0x18, 0x20 and 0x28 of the table for
+# StartProfiling, StartEvent, StopEvent and EndProfiling (its machine code; tests/test_real_ort_profiling.py sees
+# each call arrive where the plugin expects it).
+OWN_TABLES = {
+    "OrtEpProfilerImpl": {"ort_version_supported": (0, 25), "Release": (1, 25), "StartProfiling": (2, 25),
+                          "StartEvent": (3, 25), "StopEvent": (4, 25), "EndProfiling": (5, 25)},
+}
 
 
 def _facts_text(name: str) -> str:
@@ -97,6 +105,13 @@ def test_every_declared_member_matches_the_facts_sheet(struct: str) -> None:
         assert named == len(expected)
 
 
+@pytest.mark.parametrize("struct", list(OWN_TABLES))
+def test_tables_missing_from_the_facts_sheet_match_the_checked_layout(struct: str) -> None:
+    since = member_since(struct)
+    got = {name: (slot, since[name]) for name, slot, _ in slot_fields(struct)}
+    assert got == OWN_TABLES[struct]
+
+
 def test_table_sizes_match_the_releases_we_declare() -> None:
     ptr = ffi.sizeof("void*")
     assert ffi.sizeof("OrtEp") // ptr == 26  # 1.29/1.30
@@ -105,14 +120,20 @@ def test_table_sizes_match_the_releases_we_declare() -> None:
     assert ffi.sizeof("OrtApi") // ptr == 429  # 1.32 (426-428 as padding)
     assert ffi.sizeof("OrtNodeFusionOptions") == 8
     assert ffi.sizeof("OrtResourceCount") == 56
+    assert ffi.sizeof("OrtEnvCreationOptions") == 48  # 1.24 (7 fields)
+    assert [ffi.offsetof("OrtEnvCreationOptions", f) for f in (
+        "version", "logging_severity_level", "log_id", "custom_logging_function", "custom_logging_param",
+        "threading_options", "config_entries")] == [0, 4, 8, 16, 24, 32, 40]
     assert ffi.sizeof("OrtKernelImpl") // ptr == 5  # 1.24-1.30
+    assert ffi.sizeof("OrtEpProfilerImpl") // ptr == 6  # 1.25-1.32
 
 
 def test_c_compiler_and_cffi_agree_on_every_offset(tmp_path: Path) -> None:
     cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
     if cc is None:
         pytest.skip("no C compiler")
-    structs = ["OrtApiBase", "OrtApi", "OrtEpApi", *list(FACTS_TABLES)[1:], "OrtNodeFusionOptions", "OrtResourceCount"]
+    structs = ["OrtApiBase", "OrtApi", "OrtEpApi", *list(FACTS_TABLES)[1:], *OWN_TABLES, "OrtNodeFusionOptions",
+               "OrtResourceCount", "OrtEnvCreationOptions"]
     lines = ['#include <stdio.h>', '#include "epabi/ort_abi.h"', "int main(void) {"]
     expected = []
     for struct in dict.fromkeys(structs):

@@ -18,6 +18,7 @@ def _configure(tmp_path: Path, content: str | None) -> subprocess.CompletedProce
     for name in ("CMakeLists.txt", "pyproject.toml", "version_script.lds", "symbols.def"):
         shutil.copy(ROOT / name, src / name)
     shutil.copytree(ROOT / "native", src / "native")
+    shutil.copytree(ROOT / "cmake", src / "cmake")
     if content is not None:
         (src / "MIN_ONNXRUNTIME_VERSION").write_text(content)
     return subprocess.run(["cmake", "-S", str(src), "-B", str(tmp_path / "build")],

@@ -389,7 +389,7 @@ def test_the_environment_chooses_the_fallback(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "onnxruntime", None)
     with pytest.raises(epabi.OrtStatusError) as info:
         epabi.InferenceSession(model)
-    assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT and "[ort] extra" in str(info.value)
+    assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT and "[onnxruntime] extra" in str(info.value)
 
 
 def test_magika_on_the_cpu_fallback_equals_ort_cpu_ep() -> None:

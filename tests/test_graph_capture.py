@@ -361,20 +361,24 @@ def test_control_flow_models_are_refused_with_capture(host: epabi.Host) -> None:
                           "(KernelContext_GetPreallocatedOutput, API 30) or refuse the capture")
 def test_plain_run_after_capture_returns_nothing_like_ort(host: epabi.Host) -> None:
     x = np.ones((3, 2), np.float32)
+    as_ort = _run_opts(None)
+    as_ort.add_run_config_entry("epabi.graph_capture.on_binding_change", "replay")  # no stale-replay check
     with _session(host, _add_model()) as session:
-        first = session.run(None, {"x": x, "y": x})  # executes and captures: real outputs
+        first = session.run(None, {"x": x, "y": x}, as_ort)  # executes and captures: real outputs
         np.testing.assert_array_equal(first[0], x + x)
-        assert session.run(None, {"x": x, "y": x}) == []  # a replay hands no fresh outputs to run()
+        assert session.run(None, {"x": x, "y": x}, as_ort) == []  # a replay hands no fresh outputs to run()
 
 
 def test_a_replay_into_the_freed_outputs_of_the_capturing_run_is_caught(host: epabi.Host) -> None:
     # ORT frees the outputs it allocated for a run once the run is over; the host poisons and quarantines them
     x = np.ones((3, 2), np.float32)
+    as_ort = _run_opts(None)
+    as_ort.add_run_config_entry("epabi.graph_capture.on_binding_change", "replay")  # no stale-replay check
     with _session(host, _add_model()) as session:
-        first = session.run(None, {"x": x, "y": x})
+        first = session.run(None, {"x": x, "y": x}, as_ort)
         np.testing.assert_array_equal(first[0], x + x)  # the caller's copy survives the freeing
         with pytest.raises(epabi.ConductError, match=r"wrote into host buffers freed after an earlier run \('z'\)"):
-            session.run(None, {"x": x, "y": x})
+            session.run(None, {"x": x, "y": x}, as_ort)
 
 
 def test_nodes_left_on_cpu_make_the_ep_refuse_capture(host: epabi.Host, caplog: pytest.LogCaptureFixture) -> None:

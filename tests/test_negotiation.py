@@ -49,6 +49,7 @@ def test_members_follow_the_negotiated_version(api: int, library_path: str, soft
         assert requests[-1] == min(api, NEWEST_API)  # the plugin declares what it knows: API 30
         assert {"GetName", "GetCapability"} <= members
         assert ("Sync" in members) == (api >= 25)
+        assert ("CreateProfiler" in members) == (api >= 25)
         assert (GRAPH_MEMBERS <= members) == (api >= 26)
         assert not (GRAPH_MEMBERS & members) or api >= 26
         assert ("IsConcurrentRunSupported" in members) == (api >= 28)

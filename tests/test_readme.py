@@ -16,18 +16,20 @@ def _blocks() -> list[str]:
     return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
 
 
-def test_readme_has_both_examples() -> None:
-    assert len(_blocks()) == 2
+def test_readme_has_its_examples() -> None:
+    assert len(_blocks()) == 3  # onnxruntime, epabi's host, profiling (after the first)
 
 
-def test_readme_examples_run() -> None:
+def test_readme_examples_run(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
-    first, second = _blocks()
-    code = first + "\nimport epabi, numpy as np\n" + second
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    first, second, profiling = _blocks()
+    code = first + "\nimport epabi, numpy as np\n" + second + "\n" + profiling
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "EpAbiExecutionProvider" in proc.stdout  # the node assignment printed by the second example
     assert proc.stdout.count("array(") >= 2
+    assert "['epabi_compute']" in proc.stdout  # the profiling example, under onnxruntime >= 1.25
+    assert len(list(tmp_path.glob("mlp_*.json"))) == 1
 
 
 def test_readme_first_lines_are_the_two_commands() -> None:

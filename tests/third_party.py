@@ -1,10 +1,10 @@
 """Real third-party plugin EPs from PyPI, for the host-fidelity tests: fetched once and cached like the ORT venvs.
 
-``plugin_library(name)`` downloads the plugin's wheel (``pip download --no-deps``) into
-``$EPABI_PLUGIN_DIR`` (default ``~/.cache/epabi/plugins``), unpacks it there with the wheel's own layout (so the
-library's RPATH finds the libraries bundled beside it) and returns the plugin library's path. Unpacking holds an
-exclusive lock and marks the folder incomplete until it is done, so concurrent pytest processes neither fetch twice
-nor use a half-unpacked plugin. Without network: a skip locally, a failure in CI (``CI`` set).
+``plugin_library(name)`` downloads the plugin's wheel (``pip download --no-deps``) into ``$EPABI_PLUGIN_DIR``
+(default ``$EPABI_CACHE_DIR/plugins``, that is ``~/.cache/epabi/plugins``), unpacks it there with the wheel's own
+layout (so the library's RPATH finds the libraries bundled beside it) and returns the plugin library's path.
+Unpacking holds an exclusive lock and marks the folder incomplete until it is done, so concurrent pytest processes
+neither fetch twice nor use a half-unpacked plugin. Without network: a skip locally, a failure in CI (``CI`` set).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from real_ort import exclusive_lock
+from real_ort import cache_root, exclusive_lock
 
 _INCOMPLETE = ".epabi-incomplete"
 
@@ -45,7 +45,7 @@ class PluginFetchError(RuntimeError):
 
 
 def plugin_root() -> Path:
-    return Path(os.environ.get("EPABI_PLUGIN_DIR", Path.home() / ".cache" / "epabi" / "plugins")).expanduser()
+    return Path(os.environ.get("EPABI_PLUGIN_DIR", cache_root() / "plugins")).expanduser()
 
 
 def _fetch(folder: Path, plugin: Plugin) -> None:

@@ -114,9 +114,11 @@ static OrtStatus* ep_open(const struct epabi_api* api, const struct epabi_backen
     out->thread_streams = true;
     out->mempool = config->use_mempool;
     EPABI_LOG(api, config->logger, ORT_LOGGING_LEVEL_INFO,
-              EPABI_EP_NAME ": CUDA backend on GPU %d (%s, sm_%d%d, PCI %s; driver %d, NVRTC %d.%d from %s, cuBLAS %s)%s",
-              ordinal, dev->name, dev->cc_major, dev->cc_minor, dev->pci_bus_id, libs->cu->version, libs->nvrtc->major,
-              libs->nvrtc->minor, libs->nvrtc_path, libs->cublas != NULL ? libs->cublas_path : "not found",
+              EPABI_EP_NAME ": CUDA backend on GPU %d (%s, sm_%d%d, PCI %s; driver %d, NVRTC %d.%d from %s, cuBLAS %s, "
+              "cuBLASLt %s)%s", ordinal, dev->name, dev->cc_major, dev->cc_minor, dev->pci_bus_id, libs->cu->version,
+              libs->nvrtc->major, libs->nvrtc->minor, libs->nvrtc_path,
+              libs->cublas != NULL ? libs->cublas_path : "not found",
+              libs->cublaslt != NULL ? libs->cublaslt_path : "not loaded",
               config->use_mempool ? "; run memory from the CUDA memory pool" : "");
     return NULL;
 }
@@ -191,6 +193,7 @@ static OrtStatus* sync_stream(const struct epabi_api* api, int ordinal, OrtSyncS
 
 static const struct epabi_backend kCuda = {
     .name = "cuda",
+    .fused_gemm_default = false,
     .available = available,
     .hardware_count = hardware_count,
     .hardware_describe = hardware_describe,

@@ -54,6 +54,7 @@ static_assert(sizeof(gather_args) == 64, "gather_args layout");
 static_assert(sizeof(shape_args) == 80, "shape_args layout");
 static_assert(sizeof(matmul_launch) == 264, "matmul_launch layout");
 static_assert(sizeof(gemm_launch) == 120, "gemm_launch layout");
+static_assert(sizeof(linear_launch) == 128, "linear_launch layout");
 static_assert(sizeof(conv_launch) == 248, "conv_launch layout");
 static_assert(sizeof(ln_operand) == 80, "ln_operand layout");
 static_assert(sizeof(layernorm_launch) == 296, "layernorm_launch layout");
@@ -159,6 +160,26 @@ static_assert(EP_OFF(gemm_launch, beta) == 92, "gemm_launch.beta");
 static_assert(EP_OFF(gemm_launch, c_rows) == 96, "gemm_launch.c_rows");
 static_assert(EP_OFF(gemm_launch, c_cols) == 104, "gemm_launch.c_cols");
 static_assert(EP_OFF(gemm_launch, pool) == 112, "gemm_launch.pool");
+static_assert(EP_OFF(linear_launch, a) == 0, "linear_launch.a");
+static_assert(EP_OFF(linear_launch, b) == 8, "linear_launch.b");
+static_assert(EP_OFF(linear_launch, c) == 16, "linear_launch.c");
+static_assert(EP_OFF(linear_launch, y) == 24, "linear_launch.y");
+static_assert(EP_OFF(linear_launch, pack) == 32, "linear_launch.pack");
+static_assert(EP_OFF(linear_launch, trans_a) == 40, "linear_launch.trans_a");
+static_assert(EP_OFF(linear_launch, trans_b) == 41, "linear_launch.trans_b");
+static_assert(EP_OFF(linear_launch, activation) == 44, "linear_launch.activation");
+static_assert(EP_OFF(linear_launch, path) == 48, "linear_launch.path");
+static_assert(EP_OFF(linear_launch, pad_) == 52, "linear_launch.pad_");
+static_assert(EP_OFF(linear_launch, m) == 56, "linear_launch.m");
+static_assert(EP_OFF(linear_launch, n) == 64, "linear_launch.n");
+static_assert(EP_OFF(linear_launch, k) == 72, "linear_launch.k");
+static_assert(EP_OFF(linear_launch, lda) == 80, "linear_launch.lda");
+static_assert(EP_OFF(linear_launch, ldb) == 88, "linear_launch.ldb");
+static_assert(EP_OFF(linear_launch, alpha) == 96, "linear_launch.alpha");
+static_assert(EP_OFF(linear_launch, beta) == 100, "linear_launch.beta");
+static_assert(EP_OFF(linear_launch, c_rows) == 104, "linear_launch.c_rows");
+static_assert(EP_OFF(linear_launch, c_cols) == 112, "linear_launch.c_cols");
+static_assert(EP_OFF(linear_launch, pool) == 120, "linear_launch.pool");
 static_assert(EP_OFF(conv_launch, x) == 0, "conv_launch.x");
 static_assert(EP_OFF(conv_launch, w) == 8, "conv_launch.w");
 static_assert(EP_OFF(conv_launch, bias) == 16, "conv_launch.bias");
@@ -1189,6 +1210,177 @@ EP_KERNEL gemm_fill_c(const EP_GC gemm_launch L, float scale, int64_t n_items) {
             const float v = L.c[(L.c_rows == 1 ? 0 : i) * L.c_cols + (L.c_cols == 1 ? 0 : j)];
             L.y[e] = scale * v;
         }
+    }
+}
+
+/* ---- linear steps (struct linear_launch; kernels/linear.h) ---------------------------------------- */
+
+/* Every linear kernel's epilogue, as the host's linear launch: alpha times the product plus beta times C broadcast
+ * (c_rows / c_cols 1 or full), then the activation with the Unary kernels' math (NaN stays NaN through Relu). */
+EP_DEV float linear_finish(const linear_launch& L, float acc, int64_t i, int64_t j) {
+    float v = L.alpha * acc;
+    if (L.c != nullptr) v += L.beta * L.c[(L.c_rows == 1 ? 0 : i) * L.c_cols + (L.c_cols == 1 ? 0 : j)];
+    return L.activation >= 0 ? un_apply(L.activation, v, 0.0f, 0.0f) : v;
+}
+
+EP_DEV int64_t lin_min(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* Stages op(A)[row0 .. row0 + R, k0 .. k0 + kc) into shared memory, zero for rows past m: element (r, p) at
+ * As[r * rs + p * ps]. Consecutive threads read consecutive addresses of A (along K, or along M with transA). */
+template <int R> EP_DEV void lin_stage_a(const linear_launch& L, float* As, int rs, int ps, int64_t row0, int64_t k0,
+                                         int kc) {
+    for (int e = threadIdx.x; e < kc * R; e += EPABI_LINEAR_THREADS) {
+        int r, p;
+        if (L.trans_a) {
+            r = e % R;
+            p = e / R;
+        } else {
+            p = e % kc;
+            r = e / kc;
+        }
+        const int64_t i = row0 + r, gp = k0 + p;
+        float v = 0.0f;
+        if (i < L.m) v = L.trans_a ? L.a[gp * L.lda + i] : L.a[i * L.lda + gp];
+        As[r * rs + p * ps] = v;
+    }
+}
+
+/* B is [k, n] (no transB). A block computes R rows x 32 columns of Y: lane l owns column col0 + l and keeps R sums;
+ * warp w takes its slice of each staged chunk of K, reading one row of B per step (32 consecutive floats: one
+ * coalesced load per warp) against the staged A (one address for the whole warp: a broadcast). The slice of B is
+ * loaded into registers before A is staged, so the two loads' latencies overlap (launch-bound shapes wait on little
+ * else). The 8 slices are then added in warp order through shared memory and warp 0 writes the epilogue. Loops over
+ * row and column tiles past the grid, so any m, n, k are covered. */
+template <int R> EP_DEV void linear_nn(const linear_launch& L) {
+    constexpr int W = EPABI_LINEAR_THREADS / 32, Q = EPABI_LINEAR_KC / W;   /* Q: rows of a warp's slice */
+    __shared__ float As[EPABI_LINEAR_KC * R];        /* [p][r] */
+    __shared__ float part[(W - 1) * R * 32];         /* the sums of warps 1..W-1 */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int64_t row0 = (int64_t)blockIdx.y * R; row0 < L.m; row0 += (int64_t)gridDim.y * R) {
+        for (int64_t col0 = (int64_t)blockIdx.x * EPABI_LINEAR_NN_COLS; col0 < L.n;
+             col0 += (int64_t)gridDim.x * EPABI_LINEAR_NN_COLS) {
+            const int64_t j = col0 + lane;
+            float acc[R];
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+            for (int64_t k0 = 0; k0 < L.k; k0 += EPABI_LINEAR_KC) {
+                const int kc = (int)lin_min(EPABI_LINEAR_KC, L.k - k0);
+                const int per = (kc + W - 1) / W;   /* <= Q */
+                const int p0 = warp * per, p1 = p0 + per < kc ? p0 + per : kc;
+                float bv[Q];
+#pragma unroll
+                for (int q = 0; q < Q; ++q) {
+                    float v = 0.0f;
+                    if (j < L.n && p0 + q < p1) v = L.b[(k0 + p0 + q) * L.ldb + j];
+                    bv[q] = v;
+                }
+                __syncthreads();   /* the previous chunk's readers are done */
+                lin_stage_a<R>(L, As, 1, R, row0, k0, kc);
+                __syncthreads();
+#pragma unroll
+                for (int q = 0; q < Q; ++q) {
+                    if (p0 + q < p1) {   /* rows past the slice hold another chunk's values: never read */
+                        const float* ar = As + (p0 + q) * R;
+#pragma unroll
+                        for (int r = 0; r < R; ++r) acc[r] = fmaf(ar[r], bv[q], acc[r]);
+                    }
+                }
+            }
+            if (warp > 0) {
+#pragma unroll
+                for (int r = 0; r < R; ++r) part[((warp - 1) * R + r) * 32 + lane] = acc[r];
+            }
+            __syncthreads();
+            if (warp == 0 && j < L.n) {
+                for (int w = 1; w < W; ++w) {
+#pragma unroll
+                    for (int r = 0; r < R; ++r) acc[r] += part[((w - 1) * R + r) * 32 + lane];
+                }
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const int64_t i = row0 + r;
+                    if (i < L.m) L.y[i * L.n + j] = linear_finish(L, acc[r], i, j);
+                }
+            }
+            __syncthreads();   /* part is free for the next tile */
+        }
+    }
+}
+
+/* B is [n, k] (transB). A block computes R rows x 8 columns: warp w owns column col0 + w, its lanes stride through
+ * each staged chunk of K (a row of B read contiguously: coalesced, into registers before A is staged) and keep R
+ * partial sums, which a butterfly of shuffles adds up; lane r then writes row r's epilogue. */
+template <int R> EP_DEV void linear_nt(const linear_launch& L) {
+    constexpr int Q = EPABI_LINEAR_KC / 32;          /* elements of a chunk per lane */
+    __shared__ float As[R * EPABI_LINEAR_KC];        /* [r][p] */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int64_t row0 = (int64_t)blockIdx.y * R; row0 < L.m; row0 += (int64_t)gridDim.y * R) {
+        for (int64_t col0 = (int64_t)blockIdx.x * EPABI_LINEAR_NT_COLS; col0 < L.n;
+             col0 += (int64_t)gridDim.x * EPABI_LINEAR_NT_COLS) {
+            const int64_t j = col0 + warp;   /* the same for the whole warp */
+            float acc[R];
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+            for (int64_t k0 = 0; k0 < L.k; k0 += EPABI_LINEAR_KC) {
+                const int kc = (int)lin_min(EPABI_LINEAR_KC, L.k - k0);
+                float bv[Q];
+#pragma unroll
+                for (int q = 0; q < Q; ++q) {
+                    const int p = lane + 32 * q;
+                    float v = 0.0f;
+                    if (j < L.n && p < kc) v = L.b[j * L.ldb + k0 + p];
+                    bv[q] = v;
+                }
+                __syncthreads();   /* the previous chunk's readers are done */
+                lin_stage_a<R>(L, As, EPABI_LINEAR_KC, 1, row0, k0, kc);
+                __syncthreads();
+#pragma unroll
+                for (int q = 0; q < Q; ++q) {
+                    const int p = lane + 32 * q;
+                    if (p < kc) {   /* past kc: another chunk's values, never read */
+#pragma unroll
+                        for (int r = 0; r < R; ++r) acc[r] = fmaf(As[r * EPABI_LINEAR_KC + p], bv[q], acc[r]);
+                    }
+                }
+            }
+            if (j < L.n) {   /* warp-uniform: every lane of the warp takes part in the shuffles */
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+#pragma unroll
+                    for (int off = 16; off > 0; off >>= 1) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
+                }
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    const int64_t i = row0 + r;
+                    if (lane == r && i < L.m) L.y[i * L.n + j] = linear_finish(L, acc[r], i, j);
+                }
+            }
+        }
+    }
+}
+
+#define LINEAR_KERNELS(R)                                                                                   \
+    EP_KERNEL __launch_bounds__(EPABI_LINEAR_THREADS) linear_nn_##R(const EP_GC linear_launch L) {          \
+        linear_nn<R>(L);                                                                                    \
+    }                                                                                                       \
+    EP_KERNEL __launch_bounds__(EPABI_LINEAR_THREADS) linear_nt_##R(const EP_GC linear_launch L) {          \
+        linear_nt<R>(L);                                                                                    \
+    }
+LINEAR_KERNELS(1)
+LINEAR_KERNELS(2)
+LINEAR_KERNELS(4)
+LINEAR_KERNELS(8)
+LINEAR_KERNELS(16)
+#undef LINEAR_KERNELS
+
+/* The epilogue alone, n_items = m * n: after a separate GEMM wrote alpha * op(A) op(B) into Y (from_product), or
+ * without a product (k == 0 or alpha == 0: BLAS reads neither A nor B) from 0. */
+EP_KERNEL linear_epilogue_f32(const EP_GC linear_launch L, int from_product, int64_t n_items) {
+    GRID_LOOP(e, n_items) {
+        const int64_t i = e / L.n, j = e - i * L.n;
+        float v = from_product ? L.y[e] : 0.0f;
+        if (L.c != nullptr) v += L.beta * L.c[(L.c_rows == 1 ? 0 : i) * L.c_cols + (L.c_cols == 1 ? 0 : j)];
+        L.y[e] = L.activation >= 0 ? un_apply(L.activation, v, 0.0f, 0.0f) : v;
     }
 }
 

@@ -1,6 +1,7 @@
 /*
  * cuda_kernels.h - the CUDA kernels of every launch kind (kernels/launch_args.h): CUDA C source compiled
- * with NVRTC once per device and cached for the process, plus cuBLAS for MatMul/Gemm.
+ * with NVRTC once per device and cached for the process, plus cuBLAS for MatMul/Gemm and cuBLASLt for large
+ * linear steps (kernels/linear.h).
  *
  * The source (cuda_kernels.cu) and launch_args.h are embedded in the library at build time (CMake turns
  * them into byte arrays), and NVRTC compiles them for the device's compute capability at the first use of
@@ -39,6 +40,9 @@ struct epabi_cuda_launch_env {
     struct epabi_cuda_module* module;
     epabi_cu_stream stream;
     epabi_cublas_handle cublas;   /* bound to `stream`; NULL: MatMul/Gemm use our own kernel */
+    epabi_cublaslt_handle cublaslt;   /* NULL: no cuBLASLt (large linear steps: GEMM + an epilogue kernel) */
+    void* workspace;              /* cuBLAS's workspace, shared by cuBLASLt (both run in `stream`'s order) */
+    size_t workspace_bytes;
 };
 
 /* Issues the kernels of one launch block on env->stream (asynchronously; no host synchronization, no

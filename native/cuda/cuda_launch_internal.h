@@ -28,6 +28,8 @@
     X(gather_1) X(gather_2) X(gather_4) X(gather_8) X(gather_16)                                           \
     X(shape_write)                                                                                         \
     X(sgemm_f32) X(gemm_scale_f32) X(gemm_fill_c)                                                          \
+    X(linear_nn_1) X(linear_nn_2) X(linear_nn_4) X(linear_nn_8) X(linear_nn_16)                            \
+    X(linear_nt_1) X(linear_nt_2) X(linear_nt_4) X(linear_nt_8) X(linear_nt_16) X(linear_epilogue_f32)     \
     X(conv_direct) X(conv_im2col) X(conv_bias_fill)                                                        \
     X(layernorm_f32) X(gmaxpool_f32) X(reduce_thread_f32) X(reduce_block_f32)                              \
     X(softmax_rows_f32) X(softmax_strided_f32)                                                             \
@@ -88,7 +90,7 @@ OrtStatus* epabi_cuda_sgemm(const struct epabi_cuda_launch_env* env, const char*
  * float32 math kinds in cuda_launch_math.c, and cuda_launch.c's table holds them all. The declarations come from the
  * list and are hidden, so a kind whose launcher is missing fails to link, and one taking another block fails to
  * compile. Each computes what its kind's host function computes (see cuda_launch.c). The index-mapping kinds (Pad and
- * Tile, fill, Range, ArgMax/ArgMin, Resize) are in cuda_launch_index.c. */
+ * Tile, fill, Range, ArgMax/ArgMin, Resize) are in cuda_launch_index.c, the linear steps in cuda_launch_linear.c. */
 #define EPABI_CUDA_LAUNCHER_DECL_(kind, stem, block)                                                    \
     __attribute__((visibility("hidden"))) OrtStatus* epabi_cuda_launch_##stem(                           \
         const struct epabi_cuda_launch_env* env, const struct block* args);

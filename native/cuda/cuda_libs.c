@@ -22,6 +22,7 @@ static struct epabi_cuda_libs g_libs;   /* written once under g_once, read-only 
 static struct epabi_nvrtc g_nvrtc;
 static struct epabi_cublas g_cublas;
 static struct epabi_cudart g_cudart;
+static struct epabi_cublaslt g_cublaslt;
 
 struct dirs {
     char path[MAX_DIRS][PATH_LEN];
@@ -80,6 +81,7 @@ static void* open_lib(const struct dirs* d, const char* const* sonames, char* fo
             void* any = dlsym(h, "nvrtcVersion");
             if (any == NULL) any = dlsym(h, "cublasCreate_v2");
             if (any == NULL) any = dlsym(h, "cudaRuntimeGetVersion");
+            if (any == NULL) any = dlsym(h, "cublasLtCreate");
             snprintf(found, found_len, "%s", any != NULL && dladdr(any, &info) != 0 && info.dli_fname != NULL
                                                  ? info.dli_fname
                                                  : *s);
@@ -165,6 +167,35 @@ static void load_cublas(const struct dirs* d) {
     g_libs.cublas = &g_cublas;
 }
 
+/* Optional: without it large linear steps run cuBLAS and a bias/activation kernel. Not a reason in `why`. */
+static void load_cublaslt(const struct dirs* d) {
+    const char* off = getenv("EPABI_CUBLASLT");
+    if (off != NULL && strcmp(off, "0") == 0) return;
+    static const char* const kNames[] = {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so", NULL};
+    void* lib = open_lib(d, kNames, g_libs.cublaslt_path, sizeof g_libs.cublaslt_path);
+    if (lib == NULL) return;
+    bool ok = true;
+    LOAD(lib, g_cublaslt, GetVersion, "cublasLtGetVersion");
+    LOAD(lib, g_cublaslt, Create, "cublasLtCreate");
+    LOAD(lib, g_cublaslt, Destroy, "cublasLtDestroy");
+    LOAD(lib, g_cublaslt, MatmulDescCreate, "cublasLtMatmulDescCreate");
+    LOAD(lib, g_cublaslt, MatmulDescDestroy, "cublasLtMatmulDescDestroy");
+    LOAD(lib, g_cublaslt, MatmulDescSetAttribute, "cublasLtMatmulDescSetAttribute");
+    LOAD(lib, g_cublaslt, MatrixLayoutCreate, "cublasLtMatrixLayoutCreate");
+    LOAD(lib, g_cublaslt, MatrixLayoutDestroy, "cublasLtMatrixLayoutDestroy");
+    LOAD(lib, g_cublaslt, MatmulPreferenceCreate, "cublasLtMatmulPreferenceCreate");
+    LOAD(lib, g_cublaslt, MatmulPreferenceDestroy, "cublasLtMatmulPreferenceDestroy");
+    LOAD(lib, g_cublaslt, MatmulPreferenceSetAttribute, "cublasLtMatmulPreferenceSetAttribute");
+    LOAD(lib, g_cublaslt, MatmulAlgoGetHeuristic, "cublasLtMatmulAlgoGetHeuristic");
+    LOAD(lib, g_cublaslt, Matmul, "cublasLtMatmul");
+    if (!ok) {
+        g_libs.cublaslt_path[0] = '\0';
+        return;
+    }
+    g_cublaslt.version = g_cublaslt.GetVersion();
+    g_libs.cublaslt = &g_cublaslt;
+}
+
 #undef LOAD
 
 static void load(void) {
@@ -183,6 +214,7 @@ static void load(void) {
     load_cudart(d);
     load_nvrtc(d);
     load_cublas(d);
+    load_cublaslt(d);
     free(d);
 }
 

@@ -1,6 +1,7 @@
 /*
  * cuda_libs.h - the CUDA toolkit libraries the backend uses, loaded at run time with dlopen: the runtime
- * (libcudart), NVRTC (libnvrtc, kernel compilation) and cuBLAS (libcublas, MatMul/Gemm). Nothing of CUDA
+ * (libcudart), NVRTC (libnvrtc, kernel compilation), cuBLAS (libcublas, MatMul/Gemm) and cuBLASLt (libcublasLt,
+ * the GEMMs with a bias/ReLU epilogue of large linear steps; EPABI_CUBLASLT=0 leaves it unloaded). Nothing of CUDA
  * is needed at build time, and CUDA 12 and 13 both work (sonames .13 then .12 are tried).
  *
  * Where each library is searched, in order (the first that loads wins):
@@ -19,6 +20,7 @@
 #define EPABI_CUDA_LIBS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cuda_driver.h"
 
@@ -62,6 +64,66 @@ struct epabi_cublas {
                                int batch);
 };
 
+/* cuBLASLt, declared from the cuBLAS documentation's cublasLt.h (CUDA 11-13): opaque handles, the enum values used,
+ * and the two structs passed by pointer (the algorithm, 64 opaque bytes, and a heuristic result). */
+typedef void* epabi_cublaslt_handle;   /* cublasLtHandle_t */
+typedef void* epabi_lt_matmul_desc;    /* cublasLtMatmulDesc_t */
+typedef void* epabi_lt_layout;         /* cublasLtMatrixLayout_t */
+typedef void* epabi_lt_preference;     /* cublasLtMatmulPreference_t */
+
+enum {
+    EPABI_CUBLAS_COMPUTE_32F = 68,           /* cublasComputeType_t: FP32 math, no TF32 */
+    EPABI_CUDA_R_32F = 0,                    /* cudaDataType */
+    EPABI_LT_DESC_TRANSA = 3,                /* cublasLtMatmulDescAttributes_t, int32_t (cublasOperation_t) */
+    EPABI_LT_DESC_TRANSB = 4,
+    EPABI_LT_DESC_EPILOGUE = 7,              /* uint32_t (cublasLtEpilogue_t) */
+    EPABI_LT_DESC_BIAS_POINTER = 8,          /* const void* */
+    EPABI_LT_PREF_MAX_WORKSPACE_BYTES = 1,   /* cublasLtMatmulPreferenceAttributes_t, uint64_t */
+    EPABI_LT_PREF_REDUCTION_SCHEME_MASK = 3, /* uint32_t; 0: no split-K reduction (no second kernel) */
+    EPABI_LT_PREF_MIN_ALIGNMENT_A_BYTES = 5, /* uint32_t each (default 256: the heuristic assumes that much) */
+    EPABI_LT_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+    EPABI_LT_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+    EPABI_LT_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+    EPABI_LT_EPILOGUE_DEFAULT = 1,           /* cublasLtEpilogue_t */
+    EPABI_LT_EPILOGUE_RELU = 2,
+    EPABI_LT_EPILOGUE_BIAS = 4,
+    EPABI_LT_EPILOGUE_RELU_BIAS = 6
+};
+
+struct epabi_lt_algo {                       /* cublasLtMatmulAlgo_t */
+    uint64_t data[8];
+};
+
+struct epabi_lt_heuristic {                  /* cublasLtMatmulHeuristicResult_t */
+    struct epabi_lt_algo algo;
+    size_t workspace_size;
+    int state;                               /* cublasStatus_t */
+    float waves_count;
+    int reserved[4];
+};
+
+struct epabi_cublaslt {
+    size_t version;                          /* cublasLtGetVersion */
+    size_t (*GetVersion)(void);
+    int (*Create)(epabi_cublaslt_handle* handle);
+    int (*Destroy)(epabi_cublaslt_handle handle);
+    int (*MatmulDescCreate)(epabi_lt_matmul_desc* desc, int compute_type, int scale_type);
+    int (*MatmulDescDestroy)(epabi_lt_matmul_desc desc);
+    int (*MatmulDescSetAttribute)(epabi_lt_matmul_desc desc, int attr, const void* buf, size_t bytes);
+    int (*MatrixLayoutCreate)(epabi_lt_layout* layout, int type, uint64_t rows, uint64_t cols, int64_t ld);
+    int (*MatrixLayoutDestroy)(epabi_lt_layout layout);
+    int (*MatmulPreferenceCreate)(epabi_lt_preference* pref);
+    int (*MatmulPreferenceDestroy)(epabi_lt_preference pref);
+    int (*MatmulPreferenceSetAttribute)(epabi_lt_preference pref, int attr, const void* buf, size_t bytes);
+    int (*MatmulAlgoGetHeuristic)(epabi_cublaslt_handle handle, epabi_lt_matmul_desc desc, epabi_lt_layout a,
+                                  epabi_lt_layout b, epabi_lt_layout c, epabi_lt_layout d, epabi_lt_preference pref,
+                                  int requested, struct epabi_lt_heuristic* results, int* returned);
+    int (*Matmul)(epabi_cublaslt_handle handle, epabi_lt_matmul_desc desc, const void* alpha, const void* a,
+                  epabi_lt_layout a_layout, const void* b, epabi_lt_layout b_layout, const void* beta, const void* c,
+                  epabi_lt_layout c_layout, void* d, epabi_lt_layout d_layout, const struct epabi_lt_algo* algo,
+                  void* workspace, size_t workspace_bytes, epabi_cu_stream stream);
+};
+
 struct epabi_cudart {
     int version;   /* cudaRuntimeGetVersion */
     int (*RuntimeGetVersion)(int* version);
@@ -73,7 +135,8 @@ struct epabi_cuda_libs {
     const struct epabi_nvrtc* nvrtc;      /* NULL: no NVRTC (no kernels) */
     const struct epabi_cublas* cublas;    /* NULL: no cuBLAS (MatMul/Gemm fall back to our kernels) */
     const struct epabi_cudart* cudart;    /* NULL: no runtime */
-    char nvrtc_path[512], cublas_path[512], cudart_path[512];   /* where each was found ("" if not) */
+    const struct epabi_cublaslt* cublaslt;   /* NULL: no cuBLASLt (large linear steps: cuBLAS + an epilogue kernel) */
+    char nvrtc_path[512], cublas_path[512], cudart_path[512], cublaslt_path[512];   /* where each was found, or "" */
     char why[768];                        /* what is missing, "" when all loaded */
 };
 

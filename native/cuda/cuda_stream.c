@@ -19,6 +19,7 @@ struct cuda_stream {
     epabi_cu_stream cs;
     struct epabi_cuda_module* module;
     epabi_cublas_handle cublas;             /* NULL without cuBLAS */
+    epabi_cublaslt_handle cublaslt;         /* NULL without cuBLASLt; shares the workspace (same stream) */
     epabi_cu_ptr workspace;                 /* cuBLAS workspace, owned */
     epabi_cu_mempool pool;                  /* the device's default pool, for alloc_async */
     epabi_cu_event order;                   /* for epabi_stream_cuda_wait_for */
@@ -42,7 +43,10 @@ static OrtStatus* cuda_launch(struct epabi_stream* s, enum epabi_launch_kind kin
     (void)fn;   /* the host function is the software adapter's; the kind selects the CUDA kernels */
     (void)args_size;
     struct cuda_stream* c = cs_of(s);
-    struct epabi_cuda_launch_env env = {s->api, c->dev->libs, c->module, c->cs, c->cublas};
+    struct epabi_cuda_launch_env env = {.api = s->api, .libs = c->dev->libs, .module = c->module, .stream = c->cs,
+                                        .cublas = c->cublas, .cublaslt = c->cublaslt,
+                                        .workspace = (void*)(uintptr_t)c->workspace,
+                                        .workspace_bytes = c->workspace != 0 ? EPABI_CUBLAS_WORKSPACE_BYTES : 0};
     return epabi_cuda_launch(&env, kind, args);
 }
 
@@ -162,6 +166,7 @@ static void cuda_destroy(struct epabi_stream* s) {
     epabi_cuda_enter(c->dev, &scope);
     if (c->cs != NULL) c->cu->StreamSynchronize(c->cs);
     if (c->cublas != NULL) c->dev->libs->cublas->Destroy(c->cublas);
+    if (c->cublaslt != NULL) c->dev->libs->cublaslt->Destroy(c->cublaslt);
     if (c->order != NULL) c->cu->EventDestroy(c->order);
     if (c->workspace != 0) c->cu->MemFree(c->workspace);
     if (c->cs != NULL && !s->user_owned) c->cu->StreamDestroy(c->cs);   /* a user's stream is never destroyed */
@@ -277,6 +282,9 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
                              device->ordinal);
         }
     }
+    /* cuBLASLt only with the workspace cuBLAS set up: a matmul inside a capture must not allocate one */
+    if (st == NULL && libs->cublaslt != NULL && c->workspace != 0 && libs->cublaslt->Create(&c->cublaslt) != 0)
+        c->cublaslt = NULL;   /* large linear steps use cuBLAS and an epilogue kernel */
     epabi_cuda_leave(&scope);
     if (st != NULL) {
         cuda_destroy(&c->base);

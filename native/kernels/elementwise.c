@@ -917,7 +917,7 @@ static bool cuda_where(const struct epabi_node* node, char* why, size_t why_len)
 const struct epabi_kernel epabi_kernels_elementwise[] = {
     {.op_type = "Add", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_add,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
-     .cuda = epabi_cuda_numeric_inputs},
+     .cuda = epabi_cuda_numeric_inputs, .linear_bias = true},
     {.op_type = "Sub", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_sub,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
      .cuda = epabi_cuda_numeric_inputs},

@@ -123,6 +123,8 @@ struct epabi_pool* epabi_exec_pool(const struct epabi_exec* ex);
 /* The API block, for error statuses: epabi_error(epabi_exec_api(ex), ...). */
 const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex);
 
+struct epabi_linear_lead;   /* linear.h */
+
 /* Everything the rest of the plugin knows about an op is on its descriptor; nothing outside native/kernels/
  * keys on op names. */
 struct epabi_kernel {
@@ -152,6 +154,14 @@ struct epabi_kernel {
      * this node? (dtypes, attributes; cuda_coverage.h has the shared tests.) On "no" it writes a short reason.
      * NULL: the op has no CUDA kernel, and a GPU device does not claim it. */
     bool (*cuda)(const struct epabi_node* node, char* why, size_t why_len);
+    /* Linear steps (linear.h: a MatMul or Gemm, a bias Add, an activation, fused by the plan into one launch).
+     * linear_lead: MatMul and Gemm; fills *out from the node's state and says whether the node may lead one.
+     * linear_bias: an Add the plan may fold into the linear step before it (its other operand a constant bias).
+     * linear_activation: Relu, Sigmoid, Tanh, Gelu; the enum un_op the linear step applies for the node, from its
+     * state, or -1. NULL / false: the op takes no part. */
+    bool (*linear_lead)(const void* state, struct epabi_linear_lead* out);
+    bool linear_bias;
+    int32_t (*linear_activation)(const void* state);
 };
 
 #define EPABI_EPILOGUE_BIT(kind) (1u << (kind))

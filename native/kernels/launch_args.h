@@ -64,6 +64,7 @@ struct epabi_pool;
     X(SHAPE, shape, shape_args)                                \
     X(MATMUL, matmul, matmul_launch)                           \
     X(GEMM, gemm, gemm_launch)                                 \
+    X(LINEAR, linear, linear_launch)                           \
     X(CONV, conv, conv_launch)                                 \
     X(LAYERNORM, layernorm, layernorm_launch)                  \
     X(GLOBAL_MAXPOOL, gmaxpool, gmaxpool_launch)               \
@@ -214,6 +215,49 @@ struct gemm_launch {
     float alpha, beta;
     int64_t c_rows, c_cols;   /* C's extent after left-padding to rank 2: each 1 (broadcast) or M / N */
     struct epabi_pool* pool;  /* NULL: one thread; pack then holds one thread's share */
+};
+
+/* Which CUDA kernels a linear step (kernels/linear.h) runs, chosen when the plan is built from its static extents
+ * (epabi_linear_path); the software adapter ignores it:
+ *   BLAS    cuBLASLt with a bias/ReLU epilogue when it fits (one kernel), else a GEMM (cuBLAS, or epabi's sgemm_f32)
+ *           and one bias + activation kernel;
+ *   SMALL   epabi's small-GEMM kernel (linear_nn_R / linear_nt_R): the whole group in one launch-bound kernel;
+ *   SMALL_IF_FEW_ROWS  M was unknown at build (a symbolic batch): SMALL when the run's m <= EPABI_LINEAR_SMALL_ROWS,
+ *           else BLAS. */
+enum linear_path { LINEAR_PATH_BLAS = 0, LINEAR_PATH_SMALL = 1, LINEAR_PATH_SMALL_IF_FEW_ROWS = 2 };
+
+/* The small kernel's limits: rows of A per block (a register tile), and the weights it streams. Above them one
+ * block per 32 (8 with transB) columns no longer fills the GPU or its registers, and a BLAS GEMM is faster. */
+enum {
+    EPABI_LINEAR_SMALL_ROWS = 16,
+    EPABI_LINEAR_SMALL_K = 4096,
+    EPABI_LINEAR_SMALL_N = 4096,
+    EPABI_LINEAR_SMALL_WEIGHTS = 1 << 20,  /* K * N */
+    /* its geometry (cuda_kernels.cu and its launcher): 256 threads in 8 warps; without transB a block takes 32
+     * columns, one per lane, and the 8 warps split K; with transB a warp takes a column and its lanes split K;
+     * A is staged through shared memory 256 of K at a time */
+    EPABI_LINEAR_THREADS = 256,
+    EPABI_LINEAR_NN_COLS = 32,
+    EPABI_LINEAR_NT_COLS = 8,
+    EPABI_LINEAR_KC = 256
+};
+
+/* A linear step: Y[i,j] = act(alpha * sum_p op(A)[i,p] op(B)[p,j] + beta * C[i or 0, j or 0]), row-major;
+ * op(A) is A [m,k] (lda per row) or, with trans_a, A^T of A [k,m]; op(B) likewise of B [k,n] or [n,k]. */
+struct linear_launch {
+    const float* a;
+    const float* b;
+    const float* c;             /* NULL: no C term (no bias, no C, or beta == 0) */
+    float* y;
+    float* pack;                /* host: the GEMM's packing scratch */
+    bool trans_a, trans_b;
+    int32_t activation;         /* enum un_op (UN_RELU, UN_SIGMOID, UN_TANH, UN_GELU, UN_GELU_TANH), -1: none */
+    int32_t path;               /* enum linear_path */
+    int32_t pad_;
+    int64_t m, n, k, lda, ldb;
+    float alpha, beta;
+    int64_t c_rows, c_cols;     /* C's extent after left-padding to rank 2: each 1 (broadcast) or m / n */
+    struct epabi_pool* pool;    /* NULL: one thread; pack then holds one thread's share */
 };
 
 enum conv_path {

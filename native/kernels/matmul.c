@@ -11,6 +11,7 @@
 #include "math_common.h"
 #include "blas.h"
 #include "cuda_coverage.h"
+#include "linear.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -487,10 +488,27 @@ static OrtStatus* gemm_run(struct epabi_exec* ex, const void* state, const struc
     return epabi_exec_launch(ex, EPABI_LAUNCH_GEMM, gemm_launch_fn, &L, sizeof L);
 }
 
+/* ---- leads of linear steps (linear.h) ------------------------------------------------------------------- */
+
+static bool matmul_linear_lead(const void* state, struct epabi_linear_lead* out) {
+    (void)state;
+    *out = (struct epabi_linear_lead){.matmul = true, .alpha = 1.0f, .beta = 1.0f};
+    return true;
+}
+
+static bool gemm_linear_lead(const void* state, struct epabi_linear_lead* out) {
+    const struct gemm_state* s = state;
+    if (s == NULL) return false;
+    *out = (struct epabi_linear_lead){.trans_a = s->trans_a, .trans_b = s->trans_b, .alpha = s->alpha,
+                                      .beta = s->beta};
+    return true;
+}
+
 const struct epabi_kernel epabi_kernels_matmul[] = {
     {.op_type = "MatMul", .since_min = 1, .since_max = 13, .supports = matmul_supports, .run = matmul_run,
-     .launch = EPABI_LAUNCH_MATMUL, .cuda = epabi_cuda_float32_math},
+     .launch = EPABI_LAUNCH_MATMUL, .cuda = epabi_cuda_float32_math, .linear_lead = matmul_linear_lead},
     {.op_type = "Gemm", .since_min = 7, .since_max = 13, .supports = gemm_supports, .init = gemm_init,
-     .release = free, .run = gemm_run, .launch = EPABI_LAUNCH_GEMM, .cuda = epabi_cuda_float32_math},
+     .release = free, .run = gemm_run, .launch = EPABI_LAUNCH_GEMM, .cuda = epabi_cuda_float32_math,
+     .linear_lead = gemm_linear_lead},
     {.op_type = NULL},
 };

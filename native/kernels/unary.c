@@ -20,6 +20,7 @@
 
 #include "cuda_coverage.h"
 #include "kernel.h"
+#include "linear.h"
 #include "math_common.h"
 #include "vmath.h"
 
@@ -373,6 +374,34 @@ static OrtStatus* init_gelu(const struct epabi_node* node, void** state) {
     return new_params(node, op, 0.0, 0.0, state);
 }
 
+/* ---- activations of linear steps (linear.h) --------------------------------------------------------------- */
+
+void epabi_activate_f32(int32_t op, float* y, int64_t n) {
+    const struct un_args a = {.op = (enum un_op)op, .dtype = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, .in = y, .out = y,
+                              .n = n};
+    un_launch(&a);   /* elementwise, so in place is safe */
+}
+
+static int32_t relu_activation(const void* state) {
+    (void)state;
+    return UN_RELU;
+}
+
+static int32_t sigmoid_activation(const void* state) {
+    (void)state;
+    return UN_SIGMOID;
+}
+
+static int32_t tanh_activation(const void* state) {
+    (void)state;
+    return UN_TANH;
+}
+
+static int32_t gelu_activation(const void* state) {
+    const struct un_params* p = state;
+    return p != NULL && (p->op == UN_GELU || p->op == UN_GELU_TANH) ? (int32_t)p->op : -1;
+}
+
 static bool supports_leaky_relu(const struct epabi_node* node, char* why, size_t why_len) {
     return supports_op(UN_LEAKY_RELU, node, why, why_len);
 }
@@ -521,12 +550,14 @@ const struct epabi_kernel epabi_kernels_unary[] = {
     {.op_type = "Erf", .since_min = 9, .since_max = 13, .supports = supports_erf, .run = run_erf,
      .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Tanh", .since_min = 6, .since_max = 13, .supports = supports_tanh, .run = run_tanh,
-     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_TANH, .cuda = epabi_cuda_floating_input},
+     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_TANH, .cuda = epabi_cuda_floating_input,
+     .linear_activation = tanh_activation},
     {.op_type = "Relu", .since_min = 6, .since_max = 14, .supports = supports_relu, .run = run_relu,
-     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_RELU, .cuda = cuda_float_or_index},
+     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_RELU, .cuda = cuda_float_or_index,
+     .linear_activation = relu_activation},
     {.op_type = "Sigmoid", .since_min = 6, .since_max = 13, .supports = supports_sigmoid, .run = run_sigmoid,
      .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_SIGMOID, .times_input = EPABI_EPILOGUE_SILU,
-     .cuda = epabi_cuda_floating_input},
+     .cuda = epabi_cuda_floating_input, .linear_activation = sigmoid_activation},
     {.op_type = "Abs", .since_min = 6, .since_max = 13, .supports = supports_abs, .run = run_abs,
      .launch = EPABI_LAUNCH_UNARY, .cuda = cuda_float_or_index},
     {.op_type = "Neg", .since_min = 6, .since_max = 13, .supports = supports_neg, .run = run_neg,
@@ -560,6 +591,7 @@ const struct epabi_kernel epabi_kernels_unary[] = {
      .init = init_leaky_relu, .release = free, .run = run_with_params, .launch = EPABI_LAUNCH_UNARY,
      .as_epilogue = EPABI_EPILOGUE_LEAKY_RELU, .epilogue_params = params_of, .cuda = epabi_cuda_floating_input},
     {.op_type = "Gelu", .since_min = 20, .since_max = 20, .supports = supports_gelu, .init = init_gelu,
-     .release = free, .run = run_with_params, .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .release = free, .run = run_with_params, .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
+     .linear_activation = gelu_activation},
     {.op_type = NULL},
 };

@@ -15,11 +15,10 @@ from typing import Any
 
 import cffi
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
-_CANDIDATES = (
-    _PACKAGE_DIR / "include" / "epabi" / "ort_abi.h",  # installed wheel
-    _PACKAGE_DIR.parent.parent / "native" / "include" / "epabi" / "ort_abi.h",  # source checkout
-)
+from .package_files import find_package_file, searched
+
+_HEADER = "include/epabi/ort_abi.h"  # installed with the package (wheel, or site-packages of an editable install)
+_HEADER_IN_SOURCE = "native/include/epabi/ort_abi.h"  # a source checkout's copy
 
 
 def header_path() -> Path:
@@ -28,10 +27,10 @@ def header_path() -> Path:
     Raises:
         FileNotFoundError: neither the installed copy nor a source checkout's copy exists.
     """
-    for candidate in _CANDIDATES:
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"ort_abi.h not found; looked in: {', '.join(map(str, _CANDIDATES))}")
+    found = find_package_file(_HEADER, _HEADER_IN_SOURCE)
+    if found is None:
+        raise FileNotFoundError(f"ort_abi.h not found; looked in: {', '.join(searched(_HEADER, _HEADER_IN_SOURCE))}")
+    return found
 
 
 def _cdef_source(text: str) -> str:

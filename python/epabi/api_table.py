@@ -44,6 +44,7 @@ from .served_allocators import AllocatorApi
 from .served_graph import GraphApi
 from .served_kernels import KernelEpApi, KernelOrtApi
 from .served_model_editor import ModelEditorApi
+from .served_profiling import ProfilingEpApi
 from .served_values import EpGraphApi, ValueApi
 from .versions import RELEASES, since_label
 
@@ -539,7 +540,7 @@ class _OrtApiImpl(GraphApi, ValueApi, KernelOrtApi, AllocatorApi):
         return self.s.get(options, RunOptions, "run options").c_value(pystr(key) or "")
 
 
-class _OrtEpApiImpl(EpGraphApi, KernelEpApi):
+class _OrtEpApiImpl(EpGraphApi, KernelEpApi, ProfilingEpApi):
     """Served ``OrtEpApi`` members, named as in ONNX Runtime."""
 
     def __init__(self, served: ServedApi) -> None:

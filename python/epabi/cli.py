@@ -6,12 +6,15 @@
     python -m epabi inspect LIBRARY [--json]                                                         inspect_cmd.py
     python -m epabi run [MODEL] [--device auto|software|cpu|gpu[:N]] [--host emulated|onnxruntime]   run_cmd.py
                         [--library PATH] [--ep NAME]
+    python -m epabi check LIBRARY [--versions 1.24..newest] [--ep NAME] [--json] [--junit FILE]     check_cmd.py
+    python -m epabi bench [--runs N] [--model-runs N] [--fused-gemm 0|1] [--json]                     bench_cmd.py
 
 Common options: --json, --cpu-only, -v, --hardware SPEC (repeatable: the hardware devices the emulated host
 offers instead of the discovered ones, as ``Host(hardware=[...])``).
 
 Exit codes: 0 when the command did its job (an empty device list included), 1 when it could not (the plugin
-refused registration, the file is missing or cannot be loaded), 2 for usage errors. Errors are one line on
+refused registration, the file is missing or cannot be loaded), 2 for usage errors. ``check``: 0 when no check
+failed, 1 when one did, 2 for bad arguments (a missing library included). Errors are one line on
 stderr. Plugin log messages go to stderr (``devices``) or into the report (``inspect``).
 """
 
@@ -22,13 +25,13 @@ import os
 import sys
 from collections.abc import Callable
 
-from . import __version__, devices_cmd, inspect_cmd, run_cmd
+from . import __version__, bench_cmd, check_cmd, devices_cmd, inspect_cmd, run_cmd
 from .cmd_common import CliError, hardware_arg
 from .versions import NEWEST_EMULATED, OLDEST_EMULATED, RELEASES
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``epabi`` argument parser (subcommands ``devices``, ``inspect`` and ``run``)."""
+    """The ``epabi`` argument parser (subcommands ``devices``, ``inspect``, ``run`` and ``check``)."""
     parser = argparse.ArgumentParser(
         prog="epabi",
         description="Emulated ONNX Runtime host for plugin execution providers "
@@ -52,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     devices_cmd.add_parser(sub, common)
     inspect_cmd.add_parser(sub, common)
     run_cmd.add_parser(sub, common)
+    check_cmd.add_parser(sub, common)
+    bench_cmd.add_parser(sub, common)
     return parser
 
 

@@ -1,7 +1,7 @@
 """The CPU fallback: what runs the nodes no plugin EP claimed.
 
-With ``onnxruntime`` importable (the optional ``epabi[ort]`` extra), the unclaimed nodes run on ORT's own CPU EP:
-they are grouped into partitions (each a maximal connected set of CPU nodes between fused nodes of the execution
+With ``onnxruntime`` importable (the optional ``epabi[onnxruntime]`` extra), the unclaimed nodes run on ORT's own
+CPU EP: they are grouped into partitions (each a maximal connected set of CPU nodes between fused nodes of the execution
 order, control-flow nodes with their subgraphs included) and each partition becomes one
 ``onnxruntime.InferenceSession`` on ``CPUExecutionProvider``, built once at session creation with the model's IR
 version, opsets, local functions and the value types shape inference found. A run feeds each partition the values
@@ -64,7 +64,7 @@ def fallback_kind() -> str:
         return ONNXRUNTIME
     if chosen == ONNXRUNTIME:
         raise OrtStatusError(OrtErrorCode.INVALID_ARGUMENT, f"{FALLBACK_ENV}={ONNXRUNTIME}, but onnxruntime cannot "
-                             "be imported (pip install onnxruntime, or epabi's [ort] extra)")
+                             "be imported (pip install onnxruntime, or epabi's [onnxruntime] extra)")
     return ONNX_REFERENCE
 
 
@@ -259,6 +259,17 @@ class CpuFallback:
         except Exception as exc:  # onnxruntime raises one exception type per OrtErrorCode
             raise _status_error(exc, f"onnxruntime's CPU EP refused the nodes no EP claimed "
                                      f"({_describe(part)})") from exc
+
+    def profile_label(self, unit: Unit) -> tuple[str, int] | None:
+        """How a profile names the work :meth:`run` does for ``unit``: (name, ONNX nodes); None when it does
+        nothing (a later unit of an onnxruntime partition, or a partition of Constant nodes computed at load)."""
+        if self._ort is None:
+            node = unit.cpu_node
+            return (node.name or f"{node.op_type}_{node.id}", 1)
+        part = self._first.get(id(unit))
+        if part is None or part.values is not None:
+            return None
+        return (f"cpu_partition_{part.index}", len(part.units))
 
     def run(self, unit: Unit, fetch: Callable[[str], Any]) -> dict[str, Any]:
         """Runs ``unit``'s CPU work; returns the values produced by name (nothing for a unit whose partition

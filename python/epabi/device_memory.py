@@ -147,6 +147,10 @@ class DeviceValue(OrtValue):
     def data_ptr(self) -> int:
         return int(ffi.cast("uintptr_t", self.device_ptr))
 
+    def binding_key(self) -> tuple[int, tuple[int, ...], np.dtype]:
+        """As :meth:`OrtValue.binding_key`, read each time (``release()`` clears the pointer)."""
+        return self.data_ptr(), tuple(self._shape), ONNX_TO_NUMPY[self._elem_type]
+
     def shape(self) -> list[int]:
         return list(self._shape)
 
@@ -229,15 +233,19 @@ class DeviceAllocator:
 
 
 class DataTransfer:
-    """Host <-> EP device copies through the factory's ``OrtDataTransferImpl``."""
+    """Host <-> EP device copies through the factory's ``OrtDataTransferImpl``.
 
-    def __init__(self, host: Host, factory: Factory, device_memory: MemoryInfo) -> None:
+    ``device_memory`` None: copies between host buffers only (the caller asked ``CanCopy(CPU, CPU)`` itself)."""
+
+    def __init__(self, host: Host, factory: Factory, device_memory: MemoryInfo | None) -> None:
         self.host = host
         self.factory = factory
         self.impl = factory.data_transfer
         if self.impl == ffi.NULL:
             raise ConductError(f"{factory.name}: the EP device registers device memory but CreateDataTransfer "
                                "returned no OrtDataTransferImpl")
+        if device_memory is None:
+            return
         cpu, dev = host.cpu_memory.device_ptr, device_memory.device_ptr
         for src, dst, what in ((cpu, dev, "host -> device"), (dev, cpu, "device -> host")):
             with host.calling(factory.library, "OrtDataTransferImpl::CanCopy"):

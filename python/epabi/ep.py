@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from .library import Factory
     from .session_options import SessionOptions
 
-_REQUIRED_EP_MEMBERS = ("GetName", "GetCapability")
+#: OrtEp members ORT calls without a NULL check.
+REQUIRED_EP_MEMBERS = ("GetName", "GetCapability")
 
 
 class Ep:
@@ -79,7 +80,7 @@ class Ep:
         if declared == 0:  # ORT before 1.28 accepts it and reads only the members of API 23 and older
             host.tolerate(f"{where}: ort_version_supported is 0; a plugin must declare the API it was built for")
         self.members = readable_members("OrtEp", self.ptr, host.api_version)
-        missing = [m for m in _REQUIRED_EP_MEMBERS if m not in self.members]
+        missing = [m for m in REQUIRED_EP_MEMBERS if m not in self.members]
         if missing:
             raise ConductError(f"{where}: required OrtEp members are NULL: {', '.join(missing)}")
         if ("Compile" in self.members) != ("ReleaseNodeComputeInfos" in self.members):

@@ -1,10 +1,12 @@
 """Exceptions raised by the epabi host.
 
 - :class:`OrtStatusError` - a plugin (or the host on its behalf) returned a non-NULL ``OrtStatus``.
+- :class:`StaleReplayError` - (an ``OrtStatusError``) a run would replay a captured graph whose bindings changed.
 - :class:`ConductError` - the plugin broke the plugin-EP contract (NULL required member, version 0,
   unknown or leaked handle, a call to an API above the emulated host's version, ...).
 - :class:`PluginLoadError` - the library could not be loaded or lacks a required export.
 - :class:`HostLimitationError` - the plugin called an ``OrtApi`` function this host does not emulate.
+- :class:`CheckArgumentError` - ``epabi.check`` / ``epabi check`` was given arguments it cannot work with.
 """
 
 from __future__ import annotations
@@ -31,6 +33,21 @@ class OrtStatusError(RuntimeError):
         super().__init__(f"{prefix}[{name}] {message}")
 
 
+class StaleReplayError(OrtStatusError):
+    """A run of a captured annotation id whose bound inputs or outputs differ from the capturing run's
+    (epabi's host refuses the replay; ONNX Runtime replays on the captured addresses and shapes regardless).
+
+    ``.code`` is INVALID_ARGUMENT; ``.graph_id`` the annotation id; ``.changes`` one
+    ``(value, what, captured, now)`` tuple per difference, e.g. ``("input 'x'", "address", "0x7f..", "0x7e..")``
+    (``what``: "address", "shape", "dtype", "value"; unbound outputs show ``None`` as their address).
+    """
+
+    def __init__(self, graph_id: int, changes: list[tuple[str, str, object, object]], message: str) -> None:
+        self.graph_id = graph_id
+        self.changes = changes
+        super().__init__(OrtErrorCode.INVALID_ARGUMENT, message)
+
+
 class ConductError(RuntimeError):
     """The plugin violated the plugin-EP contract; the message says what and where."""
 
@@ -41,3 +58,8 @@ class PluginLoadError(OSError):
 
 class HostLimitationError(NotImplementedError):
     """The plugin needs an ``OrtApi``/``OrtEpApi`` function this emulated host does not provide."""
+
+
+class CheckArgumentError(ValueError):
+    """``epabi.check`` cannot start or finish on these arguments: no such library file, a malformed or empty
+    ``--versions`` range, a bad option, or an EP name that no factory of the library has at any checked version."""

@@ -94,7 +94,7 @@ class HandleTable:
         if entry is not None:
             return f"is a {type(entry.obj).__name__}, not a {kind.__name__}"
         if grave is not None:
-            return f"was a {grave} and has been released (its host, session or owner closed it)"
+            return f"was a {grave} and has been released (by the plugin, or with the host or session it belonged to)"
         return f"is not a live {kind.__name__} this host issued"
 
     def drop(self, ptr: Any) -> object | None:

@@ -79,7 +79,9 @@ class Host:
             exist so that refusals can be tested.
         hardware: the hardware devices to offer plugins; None discovers them (CPU + NVIDIA GPUs from sysfs).
         env_config: environment config entries (``OrtEnvCreationOptions::config_entries``), read by plugins
-            through ``OrtEpApi::GetEnvConfigEntries``.
+            through ``OrtEpApi::GetEnvConfigEntries``; ``ep_factory.<EP name>.<key>`` entries are process-wide
+            EP options by ORT's convention (``{"ep_factory.EpAbiExecutionProvider.enable_cuda_graph": "1"}``
+            is a default below every session's provider options).
         strict: raise :class:`ConductError` also for deviations ONNX Runtime tolerates (see the module
             docstring); False (default) reports them in :meth:`conduct_report` and proceeds as ORT does.
 
@@ -259,7 +261,7 @@ class Host:
         status = self.handles.lookup(ptr, Status)
         if status is None:
             raise ConductError(f"{where} returned {hex(address(ptr))}, which is not an OrtStatus made by "
-                               f"CreateStatus (or was already released)")
+                               f"CreateStatus: it {self.handles.explain(ptr, Status)}")
         self.handles.drop(ptr)
         raise OrtStatusError(status.code, status.message, where)
 

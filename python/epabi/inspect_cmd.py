@@ -60,11 +60,12 @@ def elf_exports(path: str) -> tuple[list[str] | None, str | None]:
             section = elf.get_section_by_name(".dynsym")
             if not isinstance(section, SymbolTableSection):
                 return [], None
+            # STB_LOOS is how pyelftools names binding 10, STB_GNU_UNIQUE (C++ inline statics)
             names = {
                 sym.name for sym in section.iter_symbols()
                 if sym.name and sym["st_shndx"] != "SHN_UNDEF"
                 and not (sym["st_shndx"] == "SHN_ABS" and sym["st_value"] == 0)  # version names (GLIBC_2.2.5)
-                and sym["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK", "STB_GNU_UNIQUE")
+                and sym["st_info"]["bind"] in ("STB_GLOBAL", "STB_WEAK", "STB_GNU_UNIQUE", "STB_LOOS")
                 and sym["st_other"]["visibility"] in ("STV_DEFAULT", "STV_PROTECTED")
             }
     except (ELFError, OSError) as exc:

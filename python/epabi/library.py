@@ -32,8 +32,8 @@ MAX_EP_DEVICES = 8
 # Required on every host that knows them (their since marks in ort_abi.h). GetVersion and CreateDataTransfer
 # are optional in ORT's header, but ORT's core calls them without a NULL check: NULL crashed every host
 # 1.24.4-1.32.0 (facts sheet, section 2).
-_REQUIRED_FACTORY_MEMBERS = ("GetName", "GetVendor", "GetSupportedDevices", "CreateEp", "ReleaseEp", "GetVersion",
-                             "CreateDataTransfer")
+REQUIRED_FACTORY_MEMBERS = ("GetName", "GetVendor", "GetSupportedDevices", "CreateEp", "ReleaseEp", "GetVersion",
+                            "CreateDataTransfer")
 
 
 class Factory:
@@ -50,7 +50,7 @@ class Factory:
         host_api = library.host.api_version
         self.members = readable_members("OrtEpFactory", ptr, host_api)
         since = member_since("OrtEpFactory")
-        missing = [m for m in _REQUIRED_FACTORY_MEMBERS if since[m] <= host_api and m not in self.members]
+        missing = [m for m in REQUIRED_FACTORY_MEMBERS if since[m] <= host_api and m not in self.members]
         if missing:
             raise ConductError(f"{where}: required OrtEpFactory members are NULL: {', '.join(missing)}")
         self.name = self._text("GetName")

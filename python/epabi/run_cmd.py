@@ -345,7 +345,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                 raise RunError(f"model {args.model}: no such file")
             model, label = epabi.session.load_model(args.model)[0], args.model
         feeds = _feeds(model, args.input)
-        library = args.library or epabi.get_library_path()
+        # absolute: onnxruntime resolves a relative library path against its own package folder, not the
+        # working directory (1.24.4 to 1.32.0 observed)
+        library = os.path.abspath(args.library) if args.library else epabi.get_library_path()
         runner = functools.partial(run_emulated if args.host == "emulated" else run_onnxruntime,
                                    ep=args.ep, name=args.name or args.ep or "epabi", injected=args.hardware)
         try:

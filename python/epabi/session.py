@@ -26,9 +26,11 @@ import onnx
 
 from ._ffi import ffi
 from .capture import GraphCapture, annotation_id
+from .capture_bindings import BindingLayout
 from .constant_nodes import constants_to_initializers
 from .cpu_fallback import CpuFallback
 from .device_memory import DataTransfer, DeviceAllocator, DeviceValue
+from .ep_profiler import EpProfiler
 from .errors import ConductError, OrtErrorCode, OrtStatusError
 from .freed_buffers import FreedBuffers
 from .graph_view import GraphView, NodeView, model_graph
@@ -38,9 +40,12 @@ from .layout import transform_layout
 from .model_checks import check_node_inputs, check_opsets
 from .objects import MemoryInfo, OrtDeviceMemoryType
 from .partition import FusedGroup, Unit, build_groups, non_convex_groups, order_units
+from .profiling import SessionProfiler
 from .run_options import RunOptions
+from .served_profiling import EventCategory
 from .served_values import GraphSupportInfo, KernelContext, NodeComputeContext
 from .session_options import SessionOptions
+from .shape_inputs import inputs_feeding_shape_inputs
 from .values import ONNX_TO_NUMPY, OrtValue, as_ortvalue
 from .versions import NEWEST_EMULATED, HostBehaviour, behaviour
 
@@ -48,6 +53,7 @@ if TYPE_CHECKING:
     from .ep import Ep
 
 _log = logging.getLogger("epabi.session")
+_NO_EVENT = contextlib.nullcontext()  # reusable: what a unit's run is wrapped in when the session does not profile
 
 
 def _invalid(message: str) -> OrtStatusError:
@@ -156,8 +162,15 @@ class InferenceSession:
         self.options = sess_options or SessionOptions()
         devices = self.options.provider_devices
         self.host = host if host is not None else (devices[0].factory.library.host if devices else None)
-        self.model, model_path = load_model(path_or_bytes, self.host.behaviour if self.host is not None else
-                                            behaviour(NEWEST_EMULATED))
+        release = self.host.behaviour if self.host is not None else behaviour(NEWEST_EMULATED)
+        # as ORT: profiling starts with the session, before the model loads (epabi.profiling)
+        self._profile = SessionProfiler(self.options.enable_profiling, self.options.profile_file_prefix,
+                                        release.profile_name_ms)
+        self._init_start: int | None = None
+        self._unit_events: list[tuple[str, dict[str, str]] | None] = []
+        loading = "model_loading_uri" if isinstance(path_or_bytes, str | Path) else "model_loading_array"
+        with self._profile.event(EventCategory.SESSION, loading):
+            self.model, model_path = load_model(path_or_bytes, release)
         self.graph = model_graph(self.model, model_path)
         self._inputs = [NodeArg(vi) for vi in self.model.graph.input
                         if vi.name not in {t.name for t in self.model.graph.initializer}]
@@ -166,6 +179,8 @@ class InferenceSession:
         try:
             if devices:
                 self._create_ep()
+            if self._init_start is None and self._profile.enabled:
+                self._init_start = self._profile.begin()
             self._units = order_units(self.graph, self._groups, frozenset(n.id for n in self._kernel_nodes))
             if self._kernel_nodes:
                 self._kernels.create(self.graph, self._kernel_nodes, self._units, self._allocator, self._transfer)
@@ -175,7 +190,13 @@ class InferenceSession:
                 if unit.cpu_node is not None:
                     node = unit.cpu_node
                     self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = "CPUExecutionProvider"
-            self.graph_capture = GraphCapture(self._ep, self.graph, self.node_assignment)
+            self.graph_capture = GraphCapture(self._ep, self.graph, self.node_assignment, self.options.config)
+            names = [i.name for i in self._inputs]
+            self._binding_layout = BindingLayout(names, [o.name for o in self._outputs], inputs_feeding_shape_inputs(
+                (n.proto for n in self.graph.nodes), names)) if self.graph_capture.enabled else None
+            if self._profile.enabled:
+                self._unit_events = [self._unit_event_spec(unit) for unit in self._units]
+                self._profile.record(EventCategory.SESSION, "session_initialization", self._init_start)
         except BaseException:
             self.close()
             raise
@@ -186,6 +207,11 @@ class InferenceSession:
         host = self.host
         self._ep = host.create_ep(self.options)
         ep = self._ep
+        # ORT asks for the EP's profiler when the session registers the EP, profiling on or off; its
+        # session_initialization event starts after that
+        self._profile.add_ep_profiler(EpProfiler.create(ep))
+        if self._profile.enabled:
+            self._init_start = self._profile.begin()
         ep.factory.library.sessions.add(self)
         self._kernels = KernelNodes.for_ep(ep)
         memory = self.options.provider_devices[0].memory_info(OrtDeviceMemoryType.DEFAULT)
@@ -391,6 +417,17 @@ class InferenceSession:
             results = dict(prealloc)
         binding.store_outputs(results)
 
+    def end_profiling(self) -> str:
+        """Ends the profile this session keeps since its creation (``SessionOptions.enable_profiling``): the EP's
+        events are collected (``OrtEpProfilerImpl::EndProfiling``) and the Chrome-trace JSON file is written
+        (:mod:`epabi.profiling`). Returns its path; "" when the session does not profile (or no longer: a second
+        call), as in onnxruntime. Raises OSError when the file cannot be written."""
+        return self._profile.end_profiling()
+
+    def get_profiling_start_time_ns(self) -> int:
+        """When profiling started, in nanoseconds since the Unix epoch (0 when the session never profiled)."""
+        return self._profile.start_time_ns
+
     def release_captured_graph(self, graph_annotation_id: int) -> None:
         """Drops the calling thread's captured graph of this annotation id (ORT's SessionReleaseCapturedGraph,
         API 27+): the next runs of the id warm up and capture again, e.g. after binding other buffers.
@@ -407,6 +444,14 @@ class InferenceSession:
                 return
             self._closed = True
             self._idle.wait_for(lambda: self._in_flight == 0)
+        profile = getattr(self, "_profile", None)
+        if profile is not None and profile.enabled:  # as ORT's session destructor: the profile is written
+            try:
+                profile.end_profiling()
+            except OSError as exc:
+                _log.error("cannot write the profile: %s", exc)
+        if profile is not None:
+            profile.close()  # before ReleaseEp, as ORT releases the EP profiler first
         ep = self._ep
         if ep is not None and ep.ptr != ffi.NULL:
             lib = ep.factory.library
@@ -495,7 +540,8 @@ class InferenceSession:
                 if self._allocator is not None and annotation_id(run_options) != -1:
                     self._check_capture_bindings(feeds, prealloc)
                 results = self.graph_capture.run(lambda: self._execute(feeds, prealloc, run_options, copy_outputs),
-                                                 run_options, lambda: None)
+                                                 run_options, lambda: None,
+                                                 self._binding_layout.bindings(feeds, prealloc), self._replay_event)
                 self._check_freed_buffers()
                 return results
         finally:
@@ -518,11 +564,42 @@ class InferenceSession:
                            f"output); {', '.join(stray)} are not, and a replay copies nothing (or run with "
                            "gpu_graph_id -1)")
 
+    def _replay_event(self) -> contextlib.AbstractContextManager[None]:
+        return self._profile.event(EventCategory.SESSION, "model_run")
+
+    def _unit_event_spec(self, unit: Unit) -> tuple[str, dict[str, str]] | None:
+        """The profile event of one unit's run, as ORT names a node's: ``<name>_kernel_time``."""
+        ep_name = self._ep.name if self._ep is not None else ""
+        if unit.group is not None:
+            group = unit.group
+            return f"{group.name}_kernel_time", {"op_name": group.name, "provider": ep_name,
+                                                 "node_index": str(len(self.graph.nodes) + group.index)}
+        if unit.kernel_node is not None:
+            node = unit.kernel_node
+            return f"{node.name or f'{node.op_type}_{node.id}'}_kernel_time", {
+                "op_name": node.op_type, "provider": ep_name, "node_index": str(node.id)}
+        label = self._cpu.profile_label(unit)
+        if label is None:
+            return None
+        name, count = label
+        op = unit.cpu_node.op_type if count == 1 and self._cpu.kind != "onnxruntime" else "cpu_partition"
+        return f"{name}_kernel_time", {"op_name": op, "provider": "CPUExecutionProvider",
+                                        "node_index": str(unit.cpu_node.id), "node_count": str(count)}
+
+    def _unit_event(self, index: int) -> contextlib.AbstractContextManager[None]:
+        spec = self._unit_events[index] if self._profile.enabled and index < len(self._unit_events) else None
+        return _NO_EVENT if spec is None else self._profile.event(EventCategory.NODE, *spec)
+
     def _execute(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
                  run_options: RunOptions | None, copy_outputs: bool = False) -> tuple[dict[str, Any], _Run]:
         """Runs the graph once: the outputs by name, and the run's state. As in ORT, the buffers the host
         allocated for the run are gone afterwards (device ones freed, host ones poisoned, see
-        :meth:`_Run.free_host_buffers`), except the outputs handed to the caller."""
+        :meth:`_Run.free_host_buffers`), except the outputs handed to the caller. Profiled as ``model_run``."""
+        with self._profile.event(EventCategory.SESSION, "model_run"):
+            return self._execute_once(feeds, prealloc, run_options, copy_outputs)
+
+    def _execute_once(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
+                      run_options: RunOptions | None, copy_outputs: bool) -> tuple[dict[str, Any], _Run]:
         if self._closed:
             raise _invalid("the session is closed (closed by close(), or its EP library was unregistered)")
         missing = [i.name for i in self._inputs if i.name not in feeds]
@@ -539,13 +616,15 @@ class InferenceSession:
         try:
             if ep is not None and "OnRunStart" in ep.members:
                 ep.call_status("OnRunStart", run_options.ptr)
-            for unit in self._units:
-                if unit.cpu_node is not None:
-                    self._run_cpu(unit, run)
-                elif unit.kernel_node is not None:
-                    self._kernels.run(unit.kernel_node, run)
-                else:
-                    self._run_fused(unit, run, prealloc)
+            with self._profile.event(EventCategory.SESSION, "SequentialExecutor::Execute"):
+                for index, unit in enumerate(self._units):
+                    with self._unit_event(index):
+                        if unit.cpu_node is not None:
+                            self._run_cpu(unit, run)
+                        elif unit.kernel_node is not None:
+                            self._kernels.run(unit.kernel_node, run)
+                        else:
+                            self._run_fused(unit, run, prealloc)
             if ep is not None and "OnRunEnd" in ep.members:
                 ep.call_status("OnRunEnd", run_options.ptr, True)
             if self._kernels is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .objects import EpDevice
+from .profiling import DEFAULT_PREFIX
 
 
 class SessionOptions:
@@ -22,6 +23,32 @@ class SessionOptions:
         #: ``(const void*, length)`` the application set with ``SessionOptionsSetWeightlessSourceModelBuffer``
         #: (the host keeps the pointer, not a copy), read back by ``SessionOptionsGetWeightlessSourceModelBuffer``.
         self.weightless_source: tuple[Any, int] | None = None
+        self._enable_profiling = False
+        self._profile_file_prefix = DEFAULT_PREFIX
+
+    @property
+    def enable_profiling(self) -> bool:
+        """Profile sessions made with these options (:mod:`epabi.profiling`); ``InferenceSession.end_profiling()``
+        writes the file. Raises TypeError when set to anything but a bool, as onnxruntime's binding."""
+        return self._enable_profiling
+
+    @enable_profiling.setter
+    def enable_profiling(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"enable_profiling must be a bool, not {type(value).__name__}")
+        self._enable_profiling = value
+
+    @property
+    def profile_file_prefix(self) -> str:
+        """The profile file's name up to ``_<time>.json`` (default ``onnxruntime_profile_``, in the working
+        directory). Raises TypeError when set to anything but a str."""
+        return self._profile_file_prefix
+
+    @profile_file_prefix.setter
+    def profile_file_prefix(self, value: str) -> None:
+        if not isinstance(value, str):
+            raise TypeError(f"profile_file_prefix must be a str, not {type(value).__name__}")
+        self._profile_file_prefix = value
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Sets one config entry (``session.compile_only``, ``ep.epabiexecutionprovider.enable_cuda_graph``, ...).

@@ -92,6 +92,7 @@ class OrtValue:
             self._array = array.copy()
         self._device_type = "cpu"
         self.ptr: Any = ffi.NULL
+        self._key: tuple[int, tuple[int, ...], np.dtype] | None = None
 
     def _share(self, array: np.ndarray) -> None:
         """Initialises the value over ``array`` itself (C-contiguous; read-only arrays included, as ORT shares
@@ -100,6 +101,7 @@ class OrtValue:
         self._array = array
         self._device_type = "cpu"
         self.ptr = ffi.NULL
+        self._key = None
 
     # -- onnxruntime-style API ---------------------------------------------------------------------
 
@@ -195,6 +197,13 @@ class OrtValue:
     def data_ptr(self) -> int:
         """Address of the first element."""
         return int(self._array.ctypes.data)
+
+    def binding_key(self) -> tuple[int, tuple[int, ...], np.dtype]:
+        """(address, shape, numpy dtype): what a captured graph keeps of a bound value
+        (:mod:`epabi.capture_bindings`). Computed once: a host value never moves or changes shape."""
+        if self._key is None:
+            self._key = (int(self._array.ctypes.data), self._array.shape, self._array.dtype)
+        return self._key
 
     def shape(self) -> list[int]:
         return list(self._array.shape)

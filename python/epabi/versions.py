@@ -48,6 +48,9 @@ class HostBehaviour:
             ``ort_version_supported`` is 0 or above the host's API. Observed on 1.26.0 (the WebGPU plugin, which
             declares 30, runs on 1.24.4 and 1.32.0 but not there); the facts sheet finds the check in no other
             release.
+        profile_name_ms: a profile file's name ends with the milliseconds of the profiling start
+            (``prefix_2026-12-01_20-05-11_372.json``). Observed on 1.26.0 and 1.32.0; 1.24.4 writes none
+            (``prefix_2026-12-01_20-05-11.json``); 1.25 and 1.27-1.31 were not observed (taken as their neighbours).
     """
 
     api: int
@@ -57,6 +60,7 @@ class HostBehaviour:
     min_ep_version: int = 0
     checks_factory_count: bool = False
     limits_kernel_ep_version: bool = False
+    profile_name_ms: bool = True
 
     @property
     def max_opsets(self) -> dict[str, int]:
@@ -66,10 +70,10 @@ class HostBehaviour:
 
 #: One row per emulated API version, oldest first.
 BEHAVIOURS: tuple[HostBehaviour, ...] = (
-    HostBehaviour(22, "1.22.0", syncs_after_replay=False, max_onnx_opset=22),
-    HostBehaviour(23, "1.23.2", syncs_after_replay=False, max_onnx_opset=23),
-    HostBehaviour(24, "1.24.4", syncs_after_replay=False, max_onnx_opset=25),
-    HostBehaviour(25, "1.25.1", syncs_after_replay=False, max_onnx_opset=26),
+    HostBehaviour(22, "1.22.0", syncs_after_replay=False, max_onnx_opset=22, profile_name_ms=False),
+    HostBehaviour(23, "1.23.2", syncs_after_replay=False, max_onnx_opset=23, profile_name_ms=False),
+    HostBehaviour(24, "1.24.4", syncs_after_replay=False, max_onnx_opset=25, profile_name_ms=False),
+    HostBehaviour(25, "1.25.1", syncs_after_replay=False, max_onnx_opset=26, profile_name_ms=False),
     HostBehaviour(26, "1.26.0", syncs_after_replay=False, max_onnx_opset=26,
                   limits_kernel_ep_version=True),
     HostBehaviour(27, "1.27.0", syncs_after_replay=True, max_onnx_opset=26),
@@ -142,10 +146,9 @@ def parse_api_version(text: str | int) -> int:
 
 def read_min_onnxruntime_version() -> str:
     """The plugin's minimum host release, from ``MIN_ONNXRUNTIME_VERSION`` (installed or source copy)."""
-    from pathlib import Path
+    from .package_files import find_package_file
 
-    here = Path(__file__).resolve().parent
-    for candidate in (here / "MIN_ONNXRUNTIME_VERSION", here.parent.parent / "MIN_ONNXRUNTIME_VERSION"):
-        if candidate.is_file():
-            return candidate.read_text().strip()
-    raise FileNotFoundError("MIN_ONNXRUNTIME_VERSION not found next to the package or in the source tree")
+    found = find_package_file("MIN_ONNXRUNTIME_VERSION", "MIN_ONNXRUNTIME_VERSION")
+    if found is None:
+        raise FileNotFoundError("MIN_ONNXRUNTIME_VERSION not found next to the package or in the source tree")
+    return found.read_text().strip()

@@ -10,7 +10,7 @@
  *
  *   gcc -std=c11 -D_GNU_SOURCE -g -fsanitize=address,undefined -Wall -Wextra -Iinclude -I. -Ikernels \
  *       ../tests/native/graph_capture_unit.c stream.c graph_capture.c thread_context.c capture_policy.c \
- *       arena.c api.c -lpthread -o /tmp/gc_unit
+ *       ep_profiler.c arena.c api.c -lpthread -o /tmp/gc_unit
  *   /tmp/gc_unit     # exit status 0 and "all unit checks passed"
  */
 #include <pthread.h>
@@ -83,7 +83,7 @@ static bool capture_once(const struct epabi_thread_owner* o, const struct fake_r
     void* blk = epabi_arena_pool_alloc(env.capture_pool, bytes);
     CHECK(blk != NULL);
     CHECK(epabi_stream_launch(env.stream, EPABI_LAUNCH_COPY, add_one, a, sizeof *a) == NULL);
-    epabi_capture_note_compute(tc, blk != NULL);
+    epabi_capture_note_compute(tc, blk != NULL, 1);
     st = epabi_capture_run_end(o, opts, true);
     CHECK(st == NULL);
     if (st != NULL) { free(st); return false; }
@@ -351,19 +351,22 @@ int main(void) {
     struct epabi_thread_context* tc = epabi_thread_find(&o);
     struct epabi_run_env env; epabi_thread_run_env(&o, tc, &env);
     CHECK(env.stream != NULL && env.capture_pool != NULL);
-    epabi_capture_note_compute(tc, false);                                  /* a fused node failed */
+    epabi_capture_note_compute(tc, false, 1);                                 /* a fused node failed */
     CHECK(epabi_capture_run_end(&o, (const OrtRunOptions*)1, true) == NULL);
     CHECK(strstr(g_last, "failed") != NULL && !epabi_capture_is_captured(&o, 3));
     CHECK(epabi_capture_run_start(&o, (const OrtRunOptions*)1) == NULL);
-    epabi_capture_note_compute(tc, true);
+    epabi_capture_note_compute(tc, true, 1);
     CHECK(epabi_capture_run_end(&o, (const OrtRunOptions*)1, true) == NULL && epabi_capture_is_captured(&o, 3));
+    /* the host stream executed the launches while recording: no replay right after capture (state bound as an
+     * input and an output would advance twice in one run) */
+    CHECK(epabi_graph_manager_replays(tc->graphs, 3) == 0 && strstr(g_last, "right after capture") == NULL);
     /* a capture that recorded fewer fused nodes than the EP compiled (parallel execution) is refused */
     g_gid = "4";
     CHECK(epabi_capture_run_start(&o, (const OrtRunOptions*)1) == NULL);
     expect(epabi_capture_run_end(&o, (const OrtRunOptions*)1, true), ORT_FAIL, "sequential execution");
     CHECK(!epabi_capture_is_captured(&o, 4));
     g_gid = "3";
-    CHECK(epabi_capture_replay(&o, 3) == NULL && strstr(g_last, "ReplayGraph replayed annotation id 3 (replay 2") != NULL);
+    CHECK(epabi_capture_replay(&o, 3) == NULL && strstr(g_last, "ReplayGraph replayed annotation id 3 (replay 1") != NULL);
     expect(epabi_capture_replay(&o, 4), ORT_INVALID_ARGUMENT, "annotation id 4");
     epabi_threads_detach(&o);
     CHECK(o.serial == 0 && epabi_thread_find(&o) == NULL);

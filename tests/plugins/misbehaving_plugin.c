@@ -2,7 +2,8 @@
  * misbehaving_plugin.c - a minimal plugin EP that breaks one rule of the plugin-EP contract per build flag,
  * so the tests can check that the epabi host notices. Built by tests/plugin_builder.py with one -D flag:
  *
- *   (none)                 well behaved: one factory, one EP device on the CPU, an EP that claims nothing
+ *   (none)                 well behaved: one factory, one EP device on the CPU, an EP that claims nothing (it has a
+ *                          Compile, which fails if called, and ReleaseNodeComputeInfos)
  *   NO_RELEASE_EXPORT      does not export ReleaseEpFactory
  *   FACTORY_VERSION_ZERO   OrtEpFactory::ort_version_supported = 0
  *   NULL_GET_VERSION       OrtEpFactory::GetVersion = NULL
@@ -20,13 +21,36 @@
  *   METADATA_VERSION       passes EP metadata naming "version" to CreateEpDevice (ORT adds that key itself)
  *   CLAIM_NON_CONVEX       GetCapability claims every node except Sigmoids as one group, so a Sigmoid between
  *                          two claimed nodes makes the group non-convex (Compile is a stub that fails)
+ * For epabi check (tests/test_check.py):
+ *   NO_COMPILE             neither Compile nor ReleaseNodeComputeInfos (nor a kernel registry)
+ *   COMPILE_WITHOUT_RELEASE  Compile without ReleaseNodeComputeInfos
+ *   EP_EMPTY_NAME          OrtEp::GetName returns ""
+ *   EP_NAME_UNSTABLE       OrtEp::GetName returns a different name on every call
+ *   BAD_LAYOUT             GetPreferredDataLayout answers 7
+ *   BAD_CAPTURE_POLICY     the OrtEp declares 26; GetGraphCaptureNodeAssignmentPolicy answers 5
+ *   CAPTURE_WITHOUT_REPLAY the OrtEp declares 26; IsGraphCaptureEnabled is true, IsGraphCaptured/ReplayGraph NULL
+ *   STREAM_AWARE_NO_STREAM IsStreamAware is true, but no CreateSyncStreamForDevice is set
+ *   RELEASED_STATUS        GetCapability returns a status it has already released
+ *   LEAK_FD                every CreateEpFactories opens /dev/null and never closes it
+ *   DATA_TRANSFER_FLIPS_BYTE  a data transfer for CPU -> CPU copies whose first byte comes out flipped
+ *   ABORT_IN_CAPABILITY    GetCapability calls abort()
+ *   HANG_IN_CAPABILITY     GetCapability sleeps for an hour
+ *   NODELETE               (a link flag, not a define: plugin_builder links with -z nodelete) never unloaded
  */
+#if defined(LEAK_FD) || defined(HANG_IN_CAPABILITY)
+#define _POSIX_C_SOURCE 200809L
+#include <fcntl.h>
+#include <unistd.h>
+#endif
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "epabi/ort_abi.h"
 
 #define EXPORT __attribute__((visibility("default")))
+/* members only some flags set */
+#define FLAG_DEPENDENT __attribute__((unused))
 
 static const OrtApi* g_api;   /* test plugin only: one host per process is enough here */
 static const OrtEpApi* g_ep_api;
@@ -73,9 +97,31 @@ struct test_ep {
     OrtEp base;
 };
 
-static const char* EpName(const OrtEp* ep) { (void)ep; return "MisbehavingEp"; }
+static const char* EpName(const OrtEp* ep) {
+    (void)ep;
+#ifdef EP_EMPTY_NAME
+    return "";
+#elif defined(EP_NAME_UNSTABLE)
+    static const char* const names[] = {"MisbehavingEp", "MisbehavingEp2"};
+    static unsigned calls; /* test plugin only: a data race on it is harmless */
+    return names[calls++ % 2];
+#else
+    return "MisbehavingEp";
+#endif
+}
 static OrtStatus* EpGetCapability(OrtEp* ep, const OrtGraph* g, OrtEpGraphSupportInfo* info) {
     (void)ep; (void)g; (void)info;
+#ifdef RELEASED_STATUS
+    OrtStatus* released = g_api->CreateStatus(ORT_EP_FAIL, "this status was released before it was returned");
+    g_api->ReleaseStatus(released);
+    return released;
+#endif
+#ifdef ABORT_IN_CAPABILITY
+    abort();
+#endif
+#ifdef HANG_IN_CAPABILITY
+    sleep(3600);
+#endif
 #ifdef CLAIM_NON_CONVEX
     size_t n = 0, claimed = 0;
     OrtStatus* st = g_api->Graph_GetNumNodes(g, &n);
@@ -97,15 +143,35 @@ static OrtStatus* EpGetCapability(OrtEp* ep, const OrtGraph* g, OrtEpGraphSuppor
 #endif
 }
 
-#ifdef CLAIM_NON_CONVEX
-static OrtStatus* EpCompile(OrtEp* ep, const OrtGraph** graphs, const OrtNode** fused, size_t count,
-                            OrtNodeComputeInfo** infos, OrtNode** ep_context) {
+/* The EP claims nothing (or, with CLAIM_NON_CONVEX, only what the host must refuse), so Compile is never due. */
+FLAG_DEPENDENT static OrtStatus* EpCompile(OrtEp* ep, const OrtGraph** graphs, const OrtNode** fused, size_t count,
+                                           OrtNodeComputeInfo** infos, OrtNode** ep_context) {
     (void)ep; (void)graphs; (void)fused; (void)count; (void)infos; (void)ep_context;
-    return g_api->CreateStatus(ORT_EP_FAIL, "Compile must not be called for a non-convex claim");
+    return g_api->CreateStatus(ORT_EP_FAIL, "Compile must not be called: the EP claims no node");
 }
 
-static void EpReleaseInfos(OrtEp* ep, OrtNodeComputeInfo** infos, size_t n) { (void)ep; (void)infos; (void)n; }
+FLAG_DEPENDENT static void EpReleaseInfos(OrtEp* ep, OrtNodeComputeInfo** infos, size_t n) { (void)ep; (void)infos; (void)n; }
+
+static OrtStatus* EpLayout(OrtEp* ep, OrtEpDataLayout* layout) {
+    (void)ep;
+#ifdef BAD_LAYOUT
+    *layout = (OrtEpDataLayout)7;
+#else
+    *layout = OrtEpDataLayout_NCHW;
 #endif
+    return NULL;
+}
+
+FLAG_DEPENDENT static OrtGraphCaptureNodeAssignmentPolicy EpCapturePolicy(const OrtEp* ep) {
+    (void)ep;
+#ifdef BAD_CAPTURE_POLICY
+    return (OrtGraphCaptureNodeAssignmentPolicy)5;
+#else
+    return OrtGraphCaptureNodeAssignmentPolicy_ALL_NODES_ON_EP;
+#endif
+}
+
+FLAG_DEPENDENT static bool EpCaptureEnabled(const OrtEp* ep) { (void)ep; return true; }
 
 static OrtStatus* CreateEp(OrtEpFactory* f, const OrtHardwareDevice* const* d, const OrtKeyValuePairs* const* m,
                            size_t n, const OrtSessionOptions* so, const OrtLogger* l, OrtEp** out) {
@@ -114,9 +180,19 @@ static OrtStatus* CreateEp(OrtEpFactory* f, const OrtHardwareDevice* const* d, c
     ep->base.ort_version_supported = 24;
     ep->base.GetName = EpName;
     ep->base.GetCapability = EpGetCapability;
-#ifdef CLAIM_NON_CONVEX
+    ep->base.GetPreferredDataLayout = EpLayout;
+#ifndef NO_COMPILE
     ep->base.Compile = EpCompile;
+#if !defined(COMPILE_WITHOUT_RELEASE)
     ep->base.ReleaseNodeComputeInfos = EpReleaseInfos;
+#endif
+#endif
+#if defined(BAD_CAPTURE_POLICY) || defined(CAPTURE_WITHOUT_REPLAY)
+    ep->base.ort_version_supported = 26;
+    ep->base.GetGraphCaptureNodeAssignmentPolicy = EpCapturePolicy;
+#endif
+#ifdef CAPTURE_WITHOUT_REPLAY
+    ep->base.IsGraphCaptureEnabled = EpCaptureEnabled;
 #endif
 #ifdef EP_VERSION_ZERO
     ep->base.ort_version_supported = 0;
@@ -133,10 +209,53 @@ static OrtStatus* CreateEp(OrtEpFactory* f, const OrtHardwareDevice* const* d, c
 
 static void ReleaseEp(OrtEpFactory* f, OrtEp* ep) { (void)f; free(ep); }
 
+#ifdef DATA_TRANSFER_FLIPS_BYTE
+static void TransferRelease(OrtDataTransferImpl* t) { (void)t; }
+
+static bool TransferCanCopy(const OrtDataTransferImpl* t, const OrtMemoryDevice* src, const OrtMemoryDevice* dst) {
+    (void)t;
+    return g_ep_api->MemoryDevice_GetDeviceType(src) == OrtMemoryInfoDeviceType_CPU &&
+           g_ep_api->MemoryDevice_GetDeviceType(dst) == OrtMemoryInfoDeviceType_CPU;
+}
+
+static OrtStatus* TransferCopy(OrtDataTransferImpl* t, const OrtValue** src, OrtValue** dst, OrtSyncStream** streams,
+                               size_t n) {
+    (void)t; (void)streams;
+    for (size_t i = 0; i < n; ++i) {
+        void* from = NULL;
+        void* to = NULL;
+        size_t bytes = 0;
+        OrtStatus* st = g_api->GetTensorMutableData((OrtValue*)(uintptr_t)src[i], &from);
+        if (st == NULL) st = g_api->GetTensorMutableData(dst[i], &to);
+        if (st == NULL) st = g_api->GetTensorSizeInBytes(src[i], &bytes);
+        if (st != NULL) return st;
+        memcpy(to, from, bytes);
+        if (bytes) ((unsigned char*)to)[0] ^= 1;
+    }
+    return NULL;
+}
+
+/* Test plugin only: one data transfer for the process's one factory. */
+static OrtDataTransferImpl g_transfer = {24, TransferRelease, TransferCanCopy, TransferCopy};
+#endif
+
 static OrtStatus* CreateDataTransfer(OrtEpFactory* f, OrtDataTransferImpl** out) {
     (void)f;
+#ifdef DATA_TRANSFER_FLIPS_BYTE
+    *out = &g_transfer;
+#else
     *out = NULL;
+#endif
     return NULL;
+}
+
+static bool FactoryStreamAware(const OrtEpFactory* f) {
+    (void)f;
+#ifdef STREAM_AWARE_NO_STREAM
+    return true;
+#else
+    return false;
+#endif
 }
 
 EXPORT OrtStatus* CreateEpFactories(const char* name, const OrtApiBase* base, const OrtLogger* logger,
@@ -154,6 +273,10 @@ EXPORT OrtStatus* CreateEpFactories(const char* name, const OrtApiBase* base, co
     f->base.CreateEp = CreateEp;
     f->base.ReleaseEp = ReleaseEp;
     f->base.CreateDataTransfer = CreateDataTransfer;
+    f->base.IsStreamAware = FactoryStreamAware;
+#ifdef LEAK_FD
+    (void)open("/dev/null", O_RDONLY);
+#endif
 #ifdef FACTORY_VERSION_ZERO
     f->base.ort_version_supported = 0;
 #endif

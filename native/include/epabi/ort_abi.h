@@ -48,6 +48,8 @@ typedef struct OrtDeviceEpIncompatibilityDetails OrtDeviceEpIncompatibilityDetai
 typedef struct OrtEnv OrtEnv;
 typedef struct OrtEp OrtEp;
 typedef struct OrtEpApi OrtEpApi;
+typedef struct OrtEpAssignedNode OrtEpAssignedNode;
+typedef struct OrtEpAssignedSubgraph OrtEpAssignedSubgraph;
 typedef struct OrtEpDevice OrtEpDevice;
 typedef struct OrtEpFactory OrtEpFactory;
 typedef struct OrtEpGraphSupportInfo OrtEpGraphSupportInfo;
@@ -57,6 +59,7 @@ typedef struct OrtExternalResourceImporterImpl OrtExternalResourceImporterImpl;
 typedef struct OrtGraph OrtGraph;
 typedef struct OrtGraphicsInteropConfig OrtGraphicsInteropConfig;
 typedef struct OrtHardwareDevice OrtHardwareDevice;
+typedef struct OrtIoBinding OrtIoBinding;
 typedef struct OrtKernelContext OrtKernelContext;
 typedef struct OrtKernelDef OrtKernelDef;
 typedef struct OrtKernelDefBuilder OrtKernelDefBuilder;
@@ -89,6 +92,7 @@ typedef struct OrtSyncNotificationImpl OrtSyncNotificationImpl;
 typedef struct OrtSyncStream OrtSyncStream;
 typedef struct OrtSyncStreamImpl OrtSyncStreamImpl;
 typedef struct OrtTensorTypeAndShapeInfo OrtTensorTypeAndShapeInfo;
+typedef struct OrtThreadingOptions OrtThreadingOptions;
 typedef struct OrtTypeInfo OrtTypeInfo;
 typedef struct OrtValue OrtValue;
 typedef struct OrtValueInfo OrtValueInfo;
@@ -187,6 +191,24 @@ typedef enum OrtProfilingEventCategory {
 
 /* ---- plain data structs ------------------------------------------------------------------------ */
 
+/* A host's sink for log messages (CreateEnvWithOptions); param is the custom_logging_param given with it. */
+typedef void (*OrtLoggingFunction)(void* param, OrtLoggingLevel severity, const char* category, const char* logid,
+                                   const char* code_location, const char* message);
+
+/* Argument of OrtApi::CreateEnvWithOptions (since 1.24; 48 bytes). version must be 24 or more (the layout the
+ * caller fills: ORT 1.24.4 to 1.32.0 refuse less); logging_severity_level an OrtLoggingLevel; log_id non-NULL;
+ * the rest may be NULL. config_entries (copied by ORT) are the environment's config entries, which plugins read
+ * with OrtEpApi::GetEnvConfigEntries; "ep_factory.<EP name>.<key>" keys are environment-level EP options. */
+typedef struct OrtEnvCreationOptions {
+    uint32_t version;
+    int32_t logging_severity_level;
+    const char* log_id;
+    OrtLoggingFunction custom_logging_function;
+    void* custom_logging_param;
+    const OrtThreadingOptions* threading_options;
+    const OrtKeyValuePairs* config_entries;
+} OrtEnvCreationOptions;
+
 /* Passed by the plugin to EpGraphSupportInfo_AddNodesToFuse; 8 bytes (since 1.23). */
 typedef struct OrtNodeFusionOptions {
     uint32_t ort_version_supported;
@@ -211,7 +233,20 @@ struct OrtApi {
     OrtStatus* (*CreateStatus)(OrtErrorCode code, const char* msg); /* 0 since v1 */
     OrtErrorCode (*GetErrorCode)(const OrtStatus* status); /* 1 since v1 */
     const char* (*GetErrorMessage)(const OrtStatus* status); /* 2 since v1 */
-    void* reserved_3_38[36];
+    void* reserved_3_6[4];
+    OrtStatus* (*CreateSession)(const OrtEnv* env, const ORTCHAR_T* model_path, const OrtSessionOptions* options, OrtSession** out); /* 7 since v1 */
+    void* reserved_8_9[2];
+    OrtStatus* (*CreateSessionOptions)(OrtSessionOptions** options); /* 10 since v1 */
+    void* reserved_11_29[19];
+    OrtStatus* (*SessionGetInputCount)(const OrtSession* session, size_t* out); /* 30 since v1 */
+    OrtStatus* (*SessionGetOutputCount)(const OrtSession* session, size_t* out); /* 31 since v1 */
+    void* reserved_32_32[1];
+    OrtStatus* (*SessionGetInputTypeInfo)(const OrtSession* session, size_t index, OrtTypeInfo** type_info); /* 33 since v1 */
+    OrtStatus* (*SessionGetOutputTypeInfo)(const OrtSession* session, size_t index, OrtTypeInfo** type_info); /* 34 since v1 */
+    void* reserved_35_35[1];
+    OrtStatus* (*SessionGetInputName)(const OrtSession* session, size_t index, OrtAllocator* allocator, char** value); /* 36 since v1 */
+    OrtStatus* (*SessionGetOutputName)(const OrtSession* session, size_t index, OrtAllocator* allocator, char** value); /* 37 since v1 */
+    void* reserved_38_38[1];
     OrtStatus* (*CreateRunOptions)(OrtRunOptions** out); /* 39 since v1 */
     void* reserved_40_47[8];
     OrtStatus* (*CreateTensorAsOrtValue)(OrtAllocator* allocator, const int64_t* shape, size_t shape_len, ONNXTensorElementDataType type, OrtValue** out); /* 48 since v1 */
@@ -259,7 +294,8 @@ struct OrtApi {
     void (*ReleaseRunOptions)(OrtRunOptions*); /* 97 since v1 */
     void (*ReleaseTypeInfo)(OrtTypeInfo*); /* 98 since v1 */
     void (*ReleaseTensorTypeAndShapeInfo)(OrtTensorTypeAndShapeInfo*); /* 99 since v1 */
-    void* reserved_100_111[12];
+    void (*ReleaseSessionOptions)(OrtSessionOptions*); /* 100 since v1 */
+    void* reserved_101_111[11];
     OrtStatus* (*ModelMetadataGetProducerName)(const OrtModelMetadata* model_metadata, OrtAllocator* allocator, char** value); /* 112 since v2 */
     OrtStatus* (*ModelMetadataGetGraphName)(const OrtModelMetadata* model_metadata, OrtAllocator* allocator, char** value); /* 113 since v2 */
     OrtStatus* (*ModelMetadataGetDomain)(const OrtModelMetadata* model_metadata, OrtAllocator* allocator, char** value); /* 114 since v2 */
@@ -273,7 +309,12 @@ struct OrtApi {
     OrtStatus* (*AddSessionConfigEntry)(OrtSessionOptions* options, const char* config_key, const char* config_value); /* 130 since v5 */
     void* reserved_131_131[1];
     void (*ReleaseAllocator)(OrtAllocator*); /* 132 since v5 */
-    void* reserved_133_157[25];
+    OrtStatus* (*RunWithBinding)(OrtSession* session, const OrtRunOptions* run_options, const OrtIoBinding* binding_ptr); /* 133 since v5 */
+    OrtStatus* (*CreateIoBinding)(OrtSession* session, OrtIoBinding** out); /* 134 since v5 */
+    void (*ReleaseIoBinding)(OrtIoBinding*); /* 135 since v5 */
+    OrtStatus* (*BindInput)(OrtIoBinding* binding_ptr, const char* name, const OrtValue* val_ptr); /* 136 since v5 */
+    OrtStatus* (*BindOutput)(OrtIoBinding* binding_ptr, const char* name, const OrtValue* val_ptr); /* 137 since v5 */
+    void* reserved_138_157[20];
     OrtStatus* (*ModelMetadataGetGraphDescription)(const OrtModelMetadata* model_metadata, OrtAllocator* allocator, char** value); /* 158 since v7 */
     void* reserved_159_161[3];
     OrtStatus* (*KernelInfoGetAttributeArray_float)(const OrtKernelInfo* info, const char* name, float* out, size_t* size); /* 162 since v8 */
@@ -331,7 +372,11 @@ struct OrtApi {
     void (*GetKeyValuePairs)(const OrtKeyValuePairs* kvps, const char* const** keys, const char* const** values, size_t* num_entries); /* 298 since 1.22 */
     void (*RemoveKeyValuePair)(OrtKeyValuePairs* kvps, const char* key); /* 299 since 1.22 */
     void (*ReleaseKeyValuePairs)(OrtKeyValuePairs*); /* 300 since 1.22 */
-    void* reserved_301_306[6];
+    OrtStatus* (*RegisterExecutionProviderLibrary)(OrtEnv* env, const char* registration_name, const ORTCHAR_T* path); /* 301 since 1.22 */
+    OrtStatus* (*UnregisterExecutionProviderLibrary)(OrtEnv* env, const char* registration_name); /* 302 since 1.22 */
+    OrtStatus* (*GetEpDevices)(const OrtEnv* env, const OrtEpDevice* const** ep_devices, size_t* num_ep_devices); /* 303 since 1.22 */
+    OrtStatus* (*SessionOptionsAppendExecutionProvider_V2)(OrtSessionOptions* session_options, OrtEnv* env, const OrtEpDevice* const* ep_devices, size_t num_ep_devices, const char* const* ep_option_keys, const char* const* ep_option_vals, size_t num_ep_options); /* 304 since 1.22 */
+    void* reserved_305_306[2];
     OrtHardwareDeviceType (*HardwareDevice_Type)(const OrtHardwareDevice* device); /* 307 since 1.22 */
     uint32_t (*HardwareDevice_VendorId)(const OrtHardwareDevice* device); /* 308 since 1.22 */
     const char* (*HardwareDevice_Vendor)(const OrtHardwareDevice* device); /* 309 since 1.22 */
@@ -416,7 +461,13 @@ struct OrtApi {
     OrtStatus* (*KernelInfo_GetOperatorDomain)(const OrtKernelInfo* info, char* out, size_t* size); /* 392 since 1.24 */
     OrtStatus* (*KernelInfo_GetOperatorType)(const OrtKernelInfo* info, char* out, size_t* size); /* 393 since 1.24 */
     OrtStatus* (*KernelInfo_GetOperatorSinceVersion)(const OrtKernelInfo* info, int* since_version); /* 394 since 1.24 */
-    void* reserved_395_413[19];
+    void* reserved_395_405[11];
+    OrtStatus* (*CreateEnvWithOptions)(const OrtEnvCreationOptions* options, OrtEnv** out); /* 406 since 1.24 */
+    OrtStatus* (*Session_GetEpGraphAssignmentInfo)(const OrtSession* session, const OrtEpAssignedSubgraph* const** ep_subgraphs, size_t* num_ep_subgraphs); /* 407 since 1.24 */
+    OrtStatus* (*EpAssignedSubgraph_GetEpName)(const OrtEpAssignedSubgraph* ep_subgraph, const char** out); /* 408 since 1.24 */
+    OrtStatus* (*EpAssignedSubgraph_GetNodes)(const OrtEpAssignedSubgraph* ep_subgraph, const OrtEpAssignedNode* const** ep_nodes, size_t* num_ep_nodes); /* 409 since 1.24 */
+    OrtStatus* (*EpAssignedNode_GetName)(const OrtEpAssignedNode* ep_node, const char** out); /* 410 since 1.24 */
+    void* reserved_411_413[3];
     OrtStatus* (*GetTensorElementTypeAndShapeDataReference)(const OrtValue* value, ONNXTensorElementDataType* elem_type, const int64_t** shape_data, size_t* shape_data_count); /* 414 since 1.24 */
     void* reserved_415_416[2];
     OrtStatus* (*KernelInfoGetAttributeArray_string)(const OrtKernelInfo* info, const char* name, OrtAllocator* allocator, char*** out, size_t* size); /* 417 since 1.25 */
@@ -591,6 +642,24 @@ struct OrtEp {
     OrtStatus* (*GetDefaultMemoryDevice)(const OrtEp* this_ptr, const OrtMemoryDevice** device); /* 23 since 1.27 */
     OrtStatus* (*ReleaseCapturedGraph)(OrtEp* this_ptr, int graph_annotation_id); /* 24 since 1.27 */
     OrtStatus* (*GetWeightlessSupport)(const OrtEp* this_ptr, OrtWeightlessSupport* support); /* 25 since 1.29 */
+};
+
+/* Returned by OrtEp::CreateProfiler, which hosts 1.25+ call once per session when they register the EP, profiling
+ * on or off; the host calls Release when the session's profiler goes. With profiling on, StartProfiling comes once
+ * when the profile starts (ep_profiling_start_offset_ns: nanoseconds elapsed since the host's profiling start, on
+ * the host's clock), StartEvent/StopEvent around each of the host's own profile events (the same correlation id
+ * for both; StopEvent hands the finished event, readable with OrtEpApi::ProfilingEvent_*), EndProfiling once when
+ * the profile is written: the EP adds its events (timestamps in microseconds since the host's profiling start)
+ * with OrtEpApi::ProfilingEventsContainer_AddEvents. A host refuses a profiler declaring a version below 25 or
+ * missing Release, StartProfiling or EndProfiling; StartEvent and StopEvent may be NULL. Slot order checked against
+ * the calls onnxruntime 1.32.0 makes (tests/test_abi_layout.py). */
+struct OrtEpProfilerImpl {
+    uint32_t ort_version_supported; /* 0 since 1.25 */
+    void (*Release)(OrtEpProfilerImpl* this_ptr); /* 1 since 1.25 */
+    OrtStatus* (*StartProfiling)(OrtEpProfilerImpl* this_ptr, int64_t ep_profiling_start_offset_ns); /* 2 since 1.25 */
+    OrtStatus* (*StartEvent)(OrtEpProfilerImpl* this_ptr, uint64_t ort_event_correlation_id); /* 3 since 1.25 */
+    OrtStatus* (*StopEvent)(OrtEpProfilerImpl* this_ptr, uint64_t ort_event_correlation_id, const OrtProfilingEvent* ort_event); /* 4 since 1.25 */
+    OrtStatus* (*EndProfiling)(OrtEpProfilerImpl* this_ptr, OrtProfilingEventsContainer* events_container); /* 5 since 1.25 */
 };
 
 /* One per fused node, returned by OrtEp::Compile; released by OrtEp::ReleaseNodeComputeInfos. */
