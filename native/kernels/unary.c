@@ -50,12 +50,13 @@ static inline double gelu_tanh_d(double x) {
 /* Sign keeps NaN (x == 0 is false for it) and gives +0 for both zeros, as ORT's CPU EP. */
 #define SIGN_OF(T, x) ((x) > 0 ? (T)1 : (x) < 0 ? (T)-1 : (x) == 0 ? (T)0 : (x))
 
-/* Elements [begin, end) of the launch; plain indexed loops over restrict pointers, which GCC vectorises wherever
- * EXPR has no call (vmath.h's functions are inlined arithmetic). */
+/* Elements [begin, end) of the launch; plain indexed loops, which GCC vectorises wherever EXPR has no call (vmath.h's
+ * functions are inlined arithmetic). No restrict: a linear step and CUDA's Conv epilogue run in place (in == out),
+ * which GCC's run-time overlap check lets through to the vector loop. */
 #define UN_LOOP(T, EXPR)                                       \
     do {                                                       \
-        const T* restrict X = a->in;                           \
-        T* restrict Y = a->out;                                \
+        const T* X = a->in;                                    \
+        T* Y = a->out;                                         \
         for (int64_t i = begin; i < end; ++i) {                \
             T x = X[i];                                        \
             Y[i] = (EXPR);                                     \
@@ -71,8 +72,8 @@ static inline double gelu_tanh_d(double x) {
     do {                                                           \
         const T lo = a->lo != NULL ? *(const T*)a->lo : (LO);      \
         const T hi = a->hi != NULL ? *(const T*)a->hi : (HI);      \
-        const T* restrict X = a->in;                               \
-        T* restrict Y = a->out;                                    \
+        const T* X = a->in;                                        \
+        T* Y = a->out;                                             \
         for (int64_t i = begin; i < end; ++i) {                    \
             const T v = X[i] < lo ? lo : X[i];                     \
             Y[i] = v > hi ? hi : v;                                \
