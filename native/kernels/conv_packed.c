@@ -234,13 +234,14 @@ struct convp_image {
     int64_t kdim, panels, block, blocks, runs, run_tiles;
 };
 
-/* Channels [c0, c1) of xs from X (conv_packed.h): each (phase, row) is zeros, then the input row's columns
- * q*sw + b - pw, then zeros. At the kernels' level, so the strided copies vectorise. */
-CONVP_TARGET static void convp_rearrange(void* ctx, int64_t c0, int64_t c1) {
+/* Grid rows [r0, r1) of every channel and phase of xs from X (conv_packed.h): each row is zeros, then the input
+ * row's columns q*sw + b - pw, then zeros. Split by rows, as the tiles are, so that on a pool each thread writes
+ * the rows its own tiles read (thread_pool.c's shares). At the kernels' level, so the strided copies vectorise. */
+CONVP_TARGET static void convp_rearrange(void* ctx, int64_t r0, int64_t r1) {
     const struct convp_image* im = ctx;
     const struct conv_launch* L = im->L;
     const struct convp_geom* g = &im->g;
-    for (int64_t c = c0; c < c1; ++c) {
+    for (int64_t c = 0; c < L->c; ++c) {
         const float* xc = im->x + c * L->h * L->wd;
         for (int64_t a = 0; a < g->phase_h; ++a) {
             for (int64_t b = 0; b < g->phase_w; ++b) {
@@ -252,7 +253,8 @@ CONVP_TARGET static void convp_rearrange(void* ctx, int64_t c0, int64_t c1) {
                 if (qlo > g->cols) qlo = g->cols;
                 if (qhi > g->cols) qhi = g->cols;
                 if (qhi < qlo) qhi = qlo;
-                for (int64_t r = 0; r < g->rows; ++r, dst += g->cols) {
+                dst += r0 * g->cols;
+                for (int64_t r = r0; r < r1; ++r, dst += g->cols) {
                     const int64_t iy = r * L->sh + a - L->ph;
                     if (iy < 0 || iy >= L->h || qlo == qhi) {
                         memset(dst, 0, (size_t)g->cols * sizeof(float));
@@ -358,8 +360,8 @@ void epabi_convp_launch(const struct conv_launch* L) {
             im.xs = (float*)im.x;   /* only read */
         } else {
             im.xs = (float*)(work + s.xs);
-            const int64_t grain = 65536 / (im.g.channel > 0 ? im.g.channel : 1);
-            epabi_pool_for_range(pool, L->c, grain, convp_rearrange, &im);
+            const int64_t row_floats = L->c * L->sh * L->sw * im.g.cols;
+            epabi_pool_for_range(pool, im.g.rows, 16384 / (row_floats > 0 ? row_floats : 1), convp_rearrange, &im);
         }
         epabi_pool_for(pool, L->group * im.blocks * im.runs, convp_task, &im);
     }

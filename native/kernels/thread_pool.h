@@ -38,8 +38,10 @@ int epabi_pool_threads(const struct epabi_pool* pool);
 typedef void (*epabi_pool_task)(void* ctx, int64_t task, int slot);
 
 /* Runs fn(ctx, i, slot) for every i in [0, n_tasks) and returns when all have finished, spread over the pool's
- * threads (the caller takes part as slot 0). Runs them in order on the caller (slot 0) for a NULL pool, a single
- * task or a busy pool; a worker that cannot be started leaves its share to the others. */
+ * threads (the caller takes part as slot 0). Thread s takes the s-th contiguous share of the tasks first, in order,
+ * then helps with the others' (so loops cutting the same data the same way hand each thread the same part, still
+ * in its core's cache). Runs them in order on the caller (slot 0) for a NULL pool, a single task or a busy pool; a
+ * worker that cannot be started or scheduled leaves its share to the others. */
 void epabi_pool_for(struct epabi_pool* pool, int64_t n_tasks, epabi_pool_task fn, void* ctx);
 
 /* One chunk [begin, end) of a range loop. */
