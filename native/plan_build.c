@@ -356,8 +356,8 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
         return st;
     }
     EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_VERBOSE,
-              EPABI_EP_NAME ": compiled '%s': %d steps (%d on the host, %d Relu fused, %d linear with %d node(s) "
-              "folded in), %d values, %d inputs, %d outputs", p->name, p->n_steps, p->n_host_steps, p->n_fused,
+              EPABI_EP_NAME ": compiled '%s': %d steps (%d on the host, %d activation nodes fused, %d linear with %d "
+              "node(s) folded in), %d values, %d inputs, %d outputs", p->name, p->n_steps, p->n_host_steps, p->n_fused,
               p->n_linear, p->n_linear_folded, p->n_values, p->n_inputs, p->n_outputs);
     *out = p;
     return NULL;

@@ -74,6 +74,11 @@ int epabi_exec_epilogue(const struct epabi_exec* ex) {
     return ex->step != NULL ? ex->step->epilogue : EPABI_EPILOGUE_NONE;
 }
 
+void epabi_exec_epilogue_params(const struct epabi_exec* ex, float* alpha, float* beta) {
+    *alpha = ex->step != NULL ? ex->step->epilogue_alpha : 0.0f;
+    *beta = ex->step != NULL ? ex->step->epilogue_beta : 0.0f;
+}
+
 /* Run memory: host memory for host steps, stream-ordered allocations in mempool mode, the capture pool
  * inside a capture window, else the plan's arena (linked to the stream that used it, see arena.h). */
 static void* exec_alloc(struct epabi_exec* ex, size_t bytes) {

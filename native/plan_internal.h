@@ -44,7 +44,8 @@ struct plan_step {
     int* frees;                        /* intermediates whose last reader is this step (owned) */
     int n_frees;
     bool on_host;                      /* device plans: a host step (plan.h) */
-    int epilogue;                      /* enum epabi_epilogue: a Relu fused into this step (fuse_epilogues) */
+    int epilogue;                      /* enum epabi_epilogue: an activation fused into this step (fuse_epilogues) */
+    float epilogue_alpha, epilogue_beta;   /* its parameters (kernel.h, epilogue_params) */
     struct epabi_error_site site;      /* what its launches report errors as (set once the build is done) */
 };
 
@@ -55,7 +56,7 @@ struct epabi_plan {
     bool device_only;                  /* has_device and the host cannot read the device's memory (CUDA) */
     struct epabi_plan_device device;   /* has_device only */
     int n_host_steps;
-    int n_fused;                       /* Relu steps folded into their producer */
+    int n_fused;                       /* activation steps folded into their producer (a SiLU's two count two) */
     int n_linear;                      /* linear steps (kernels/linear.h) */
     int n_linear_folded;               /* bias Adds and activations folded into them */
     int n_nodes;                       /* ONNX nodes of the fused graph */

@@ -296,40 +296,100 @@ OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p) {
     return NULL;
 }
 
-/* Folds "X = producer(a, b); Y = activation(X)" into one launch with an epilogue, when the producer's kernel
- * takes one (Add/Sub/Mul/Div/Max/Min), the activation's kernel can be one (Relu) and X is a float/double
- * intermediate read by that activation alone: one kernel instead of two, and one intermediate fewer (a CUDA
- * graph of an MLP then has the node count of a hand-fused one). Y keeps its name and dtype. */
-void epabi_plan_fuse_epilogues(struct epabi_plan* p) {
-    for (int ri = 0; ri < p->n_steps; ++ri) {
-        struct plan_step* r = &p->steps[ri];
-        if (r->kernel->as_epilogue == EPABI_EPILOGUE_NONE || r->n_in != 1 || r->n_out != 1 || r->in[0] < 0) continue;
-        int x = r->in[0];
-        struct plan_value* xv = &p->values[x];
-        if (xv->kind != VK_INNER || xv->output_index >= 0 || xv->producer < 0 ||
-            (xv->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT && xv->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE) ||
-            p->values[r->out[0]].dtype != xv->dtype)
+/* ---- activation epilogues (kernels/epilogue.h) -------------------------------------------------------- */
+
+/* The readers of value v among the steps. */
+static int readers_of(const struct epabi_plan* p, int v) {
+    int n = 0;
+    for (int si = 0; si < p->n_steps; ++si)
+        for (int j = 0; j < p->steps[si].n_in; ++j) n += p->steps[si].in[j] == v;
+    return n;
+}
+
+/* Drops step ri, whose work another step took over, keeping producer indices right. */
+static void remove_step(struct epabi_plan* p, int ri) {
+    struct plan_step* r = &p->steps[ri];
+    if (r->state != NULL && r->kernel->release != NULL) r->kernel->release(r->state);
+    free(r->node_name);
+    free(r->op_type);
+    free(r->frees);
+    for (int v = 0; v < p->n_values; ++v)
+        if (p->values[v].producer > ri) p->values[v].producer--;
+    memmove(r, r + 1, (size_t)(p->n_steps - ri - 1) * sizeof *r);
+    p->n_steps--;
+    p->n_fused++;
+}
+
+/* The step producing X when it can apply epilogue `kind` to X itself: X a float intermediate, read `readers` times
+ * in all, produced by a single-output kernel whose launch takes that kind and that has no epilogue yet; else -1. */
+static int epilogue_host(const struct epabi_plan* p, int x, enum epabi_epilogue kind, int readers) {
+    if (x < 0) return -1;
+    const struct plan_value* xv = &p->values[x];
+    if (xv->kind != VK_INNER || xv->output_index >= 0 || xv->producer < 0 ||
+        (xv->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT && xv->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE))
+        return -1;
+    const struct plan_step* a = &p->steps[xv->producer];
+    if ((a->kernel->epilogues & EPABI_EPILOGUE_BIT(kind)) == 0 || a->n_out != 1 || a->epilogue != EPABI_EPILOGUE_NONE)
+        return -1;
+    return readers_of(p, x) == readers ? xv->producer : -1;
+}
+
+/* Producer step ai now writes y with epilogue `kind`. X keeps a producer (so the plan stays consistent) but nobody
+ * reads or writes it. */
+static void take_epilogue(struct epabi_plan* p, int ai, int y, enum epabi_epilogue kind, float alpha, float beta) {
+    struct plan_step* a = &p->steps[ai];
+    a->out[0] = y;
+    a->epilogue = kind;
+    a->epilogue_alpha = alpha;
+    a->epilogue_beta = beta;
+    p->values[y].producer = ai;
+}
+
+/* "S = act(X); Y = X * S" (either operand order; act a kernel with `times_input`, the product a kernel marked
+ * `product`), X read by those two alone and S by the product alone, with X's producer taking that epilogue: the
+ * producer writes Y. PyTorch exports SiLU (YOLO's activation) as Sigmoid then Mul. */
+static bool fuse_gated(struct epabi_plan* p, int mi) {
+    const struct plan_step* m = &p->steps[mi];
+    if (!m->kernel->product || m->n_in != 2 || m->n_out != 1 || m->in[0] < 0 || m->in[1] < 0) return false;
+    for (int side = 0; side < 2; ++side) {
+        const int x = m->in[side], sig = m->in[1 - side];
+        const struct plan_value* sv = &p->values[sig];
+        if (sv->kind != VK_INNER || sv->output_index >= 0 || sv->producer < 0 || readers_of(p, sig) != 1) continue;
+        const struct plan_step* s = &p->steps[sv->producer];
+        const enum epabi_epilogue kind = s->kernel->times_input;
+        if (kind == EPABI_EPILOGUE_NONE || s->n_in != 1 || s->in[0] != x || s->n_out != 1 ||
+            p->values[m->out[0]].dtype != p->values[x].dtype || p->values[sig].dtype != p->values[x].dtype)
             continue;
-        struct plan_step* a = &p->steps[xv->producer];
-        if (!a->kernel->takes_epilogue || a->n_out != 1 || a->epilogue != EPABI_EPILOGUE_NONE) continue;
-        int readers = 0;
-        for (int si = 0; si < p->n_steps; ++si)
-            for (int j = 0; j < p->steps[si].n_in; ++j) readers += p->steps[si].in[j] == x;
-        if (readers != 1) continue;
-        /* a writes Y directly; X keeps a producer (so the plan stays consistent) but nobody reads or writes it */
-        int y = r->out[0];
-        a->out[0] = y;
-        a->epilogue = r->kernel->as_epilogue;
-        p->values[y].producer = xv->producer;
-        if (r->state != NULL && r->kernel->release != NULL) r->kernel->release(r->state);
-        free(r->node_name);
-        free(r->op_type);
-        free(r->frees);
-        for (int v = 0; v < p->n_values; ++v)
-            if (p->values[v].producer > ri) p->values[v].producer--;
-        memmove(r, r + 1, (size_t)(p->n_steps - ri - 1) * sizeof *r);
-        p->n_steps--;
-        p->n_fused++;
+        const int ai = epilogue_host(p, x, kind, 2);
+        if (ai < 0) continue;
+        const int si = sv->producer, y = m->out[0];
+        take_epilogue(p, ai, y, kind, 0.0f, 0.0f);
+        remove_step(p, mi > si ? mi : si);   /* the later one first: the earlier index stays valid */
+        remove_step(p, mi > si ? si : mi);
+        return true;
+    }
+    return false;
+}
+
+/* Folds "X = producer(...); Y = activation(X)" into one launch with an epilogue, when the producer's kernel takes
+ * that epilogue (elementwise arithmetic: Relu; Conv: every kind), the activation's kernel can be one (Relu, Sigmoid,
+ * Tanh, LeakyRelu, HardSigmoid, HardSwish) and X is a float/double intermediate read by that activation alone: one
+ * kernel instead of two, one intermediate fewer (a CUDA graph of an MLP then has the node count of a hand-fused one),
+ * and the activation runs on results still in cache. SiLU's Sigmoid + Mul pair is matched first (fuse_gated). Y keeps
+ * its name and dtype. */
+void epabi_plan_fuse_epilogues(struct epabi_plan* p) {
+    for (int mi = 0; mi < p->n_steps; ++mi)
+        if (fuse_gated(p, mi)) mi = -1;   /* indices moved: start over (plans are small, fusions few) */
+    for (int ri = 0; ri < p->n_steps; ++ri) {
+        const struct plan_step* r = &p->steps[ri];
+        const enum epabi_epilogue kind = r->kernel->as_epilogue;
+        if (kind == EPABI_EPILOGUE_NONE || r->n_in != 1 || r->n_out != 1 || r->in[0] < 0) continue;
+        const int x = r->in[0], ai = epilogue_host(p, x, kind, 1);
+        if (ai < 0 || p->values[r->out[0]].dtype != p->values[x].dtype) continue;
+        float alpha = 0.0f, beta = 0.0f;
+        if (r->kernel->epilogue_params != NULL) r->kernel->epilogue_params(r->state, &alpha, &beta);
+        take_epilogue(p, ai, r->out[0], kind, alpha, beta);
+        remove_step(p, ri);
         --ri;
     }
 }

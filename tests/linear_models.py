@@ -21,8 +21,8 @@ ACTIVATIONS = {"Relu": ("Relu", {}), "Sigmoid": ("Sigmoid", {}), "Tanh": ("Tanh"
                "GeluTanh": ("Gelu", {"approximate": "tanh"})}
 
 #: The plan's summary line (native/plan_build.c, VERBOSE): steps, and linear steps with the nodes folded into them
-COMPILED = re.compile(r"compiled '[^']*': (\d+) steps \(\d+ on the host, \d+ Relu fused, (\d+) linear with (\d+) "
-                      r"node\(s\) folded in\)")
+COMPILED = re.compile(r"compiled '[^']*': (\d+) steps \(\d+ on the host, \d+ activation nodes fused, (\d+) linear "
+                      r"with (\d+) node\(s\) folded in\)")
 
 #: The capture summary (native/capture_policy.c, INFO): the launches a replay runs (CUDA: the graph's nodes)
 CAPTURED = re.compile(r"captured graph of annotation id (-?\d+): (\d+) launch\(es\)")

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cuda_launch_internal.h"
 #include "ep_factory.h"   /* EPABI_EP_NAME */
@@ -198,7 +199,7 @@ enum { CONV_MAX_GEMM_CALLS = 1024 };   /* im2col tiles beyond this go to the dir
  * per image, group and column tile, im2col into L->col then a GEMM. CONV_PER_CHANNEL (depthwise), no
  * input channels, or too many tiles: the direct kernel, which covers every configuration. The GEMM paths
  * first fill Y with the bias and add with beta = 1. */
-OrtStatus* epabi_cuda_launch_conv(const struct epabi_cuda_launch_env* env, const struct conv_launch* in) {
+static OrtStatus* conv_body(const struct epabi_cuda_launch_env* env, const struct conv_launch* in) {
     const char* what = "Conv";
     struct conv_launch L = *in;
     const int64_t P = L.oh * L.ow;
@@ -247,6 +248,38 @@ OrtStatus* epabi_cuda_launch_conv(const struct epabi_cuda_launch_env* env, const
         }
     }
     return NULL;
+}
+
+/* The unary op (and its alpha, beta) that computes epilogue `kind` in place (epilogue.h); false for NONE. */
+static bool epilogue_op(const struct conv_launch* L, struct un_args* a) {
+    a->alpha = L->ep_alpha;
+    a->beta = L->ep_beta;
+    switch (L->epilogue) {
+    case EPABI_EPILOGUE_RELU: a->op = UN_RELU; return true;
+    case EPABI_EPILOGUE_SIGMOID: a->op = UN_SIGMOID; return true;
+    case EPABI_EPILOGUE_SILU: a->op = UN_SILU; return true;
+    case EPABI_EPILOGUE_TANH: a->op = UN_TANH; return true;
+    case EPABI_EPILOGUE_LEAKY_RELU: a->op = UN_LEAKY_RELU; return true;
+    case EPABI_EPILOGUE_HARD_SIGMOID: a->op = UN_HARD_SIGMOID; return true;
+    case EPABI_EPILOGUE_HARD_SWISH: a->op = UN_HARD_SWISH; return true;
+    default: return false;
+    }
+}
+
+/* The conv, then the activation the plan fused into it (conv_launch.epilogue) as one in-place pass over Y. */
+OrtStatus* epabi_cuda_launch_conv(const struct epabi_cuda_launch_env* env, const struct conv_launch* in) {
+    EPABI_RETURN_IF_ERROR(conv_body(env, in));
+    struct un_args a;
+    memset(&a, 0, sizeof a);
+    if (!epilogue_op(in, &a)) return NULL;
+    a.dtype = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+    a.in = in->y;
+    a.out = in->y;
+    a.n = in->n * in->m * in->oh * in->ow;
+    if (a.n <= 0) return NULL;
+    void* params[] = {&a};
+    return epabi_cuda_run(env, "Conv epilogue", EPABI_CK_un_f32, epabi_cuda_grid(a.n, EPABI_CUDA_BLOCK), 1, 1,
+                          EPABI_CUDA_BLOCK, params);
 }
 
 /* ---- row-wise kinds --------------------------------------------------------------------------------------- */

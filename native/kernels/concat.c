@@ -7,6 +7,7 @@
  */
 #include "cuda_coverage.h"
 #include "kernel.h"
+#include "math_common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,14 +72,49 @@ static void concat_release(void* state) {
     free(state);
 }
 
-static void concat_launch(const void* p) {
-    const struct concat_args* a = p;
-    unsigned char* dst = a->dst;
-    for (int64_t o = 0; o < a->outer; ++o) {
+/* Outer indices [o0, o1): each input's block after the others'. */
+static void concat_rows(void* ctx, int64_t o0, int64_t o1) {
+    const struct concat_args* a = ctx;
+    size_t row = 0;
+    for (int i = 0; i < a->n; ++i) row += a->row_bytes[i];
+    unsigned char* dst = a->dst + (size_t)o0 * row;
+    for (int64_t o = o0; o < o1; ++o) {
         for (int i = 0; i < a->n; ++i) {
             memcpy(dst, a->src[i] + (size_t)o * a->row_bytes[i], a->row_bytes[i]);
             dst += a->row_bytes[i];
         }
+    }
+}
+
+/* One input's block of a single outer index, in byte chunks [b0, b1) (outer == 1: a concat along the first
+ * non-unit axis, as a detector's channel concats are). */
+struct concat_block {
+    const struct concat_args* a;
+    int i;
+    size_t at;   /* its place in the output */
+};
+
+static void concat_bytes(void* ctx, int64_t b0, int64_t b1) {
+    const struct concat_block* c = ctx;
+    memcpy(c->a->dst + c->at + b0, c->a->src[c->i] + b0, (size_t)(b1 - b0));
+}
+
+/* Spread over the pool by outer indices, or for one outer index by byte chunks of each input's block. */
+static void concat_launch(const void* p) {
+    const struct concat_args* a = p;
+    const int64_t grain = 64 * (int64_t)EPABI_PARALLEL_MIN_ELEMS;   /* bytes */
+    if (a->outer > 1) {
+        size_t row = 0;
+        for (int i = 0; i < a->n; ++i) row += a->row_bytes[i];
+        epabi_pool_for_range(a->pool, a->outer, (grain + (int64_t)row - 1) / (row > 0 ? (int64_t)row : 1),
+                             concat_rows, (void*)a);
+        return;
+    }
+    struct concat_block c = {a, 0, 0};
+    for (int i = 0; i < a->n; ++i) {
+        c.i = i;
+        epabi_pool_for_range(a->pool, (int64_t)a->row_bytes[i], grain, concat_bytes, &c);
+        c.at += a->row_bytes[i];
     }
 }
 
@@ -125,6 +161,7 @@ static OrtStatus* concat_run(struct epabi_exec* ex, const void* state, const str
 
     struct concat_args a = {0};
     a.outer = outer;
+    a.pool = epabi_exec_pool(ex);
     int64_t dims[EPABI_MAX_RANK];
     memcpy(dims, ref->dims, sizeof(int64_t) * (size_t)ref->rank);
     dims[axis] = 0;

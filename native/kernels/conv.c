@@ -2,7 +2,10 @@
  * conv.c - Conv (opsets 1-22) on float32, NCHW, 1-D and 2-D: group, dilations, strides, pads, auto_pad
  * (NOTSET, VALID, SAME_UPPER, SAME_LOWER), kernel_shape, optional bias.
  *
- * Each (image, group) is one matrix product W_g[Mg, Cg*kh*kw] x columns[Cg*kh*kw, OH*OW] (im2col). The
+ * On the software adapter of an AVX-512 CPU, a conv with more than one input channel per group (or at least
+ * EPABI_CONVP_MR output channels per group) runs as an implicit GEMM over weights packed at Compile
+ * (conv_packed.h), with the bias and a fused activation (epilogue.h) applied before its results are stored.
+ * Elsewhere each (image, group) is one matrix product W_g[Mg, Cg*kh*kw] x columns[Cg*kh*kw, OH*OW] (im2col). The
  * column matrix is built a tile of output positions at a time so its scratch stays bounded whatever the
  * image size; a 1x1, stride-1, unpadded conv skips it and multiplies X directly. Groups of one input channel
  * (depthwise) skip the product altogether. 1-D runs as 2-D with H = 1. On the software adapter every
@@ -11,7 +14,9 @@
  * Opsets 1, 11 and 22 differ only in the dtypes they list. 3-D convs are refused.
  */
 #include "math_common.h"
+#include "conv_packed.h"
 #include "cuda_coverage.h"
+#include "epilogue.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +43,8 @@ struct conv_state {
     int64_t strides[2], dilations[2];
     int64_t pads[4];               /* ONNX order: begin of each axis, then end of each axis */
     enum conv_auto_pad auto_pad;
+    float* wpack;                  /* a constant W packed for CONV_PACKED (conv_packed.h) at init, or NULL */
+    int64_t wpack_dims[4];         /* the W it was packed from */
 };
 
 
@@ -171,7 +178,12 @@ static void conv_task(void* ctx, int64_t t, int slot) {
         for (int64_t r = 0; r < L->mg; ++r)
             for (int64_t i = t0; i < t0 + tl; ++i) yg[r * P + i] = 0.0f;
     }
-    if (kdim == 0) return;   /* no input channels: Y is the bias (or zero); X and W have no data */
+    if (kdim == 0) {   /* no input channels: Y is the bias (or zero); X and W have no data */
+        if (L->epilogue != EPABI_EPILOGUE_NONE)
+            for (int64_t r = 0; r < L->mg; ++r)
+                epabi_epilogue_f32(yg + r * P + t0, tl, L->epilogue, L->ep_alpha, L->ep_beta, 0.0f);
+        return;
+    }
     const float* xg = L->x + (ni * L->c + g * L->cg) * L->h * L->wd;
     const float* wg = L->w + g * L->mg * kdim;
     float* pack = L->pack != NULL ? L->pack + (size_t)slot * conv_pack_share(L) : NULL;
@@ -188,12 +200,21 @@ static void conv_task(void* ctx, int64_t t, int slot) {
     case CONV_PER_CHANNEL:
         conv_per_channel(L, xg, wg, yg);   /* one tile per (image, group): run() sets tile = P */
         break;
+    case CONV_PACKED:   /* conv_launch_fn hands it to conv_packed.c */
+        break;
     }
+    if (L->epilogue != EPABI_EPILOGUE_NONE)   /* on the tile the task computed, while it is in cache */
+        for (int64_t r = 0; r < L->mg; ++r)
+            epabi_epilogue_f32(yg + r * P + t0, tl, L->epilogue, L->ep_alpha, L->ep_beta, 0.0f);
 }
 
 /* Every (image, group, tile) is one task of the pool; tasks write disjoint parts of Y. */
 static void conv_launch_fn(const void* p) {
     const struct conv_launch* L = p;
+    if (L->path == CONV_PACKED) {
+        epabi_convp_launch(L);
+        return;
+    }
     int64_t P = L->oh * L->ow;
     int64_t tasks = L->n * L->group * ((P + L->tile - 1) / L->tile);
     double macs = (double)L->n * (double)L->m * (double)P * (double)(L->cg * L->kh * L->kw + 1);
@@ -247,6 +268,7 @@ static bool conv_parse(const struct epabi_node* node, struct conv_state* s, char
     s->sr = rank - 2;
 
     s->group = 1;
+    s->wpack = NULL;
     if (epabi_attr_int(node, "group", &s->group) && s->group < 1) {
         snprintf(why, why_len, "Conv: group=%lld must be >= 1", (long long)s->group);
         return false;
@@ -322,6 +344,28 @@ static bool conv_supports(const struct epabi_node* node, char* why, size_t why_l
     return conv_parse(node, &s, why, why_len);
 }
 
+static void conv_release(void* state) {
+    struct conv_state* s = state;
+    if (s != NULL) free(s->wpack);
+    free(s);
+}
+
+/* A constant W of a shape the packed path takes is packed once here, not per run. Out of memory only costs the
+ * packing at run time. */
+static void conv_pack_constant(const struct epabi_node* node, struct conv_state* s) {
+    const struct epabi_value_desc* w = &node->in[1];
+    if (!epabi_convp_supported() || w->const_data == NULL || w->rank != s->sr + 2 || w->dims[0] % s->group != 0)
+        return;
+    int64_t kdim = 1;
+    for (int d = 1; d < w->rank; ++d) kdim *= w->dims[d];
+    const int64_t mg = w->dims[0] / s->group;
+    if (kdim <= 0 || mg <= 0 || (size_t)kdim * (size_t)w->dims[0] != w->const_count) return;
+    s->wpack = malloc(epabi_convp_packed_floats(s->group, mg, kdim) * sizeof(float));
+    if (s->wpack == NULL) return;
+    epabi_convp_pack(w->const_data, s->group, mg, kdim, s->wpack);
+    memcpy(s->wpack_dims, w->dims, sizeof(int64_t) * (size_t)w->rank);
+}
+
 static OrtStatus* conv_init(const struct epabi_node* node, void** state) {
     struct conv_state* s = malloc(sizeof *s);
     if (s == NULL) return epabi_error(node->api, ORT_FAIL, "Conv: out of memory");
@@ -330,6 +374,7 @@ static OrtStatus* conv_init(const struct epabi_node* node, void** state) {
         free(s);
         return epabi_error(node->api, ORT_INVALID_ARGUMENT, "%s", why);
     }
+    conv_pack_constant(node, s);
     *state = s;
     return NULL;
 }
@@ -445,6 +490,22 @@ static OrtStatus* conv_run(struct epabi_exec* ex, const void* state, const struc
 
     int64_t kdim = Cg * L.kh * L.kw, P = L.oh * L.ow;
     if (N == 0 || M == 0 || P == 0) return NULL;   /* empty output: nothing to compute */
+    L.epilogue = epabi_exec_epilogue(ex);
+    epabi_exec_epilogue_params(ex, &L.ep_alpha, &L.ep_beta);
+    L.pool = epabi_exec_pool(ex);
+    size_t packed_bytes = 0;
+    if (L.pool != NULL && kdim > 0 && (Cg > 1 || L.mg >= EPABI_CONVP_MR) && epabi_convp_supported()) {
+        bool constant = s->wpack != NULL && memcmp(s->wpack_dims, W->dims, sizeof(int64_t) * (size_t)W->rank) == 0;
+        L.wpack = constant ? s->wpack : NULL;
+        L.path = CONV_PACKED;
+        packed_bytes = epabi_convp_scratch_bytes(&L);
+    }
+    if (packed_bytes > 0) {
+        L.work = epabi_exec_scratch(ex, packed_bytes, &st);
+        if (L.work == NULL) return st;
+        return epabi_exec_launch(ex, EPABI_LAUNCH_CONV, conv_launch_fn, &L, sizeof L);
+    }
+    L.wpack = NULL;
     if (Cg == 1)
         L.path = CONV_PER_CHANNEL;
     else if (L.kh == 1 && L.kw == 1 && L.sh == 1 && L.sw == 1 && L.ph == 0 && L.pw == 0 && L.oh == L.h &&
@@ -452,7 +513,6 @@ static OrtStatus* conv_run(struct epabi_exec* ex, const void* state, const struc
         L.path = CONV_GEMM_X;
     else
         L.path = CONV_GEMM_COLS;
-    L.pool = epabi_exec_pool(ex);
     L.tile = conv_tile(&L, kdim, P);
     if (L.path == CONV_GEMM_COLS && kdim > 0) {
         size_t col_bytes = 0;
@@ -472,6 +532,7 @@ static OrtStatus* conv_run(struct epabi_exec* ex, const void* state, const struc
 
 const struct epabi_kernel epabi_kernels_conv[] = {
     {.op_type = "Conv", .since_min = 1, .since_max = 22, .supports = conv_supports, .init = conv_init,
-     .release = free, .run = conv_run, .launch = EPABI_LAUNCH_CONV, .cuda = epabi_cuda_float32_math},
+     .release = conv_release, .run = conv_run, .launch = EPABI_LAUNCH_CONV, .epilogues = EPABI_EPILOGUES_ALL,
+     .cuda = epabi_cuda_float32_math},
     {.op_type = NULL},
 };

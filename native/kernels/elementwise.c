@@ -20,6 +20,7 @@
 
 #include "cuda_coverage.h"
 #include "kernel.h"
+#include "math_common.h"
 
 /* ---- inner loops: n elements along the last dimension ------------------------------------------- */
 
@@ -63,6 +64,52 @@ static inline double min_d(double a, double b) { return isnan(a) || isnan(b) ? N
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64: LOOP2(int64_t, OPEXPR_I64); break;             \
     default: break;                                                                           \
     }
+
+/* Float arithmetic over one row, with the fused Relu: a loop per stride pattern (both operands contiguous, or one of
+ * them a single value), so that each is a plain indexed loop GCC vectorises; the output may be operand a (Max/Min
+ * accumulate in place), so nothing is restrict. Compiled per x86-64 level. */
+#define F32_ROW(EXPR)                                                                          \
+    do {                                                                                       \
+        if (sa == 1 && sb == 1) {                                                              \
+            for (int64_t i = 0; i < n; ++i) {                                                  \
+                const float a = A[i], b = B[i];                                                \
+                O[i] = (EXPR);                                                                 \
+            }                                                                                  \
+        } else if (sa == 0 && sb == 1) {                                                       \
+            const float a = A[0];                                                              \
+            for (int64_t i = 0; i < n; ++i) {                                                  \
+                const float b = B[i];                                                          \
+                O[i] = (EXPR);                                                                 \
+            }                                                                                  \
+        } else if (sa == 1 && sb == 0) {                                                       \
+            const float b = B[0];                                                              \
+            for (int64_t i = 0; i < n; ++i) {                                                  \
+                const float a = A[i];                                                          \
+                O[i] = (EXPR);                                                                 \
+            }                                                                                  \
+        } else {                                                                               \
+            for (int64_t i = 0; i < n; ++i) {                                                  \
+                const float a = A[i * sa], b = B[i * sb];                                      \
+                O[i] = (EXPR);                                                                 \
+            }                                                                                  \
+        }                                                                                      \
+    } while (0)
+
+EPABI_SIMD_CLONES static void arith_f32(enum ew_op op, const float* A, int64_t sa, const float* B, int64_t sb,
+                                        float* O, int64_t n, bool relu) {
+    switch (op) {
+    case OP_ADD: F32_ROW(a + b); break;
+    case OP_SUB: F32_ROW(a - b); break;
+    case OP_MUL: F32_ROW(a * b); break;
+    case OP_DIV: F32_ROW(a / b); break;
+    case OP_MAX: F32_ROW(max_f(a, b)); break;
+    case OP_MIN: F32_ROW(min_f(a, b)); break;
+    default: break;
+    }
+    if (relu)   /* as the Relu kernel: x < 0 -> 0, NaN stays NaN */
+        for (int64_t i = 0; i < n; ++i) O[i] = O[i] < 0.0f ? 0.0f : O[i];
+}
+#undef F32_ROW
 
 static void arith_row(enum ew_op op, ONNXTensorElementDataType dtype, const void* pa, int64_t sa, const void* pb,
                       int64_t sb, void* po, int64_t n) {
@@ -118,17 +165,34 @@ static void pow_row(ONNXTensorElementDataType base_t, ONNXTensorElementDataType 
     }
 }
 
-static void equal_row(ONNXTensorElementDataType dtype, const void* pa, int64_t sa, const void* pb, int64_t sb,
-                      void* po, int64_t n) {
+/* O[i] = EXPR(A[i * sa], B[i * sb]) with a loop per stride pattern (both contiguous, or one a single value), so
+ * that GCC vectorises the common ones (an index times a run-time stride it does not). */
+#define PATTERN_LOOP(EXPR)                                                                     \
+    do {                                                                                       \
+        if (sa == 1 && sb == 1) {                                                              \
+            for (int64_t i = 0; i < n; ++i) O[i] = EXPR(A[i], B[i]);                           \
+        } else if (sa == 0 && sb == 1) {                                                       \
+            const __typeof__(A[0]) a0 = A[0];                                                  \
+            for (int64_t i = 0; i < n; ++i) O[i] = EXPR(a0, B[i]);                             \
+        } else if (sa == 1 && sb == 0) {                                                       \
+            const __typeof__(B[0]) b0 = B[0];                                                  \
+            for (int64_t i = 0; i < n; ++i) O[i] = EXPR(A[i], b0);                             \
+        } else {                                                                               \
+            for (int64_t i = 0; i < n; ++i) O[i] = EXPR(A[i * sa], B[i * sb]);                 \
+        }                                                                                      \
+    } while (0)
+
+EPABI_SIMD_CLONES static void equal_row(ONNXTensorElementDataType dtype, const void* pa, int64_t sa, const void* pb,
+                                        int64_t sb, void* po, int64_t n) {
     uint8_t* O = po;
 #define EQ_LOOP(T, EQ)                                                   \
     do {                                                                 \
         const T* A = pa;                                                 \
         const T* B = pb;                                                 \
-        for (int64_t i = 0; i < n; ++i) O[i] = (uint8_t)(EQ(A[i * sa], B[i * sb])); \
+        PATTERN_LOOP(EQ);                                                \
     } while (0)
-#define EQ_PLAIN(x, y) ((x) == (y))
-#define EQ_BOOL(x, y) (((x) != 0) == ((y) != 0))
+#define EQ_PLAIN(x, y) ((uint8_t)((x) == (y)))
+#define EQ_BOOL(x, y) ((uint8_t)(((x) != 0) == ((y) != 0)))
     switch (dtype) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: EQ_LOOP(float, EQ_PLAIN); break;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: EQ_LOOP(double, EQ_PLAIN); break;
@@ -143,15 +207,21 @@ static void equal_row(ONNXTensorElementDataType dtype, const void* pa, int64_t s
 }
 
 /* Less/Greater/LessOrEqual/GreaterOrEqual over the numeric dtypes, And/Or over bool: one byte 0/1 each. */
-static void compare_row(enum ew_op op, ONNXTensorElementDataType dtype, const void* pa, int64_t sa, const void* pb,
-                        int64_t sb, void* po, int64_t n) {
+EPABI_SIMD_CLONES static void compare_row(enum ew_op op, ONNXTensorElementDataType dtype, const void* pa, int64_t sa,
+                                          const void* pb, int64_t sb, void* po, int64_t n) {
     uint8_t* O = po;
 #define CMP_LOOP(T, CMP)                                                                       \
     do {                                                                                       \
         const T* A = pa;                                                                       \
         const T* B = pb;                                                                       \
-        for (int64_t i = 0; i < n; ++i) O[i] = (uint8_t)(A[i * sa] CMP B[i * sb]);             \
+        PATTERN_LOOP(CMP);                                                                     \
     } while (0)
+#define CMP_LT(x, y) ((uint8_t)((x) < (y)))
+#define CMP_GT(x, y) ((uint8_t)((x) > (y)))
+#define CMP_LE(x, y) ((uint8_t)((x) <= (y)))
+#define CMP_GE(x, y) ((uint8_t)((x) >= (y)))
+#define CMP_AND(x, y) ((uint8_t)((x) && (y)))
+#define CMP_OR(x, y) ((uint8_t)((x) || (y)))
 #define CMP_NUMERIC(CMP)                                                                       \
     switch (dtype) {                                                                           \
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: CMP_LOOP(float, CMP); break;                     \
@@ -167,16 +237,22 @@ static void compare_row(enum ew_op op, ONNXTensorElementDataType dtype, const vo
     default: break;                                                                            \
     }
     switch (op) {
-    case OP_LESS: CMP_NUMERIC(<); break;
-    case OP_GREATER: CMP_NUMERIC(>); break;
-    case OP_LESS_EQUAL: CMP_NUMERIC(<=); break;
-    case OP_GREATER_EQUAL: CMP_NUMERIC(>=); break;
-    case OP_AND: CMP_LOOP(uint8_t, &&); break;
-    case OP_OR: CMP_LOOP(uint8_t, ||); break;
+    case OP_LESS: CMP_NUMERIC(CMP_LT); break;
+    case OP_GREATER: CMP_NUMERIC(CMP_GT); break;
+    case OP_LESS_EQUAL: CMP_NUMERIC(CMP_LE); break;
+    case OP_GREATER_EQUAL: CMP_NUMERIC(CMP_GE); break;
+    case OP_AND: CMP_LOOP(uint8_t, CMP_AND); break;
+    case OP_OR: CMP_LOOP(uint8_t, CMP_OR); break;
     default: break;
     }
 #undef CMP_NUMERIC
 #undef CMP_LOOP
+#undef CMP_LT
+#undef CMP_GT
+#undef CMP_LE
+#undef CMP_GE
+#undef CMP_AND
+#undef CMP_OR
 }
 
 /* Integer remainders in 64 bits (the result is smaller than the divisor, so it fits the operands' type). A zero
@@ -243,8 +319,7 @@ static void select_row(size_t esize, const void* pc, int64_t sc, const void* px,
 #undef SEL_LOOP
 }
 
-/* The launched function: walks the output in row-major order, one innermost row at a time. */
-/* The fused Relu (plan.c): as the Relu kernel, x < 0 -> 0 and NaN stays NaN. */
+/* The fused Relu (plan_passes.c): as the Relu kernel, x < 0 -> 0 and NaN stays NaN. */
 static void relu_row(ONNXTensorElementDataType dtype, void* row, int64_t n) {
     if (dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
         float* y = row;
@@ -266,62 +341,119 @@ static bool divisor_has_zero(size_t esize, const unsigned char* p, int64_t strid
     return false;
 }
 
-static void ew_launch(const void* vargs) {
-    const struct ew_args* a = vargs;
-    int r = a->rank;
-    int64_t inner = a->dims[r - 1];
-    int64_t rows = 1;
-    for (int d = 0; d < r - 1; ++d) rows *= a->dims[d];
-    if (inner == 0 || rows == 0) return;
-    int64_t idx[EPABI_MAX_RANK] = {0};
-    int64_t off[3] = {0, 0, 0};
-    for (int64_t row = 0; row < rows; ++row) {
-        const unsigned char* p[3];
-        for (int k = 0; k < a->n_ops; ++k) p[k] = (const unsigned char*)a->in[k] + off[k] * (int64_t)a->esize[k];
-        void* o = (unsigned char*)a->out + row * inner * (int64_t)a->out_esize;
-        switch (a->op) {
-        case OP_POW:
-            pow_row(a->dtype, a->dtype1, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
-            break;
-        case OP_EQUAL:
-            equal_row(a->dtype, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
-            break;
-        case OP_WHERE:
-            select_row(a->out_esize, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], p[2],
-                       a->strides[2][r - 1], o, inner);
-            break;
-        case OP_COPY:
-            select_row(a->out_esize, NULL, 0, p[0], a->strides[0][r - 1], p[0], a->strides[0][r - 1], o, inner);
-            break;
-        case OP_MOD:
-        case OP_FMOD:
-            mod_row(a->op, a->dtype, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
-            if (a->err_word != NULL && divisor_has_zero(a->esize[1], p[1], a->strides[1][r - 1], inner))
-                epabi_launch_report(a->err_word, a->err_site);
-            break;
-        case OP_LESS:
-        case OP_GREATER:
-        case OP_LESS_EQUAL:
-        case OP_GREATER_EQUAL:
-        case OP_AND:
-        case OP_OR:
-            compare_row(a->op, a->dtype, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
-            break;
-        default:
-            arith_row(a->op, a->dtype, p[0], a->strides[0][r - 1], p[1], a->strides[1][r - 1], o, inner);
-            if (a->epilogue == EPABI_EPILOGUE_RELU) relu_row(a->dtype, o, inner);
-            if (a->err_word != NULL && divisor_has_zero(a->esize[1], p[1], a->strides[1][r - 1], inner))
-                epabi_launch_report(a->err_word, a->err_site);
+/* One row of n elements: operand k at p[k] with stride s[k] along the row. */
+static void ew_row(const struct ew_args* a, const unsigned char* const* p, const int64_t* s, void* o, int64_t n) {
+    switch (a->op) {
+    case OP_POW:
+        pow_row(a->dtype, a->dtype1, p[0], s[0], p[1], s[1], o, n);
+        break;
+    case OP_EQUAL:
+        equal_row(a->dtype, p[0], s[0], p[1], s[1], o, n);
+        break;
+    case OP_WHERE:
+        select_row(a->out_esize, p[0], s[0], p[1], s[1], p[2], s[2], o, n);
+        break;
+    case OP_COPY:
+        select_row(a->out_esize, NULL, 0, p[0], s[0], p[0], s[0], o, n);
+        break;
+    case OP_MOD:
+    case OP_FMOD:
+        mod_row(a->op, a->dtype, p[0], s[0], p[1], s[1], o, n);
+        if (a->err_word != NULL && divisor_has_zero(a->esize[1], p[1], s[1], n))
+            epabi_launch_report(a->err_word, a->err_site);
+        break;
+    case OP_LESS:
+    case OP_GREATER:
+    case OP_LESS_EQUAL:
+    case OP_GREATER_EQUAL:
+    case OP_AND:
+    case OP_OR:
+        compare_row(a->op, a->dtype, p[0], s[0], p[1], s[1], o, n);
+        break;
+    default:
+        if (a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
+            arith_f32(a->op, (const float*)p[0], s[0], (const float*)p[1], s[1], o, n,
+                      a->epilogue == EPABI_EPILOGUE_RELU);
             break;
         }
-        /* advance the odometer over the outer dimensions */
-        for (int d = r - 2; d >= 0; --d) {
+        arith_row(a->op, a->dtype, p[0], s[0], p[1], s[1], o, n);
+        if (a->epilogue == EPABI_EPILOGUE_RELU) relu_row(a->dtype, o, n);
+        if (a->err_word != NULL && divisor_has_zero(a->esize[1], p[1], s[1], n))
+            epabi_launch_report(a->err_word, a->err_site);
+        break;
+    }
+}
+
+/* Output elements [begin, end) in row-major order: the odometer over the outer dims starts at begin's row, and
+ * the first and last rows may be partial. One chunk of epabi_pool_for_range. */
+static void ew_span(void* ctx, int64_t begin, int64_t end) {
+    const struct ew_args* a = ctx;
+    const int r = a->rank;
+    const int64_t inner = a->dims[r - 1];
+    int64_t idx[EPABI_MAX_RANK] = {0};
+    int64_t off[3] = {0, 0, 0};
+    int64_t col = begin % inner;
+    for (int64_t rest = begin / inner, d = r - 2; d >= 0; --d) {
+        idx[d] = rest % a->dims[d];
+        rest /= a->dims[d];
+        for (int k = 0; k < a->n_ops; ++k) off[k] += idx[d] * a->strides[k][d];
+    }
+    int64_t s[3];
+    for (int k = 0; k < a->n_ops; ++k) s[k] = a->strides[k][r - 1];
+    for (int64_t at = begin; at < end;) {
+        const int64_t n = inner - col < end - at ? inner - col : end - at;
+        const unsigned char* p[3];
+        for (int k = 0; k < a->n_ops; ++k)
+            p[k] = (const unsigned char*)a->in[k] + (off[k] + col * s[k]) * (int64_t)a->esize[k];
+        ew_row(a, p, s, (unsigned char*)a->out + at * (int64_t)a->out_esize, n);
+        at += n;
+        col = 0;
+        for (int d = r - 2; d >= 0; --d) {   /* advance the odometer over the outer dimensions */
             for (int k = 0; k < a->n_ops; ++k) off[k] += a->strides[k][d];
             if (++idx[d] < a->dims[d]) break;
             for (int k = 0; k < a->n_ops; ++k) off[k] -= a->strides[k][d] * a->dims[d];
             idx[d] = 0;
         }
     }
+}
+
+/* Cheap ops (add, compare, select) are worth a thread from four times EPABI_PARALLEL_MIN_ELEMS elements; Pow and
+ * float Mod call libm per element. */
+static void ew_launch(const void* vargs) {
+    const struct ew_args* a = vargs;
+    const int64_t n = epabi_numel(a->rank, a->dims);
+    const bool costly = a->op == OP_POW || a->op == OP_MOD || a->op == OP_FMOD || a->op == OP_DIV;
+    epabi_pool_for_range(a->pool, n, (costly ? 1 : 4) * (int64_t)EPABI_PARALLEL_MIN_ELEMS, ew_span, (void*)a);
+}
+
+/* Merges adjacent dims that every operand walks as one (strides[d] == strides[d+1] * dims[d+1], broadcast ones
+ * included) and drops unit dims, so rows are as long as the layout allows: a scalar times a tensor is one row. */
+static void ew_coalesce(struct ew_args* a) {
+    int r = 0;
+    for (int d = 0; d < a->rank; ++d) {
+        if (a->dims[d] == 1) continue;
+        bool merge = r > 0;
+        for (int k = 0; k < a->n_ops && merge; ++k)
+            merge = a->strides[k][r - 1] == a->strides[k][d] * a->dims[d];
+        if (merge) {
+            a->dims[r - 1] *= a->dims[d];
+            for (int k = 0; k < a->n_ops; ++k) a->strides[k][r - 1] = a->strides[k][d];
+            continue;
+        }
+        a->dims[r] = a->dims[d];
+        for (int k = 0; k < a->n_ops; ++k) a->strides[k][r] = a->strides[k][d];
+        ++r;
+    }
+    if (r == 0) {
+        a->dims[0] = 1;
+        for (int k = 0; k < a->n_ops; ++k) a->strides[k][0] = 0;
+        r = 1;
+    }
+    for (int d = r; d < a->rank; ++d) {
+        a->dims[d] = 0;
+        for (int k = 0; k < a->n_ops; ++k) a->strides[k][d] = 0;
+    }
+    a->rank = r;
 }
 
 /* Broadcast strides of one operand against the output shape (both right-aligned). */
@@ -384,7 +516,9 @@ static OrtStatus* launch(struct epabi_exec* ex, struct ew_args* args, const stru
     }
     args->out = out->data;
     args->out_esize = epabi_dtype_size(out->dtype);
+    args->pool = epabi_exec_pool(ex);
     if (epabi_numel(out->rank, out->dims) == 0) return NULL;
+    ew_coalesce(args);
     return epabi_exec_launch(ex, EPABI_LAUNCH_ELEMENTWISE, ew_launch, args, sizeof *args);
 }
 
@@ -803,24 +937,25 @@ static bool cuda_where(const struct epabi_node* node, char* why, size_t why_len)
  * .. 13, LessOrEqual/GreaterOrEqual 12 .. 16, And/Or 7 (broadcasting); later versions add types only. */
 const struct epabi_kernel epabi_kernels_elementwise[] = {
     {.op_type = "Add", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_add,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
      .cuda = epabi_cuda_numeric_inputs, .linear_bias = true},
     {.op_type = "Sub", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_sub,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
      .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "Mul", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_mul,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
+     .product = true,
      .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "Div", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_div,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
      .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "Pow", .since_min = 7, .since_max = 15, .supports = supports_pow, .run = run_pow,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_pow},
     {.op_type = "Max", .since_min = 8, .since_max = 13, .supports = supports_arith, .run = run_max,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
      .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "Min", .since_min = 8, .since_max = 13, .supports = supports_arith, .run = run_min,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .takes_epilogue = true,
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
      .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "Equal", .since_min = 7, .since_max = 19, .supports = supports_equal, .run = run_equal,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_equal},

@@ -110,9 +110,11 @@ OrtStatus* epabi_exec_launch(struct epabi_exec* ex, enum epabi_launch_kind kind,
  * happen (naming the node), or when the copy fails. */
 const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tensor* t, OrtStatus** status);
 
-/* The epilogue (launch_args.h) the plan fused into the running step, EPABI_EPILOGUE_NONE if none; a kernel
- * the plan fuses into (elementwise arithmetic) passes it to its launch. */
+/* The epilogue (launch_args.h, epilogue.h) the plan fused into the running step, EPABI_EPILOGUE_NONE if none; a
+ * kernel the plan fuses into (elementwise arithmetic, Conv) passes it to its launch, with its parameters
+ * (LeakyRelu's alpha, HardSigmoid's alpha and beta; 0 for the others). */
 int epabi_exec_epilogue(const struct epabi_exec* ex);
+void epabi_exec_epilogue_params(const struct epabi_exec* ex, float* alpha, float* beta);
 
 /* The EP's intra-op thread pool (thread_pool.h) for launches that spread their work, NULL when launches run on
  * one thread (device backends, host steps). It outlives the run and every graph the EP captures. */
@@ -149,8 +151,15 @@ struct epabi_kernel {
      * keeps such values in host memory on devices. */
     uint32_t host_inputs;
     bool host_step;            /* a device plan may run it on the host when only host inputs read its outputs (plan.h) */
-    bool takes_epilogue;       /* its launch applies an activation the plan fused in (epabi_exec_epilogue) */
+    /* Bit k set (EPABI_EPILOGUE_BIT(k)): its launch applies epilogue k that the plan fused in (epabi_exec_epilogue),
+     * on the host and in its CUDA kernels alike. */
+    uint32_t epilogues;
     enum epabi_epilogue as_epilogue;   /* the epilogue it becomes when fused into its producer; NONE: never */
+    /* The epilogue's parameters from this kernel's init() state (LeakyRelu's alpha...); NULL: it has none. */
+    void (*epilogue_params)(const void* state, float* alpha, float* beta);
+    /* The epilogue that "X times this activation of X" is (Sigmoid: SILU); NONE: none. */
+    enum epabi_epilogue times_input;
+    bool product;              /* its output is the elementwise product of its two inputs (Mul) */
     /* GetCapability on a GPU device, after supports() said yes: may the CUDA kernels of its launch kind compute
      * this node? (dtypes, attributes; cuda_coverage.h has the shared tests.) On "no" it writes a short reason.
      * NULL: the op has no CUDA kernel, and a GPU device does not claim it. */
@@ -164,6 +173,10 @@ struct epabi_kernel {
     bool linear_bias;
     int32_t (*linear_activation)(const void* state);
 };
+
+#define EPABI_EPILOGUE_BIT(kind) (1u << (kind))
+/* Every epilogue kind of launch_args.h. */
+#define EPABI_EPILOGUES_ALL (EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_KIND_COUNT) - 2u)
 
 /* Lookup by op type and opset version; NULL when no kernel covers them. registry.c. */
 const struct epabi_kernel* epabi_kernel_find(const char* op_type, int since_version);

@@ -101,8 +101,13 @@ enum ew_op { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_EQUAL, O
  * carry the kind); err_word NULL: nothing is reported. */
 enum epabi_launch_error { EPABI_LAUNCH_ERR_INDEX = 1, EPABI_LAUNCH_ERR_DIV_ZERO = 2, EPABI_LAUNCH_ERR_MASK = 7 };
 
-/* What a launch applies to each result before storing it (a node the plan fused into its producer). */
-enum epabi_epilogue { EPABI_EPILOGUE_NONE = 0, EPABI_EPILOGUE_RELU = 1 };
+/* What a launch applies to each result before storing it (a node the plan fused into its producer; epilogue.h has
+ * the formulas). A kernel descriptor's `epilogues` mask has bit k set for the kinds k its launch applies. */
+enum epabi_epilogue {
+    EPABI_EPILOGUE_NONE = 0, EPABI_EPILOGUE_RELU = 1, EPABI_EPILOGUE_SIGMOID = 2, EPABI_EPILOGUE_SILU = 3,
+    EPABI_EPILOGUE_TANH = 4, EPABI_EPILOGUE_LEAKY_RELU = 5, EPABI_EPILOGUE_HARD_SIGMOID = 6,
+    EPABI_EPILOGUE_HARD_SWISH = 7, EPABI_EPILOGUE_KIND_COUNT
+};
 
 /* Operands in output index space: strides are in elements, 0 along broadcast dimensions. */
 struct ew_args {
@@ -121,11 +126,13 @@ struct ew_args {
     int32_t pad_;
     uint64_t* err_word;                 /* integer Div/Mod by zero (enum epabi_launch_error) */
     uint64_t err_site;
+    struct epabi_pool* pool;            /* the software adapter's pool for long runs (elementwise.c); NULL on devices */
 };
 
+/* UN_SILU (x * sigmoid(x)) is no ONNX op: the CUDA backend applies a Conv's fused SiLU epilogue with it. */
 enum un_op { UN_SQRT, UN_RECIPROCAL, UN_EXP, UN_ERF, UN_TANH, UN_RELU, UN_SIGMOID, UN_ABS,
              UN_NEG, UN_FLOOR, UN_CEIL, UN_ROUND, UN_LOG, UN_SIN, UN_COS, UN_SIGN, UN_NOT, UN_CLIP,
-             UN_HARD_SIGMOID, UN_HARD_SWISH, UN_LEAKY_RELU, UN_GELU, UN_GELU_TANH };
+             UN_HARD_SIGMOID, UN_HARD_SWISH, UN_LEAKY_RELU, UN_GELU, UN_GELU_TANH, UN_SILU };
 
 struct un_args {
     enum un_op op;
@@ -138,6 +145,7 @@ struct un_args {
     const void* lo;
     const void* hi;
     double alpha, beta;   /* LeakyRelu alpha; HardSigmoid alpha, beta; Clip's bounds without a tensor */
+    struct epabi_pool* pool;   /* the software adapter's pool for long runs (unary.c); NULL on devices */
 };
 
 struct cast_args {
@@ -145,12 +153,14 @@ struct cast_args {
     const void* in;
     void* out;
     int64_t n;
+    struct epabi_pool* pool;   /* the software adapter's pool for long runs (cast.c); NULL on devices */
 };
 
 struct copy_args {
     const void* src;
     void* dst;
     size_t bytes;
+    struct epabi_pool* pool;   /* the software adapter's pool for large copies; NULL on devices */
 };
 
 struct epabi_strided_copy {
@@ -160,6 +170,7 @@ struct epabi_strided_copy {
     int rank;
     int64_t dims[EPABI_MAX_RANK];
     int64_t strides[EPABI_MAX_RANK];
+    struct epabi_pool* pool;    /* the software adapter's pool (rows spread over it); NULL on devices */
 };
 
 struct concat_args {
@@ -168,6 +179,7 @@ struct concat_args {
     int n;
     const unsigned char* src[EPABI_MAX_NODE_IO];
     size_t row_bytes[EPABI_MAX_NODE_IO];      /* one input's block per outer index */
+    struct epabi_pool* pool;                  /* the software adapter's pool (blocks spread over it); NULL on devices */
 };
 
 struct gather_args {
@@ -261,7 +273,8 @@ struct linear_launch {
 enum conv_path {
     CONV_GEMM_X,       /* 1x1, stride 1, no padding: X itself is the column matrix */
     CONV_GEMM_COLS,    /* im2col, a tile of output positions at a time, then one product per tile */
-    CONV_PER_CHANNEL   /* one input channel per group (depthwise): shifted multiply-adds, no product */
+    CONV_PER_CHANNEL,  /* one input channel per group (depthwise): shifted multiply-adds, no product */
+    CONV_PACKED        /* host, AVX-512: implicit GEMM over packed weights (kernels/conv_packed.h) */
 };
 
 struct conv_launch {
@@ -277,6 +290,11 @@ struct conv_launch {
     int64_t tile;                  /* output positions per column tile */
     struct epabi_pool* pool;       /* NULL: one thread (device backends); else col and pack hold one share per
                                     * pool thread, and the (image, group, tile) tasks spread over the pool */
+    const float* wpack;            /* CONV_PACKED: W in panels (the kernel state's); NULL: packed into work */
+    float* work;                   /* CONV_PACKED: epabi_convp_scratch_bytes of scratch */
+    int32_t epilogue;              /* enum epabi_epilogue applied after the bias, on every path */
+    float ep_alpha, ep_beta;       /* its parameters (epilogue.h) */
+    int32_t pad_;
 };
 
 struct ln_operand {
@@ -304,6 +322,7 @@ struct gmaxpool_launch {
     float* y;
     int64_t planes;   /* N * C */
     int64_t size;     /* spatial positions per plane, >= 1 */
+    struct epabi_pool* pool;   /* the software adapter's pool (planes spread over it); NULL on devices */
 };
 
 enum reduce_op { REDUCE_SUM, REDUCE_MEAN, REDUCE_MAX, REDUCE_MIN, REDUCE_PROD, REDUCE_L2 };
@@ -345,6 +364,9 @@ struct pool_launch {
     int32_t spatial;                    /* 1..3: the dims of the node (the Indices formula counts these) */
     int64_t planes;
     int64_t in[3], out[3], kernel[3], stride[3], dilation[3], pad_begin[3], pad_end[3];
+    struct epabi_pool* pool;            /* host: planes spread over it; NULL on devices */
+    float* rows;                        /* host, float MaxPool of 1-2 dims without Indices: in[0] * out[1] floats
+                                         * per pool thread for the separable max (pool.c); NULL: the window loop */
 };
 
 /* GlobalAveragePool: the mean of each of `planes` (N * C) runs of `size` >= 1 floats. */

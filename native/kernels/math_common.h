@@ -60,6 +60,13 @@ void epabi_sgemm_pool(struct epabi_pool* pool, bool trans_a, bool trans_b, int64
 #define EPABI_PARALLEL_MIN_MACS (1 << 19)
 #endif
 
+/* Elements per chunk below which an elementwise launch is not worth spreading over threads (a wake-up costs
+ * microseconds: what a vmath.h function takes over ten thousand elements, a plain add over tens of thousands).
+ * Tests build with 1 so that their small cases are cut too. */
+#ifndef EPABI_PARALLEL_MIN_ELEMS
+#define EPABI_PARALLEL_MIN_ELEMS 16384
+#endif
+
 /* Input i of a run, or NULL when the optional input is absent (past n_in, a NULL slot, or UNDEFINED). */
 static inline const struct epabi_tensor* epabi_opt_input(const struct epabi_tensor* const* in, int n_in, int i) {
     if (i >= n_in || in[i] == NULL || in[i]->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) return NULL;

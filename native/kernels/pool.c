@@ -29,15 +29,34 @@
 #include <string.h>
 
 
-static void gmaxpool_launch_fn(const void* p) {
-    const struct gmaxpool_launch* L = p;
-    for (int64_t i = 0; i < L->planes; ++i) {
+/* max(a, b) where a NaN on either side wins: max is then exact and associative, so any order of taps gives the
+ * window loop's result (a NaN in the window gives NaN). */
+static inline float max_nan(float a, float b) { return a != a || a > b ? a : b; }
+
+/* Planes [p0, p1): sixteen running maxima per plane, one per lane of a vector, folded at the end. */
+EPABI_SIMD_CLONES static void gmaxpool_planes(void* ctx, int64_t p0, int64_t p1) {
+    const struct gmaxpool_launch* L = ctx;
+    enum { LANES = 16 };
+    for (int64_t i = p0; i < p1; ++i) {
         const float* x = L->x + i * L->size;
         float m = x[0];
-        for (int64_t j = 1; j < L->size; ++j)
-            if (x[j] > m || x[j] != x[j]) m = x[j];   /* the second test makes a NaN stick */
+        int64_t j = 0;
+        if (L->size >= LANES) {
+            float acc[LANES];
+            for (int l = 0; l < LANES; ++l) acc[l] = x[l];
+            for (j = LANES; j + LANES <= L->size; j += LANES)
+                for (int l = 0; l < LANES; ++l) acc[l] = max_nan(acc[l], x[j + l]);
+            for (int l = 0; l < LANES; ++l) m = max_nan(m, acc[l]);
+        }
+        for (; j < L->size; ++j) m = max_nan(m, x[j]);
         L->y[i] = m;
     }
+}
+
+static void gmaxpool_launch_fn(const void* p) {
+    const struct gmaxpool_launch* L = p;
+    int64_t grain = (4 * (int64_t)EPABI_PARALLEL_MIN_ELEMS + L->size - 1) / L->size;
+    epabi_pool_for_range(L->pool, L->planes, grain, gmaxpool_planes, (void*)L);
 }
 
 static bool gmaxpool_supports(const struct epabi_node* node, char* why, size_t why_len) {
@@ -87,6 +106,7 @@ static OrtStatus* gmaxpool_run(struct epabi_exec* ex, const void* state, const s
     if (L.planes == 0) return NULL;
     L.x = X->data;
     L.y = Y->data;
+    L.pool = epabi_exec_pool(ex);
     return epabi_exec_launch(ex, EPABI_LAUNCH_GLOBAL_MAXPOOL, gmaxpool_launch_fn, &L, sizeof L);
 }
 
@@ -194,8 +214,8 @@ static void pool_taps(const struct pool_launch* L, int d, int64_t o, int64_t lim
     do {                                                                                                            \
         const T* X = (const T*)L->x;                                                                                \
         T* Y = (T*)L->y;                                                                                            \
-        int64_t e = 0;                                                                                              \
-        for (int64_t p = 0; p < L->planes; ++p) {                                                                   \
+        int64_t e = p0 * L->out[0] * L->out[1] * L->out[2];                                                         \
+        for (int64_t p = p0; p < p1; ++p) {                                                                         \
             const T* xp = X + p * L->in[0] * L->in[1] * L->in[2];                                                   \
             for (int64_t o0 = 0; o0 < L->out[0]; ++o0) {                                                            \
                 int64_t s0, a0, b0;                                                                                 \
@@ -252,11 +272,11 @@ static int64_t avg_limit(const struct pool_launch* L, int d) {
     return L->pad_end[d] < 0 ? L->in[d] + L->pad_end[d] : L->in[d];
 }
 
-static void pool_avg(const struct pool_launch* L) {
+static void pool_avg(const struct pool_launch* L, int64_t p0, int64_t p1) {
     const float* X = L->x;
     float* Y = L->y;
-    int64_t e = 0;
-    for (int64_t p = 0; p < L->planes; ++p) {
+    int64_t e = p0 * L->out[0] * L->out[1] * L->out[2];
+    for (int64_t p = p0; p < p1; ++p) {
         const float* xp = X + p * L->in[0] * L->in[1] * L->in[2];
         for (int64_t o0 = 0; o0 < L->out[0]; ++o0) {
             int64_t s0, a0, b0;
@@ -285,10 +305,74 @@ static void pool_avg(const struct pool_launch* L) {
     }
 }
 
-static void pool_launch_fn(const void* p) {
-    const struct pool_launch* L = p;
+/* The max over taps [lo, hi) of a window starting at `start` (max_nan), -FLT_MAX when there is none. */
+static inline float window_max(const float* row, int64_t start, int64_t lo, int64_t hi, int64_t dil) {
+    if (hi <= lo) return -FLT_MAX;
+    float m = row[start + lo * dil];
+    for (int64_t i = lo + 1; i < hi; ++i) m = max_nan(m, row[start + i * dil]);
+    return m;
+}
+
+/* Float MaxPool over dims 0 and 1 without Indices, planes [p0, p1), separably: each input row's maxima along dim
+ * 1 into rows[h][o1], then each output's max down dim 0 over those. Each max starts from the window's first tap,
+ * so -inf stays -inf; a window with no tap inside gives -FLT_MAX (the window loop's lowest) and a NaN anywhere in
+ * it gives NaN: max_nan makes both passes exact. */
+EPABI_SIMD_CLONES static void pool_max_separable(const struct pool_launch* L, int64_t p0, int64_t p1, float* rows) {
+    const int64_t h_in = L->in[0], w_in = L->in[1], oh = L->out[0], ow = L->out[1];
+    const int64_t sw = L->stride[1], dw = L->dilation[1], kw = L->kernel[1];
+    /* output columns whose taps all lie inside the row: ox*sw - pad >= 0 and ox*sw - pad + (kw-1)*dw < w_in */
+    int64_t mid0 = (L->pad_begin[1] + sw - 1) / sw, mid1 = 0;
+    const int64_t reach = w_in - 1 - (kw - 1) * dw + L->pad_begin[1];
+    if (reach >= 0) mid1 = reach / sw + 1;
+    if (mid1 > ow) mid1 = ow;
+    if (mid0 > mid1) mid0 = mid1;
+    for (int64_t p = p0; p < p1; ++p) {
+        const float* xp = (const float*)L->x + p * h_in * w_in;
+        float* yp = (float*)L->y + p * oh * ow;
+        for (int64_t h = 0; h < h_in; ++h) {
+            const float* row = xp + h * w_in;
+            float* r = rows + h * ow;
+            for (int64_t o = 0; o < ow; ++o) {
+                if (o == mid0 && mid1 > mid0) {   /* the interior: every tap inside, a plain loop per tap */
+                    const float* base = row + mid0 * sw - L->pad_begin[1];
+                    for (int64_t q = mid0; q < mid1; ++q) r[q] = base[(q - mid0) * sw];
+                    for (int64_t i = 1; i < kw; ++i) {
+                        const float* tap = base + i * dw;
+                        for (int64_t q = mid0; q < mid1; ++q) r[q] = max_nan(r[q], tap[(q - mid0) * sw]);
+                    }
+                    o = mid1 - 1;
+                    continue;
+                }
+                int64_t s0, a0, b0;
+                pool_taps(L, 1, o, w_in, &s0, &a0, &b0);
+                r[o] = window_max(row, s0, a0, b0, dw);
+            }
+        }
+        for (int64_t oy = 0; oy < oh; ++oy) {
+            int64_t s0, a0, b0;
+            pool_taps(L, 0, oy, h_in, &s0, &a0, &b0);
+            float* y = yp + oy * ow;
+            if (b0 <= a0) {
+                for (int64_t q = 0; q < ow; ++q) y[q] = -FLT_MAX;
+                continue;
+            }
+            memcpy(y, rows + (s0 + a0 * L->dilation[0]) * ow, (size_t)ow * sizeof(float));
+            for (int64_t i = a0 + 1; i < b0; ++i) {
+                const float* r = rows + (s0 + i * L->dilation[0]) * ow;
+                for (int64_t q = 0; q < ow; ++q) y[q] = max_nan(y[q], r[q]);
+            }
+        }
+    }
+}
+
+/* Planes [p0, p1) of the launch (one task of the pool: a contiguous share of the planes). */
+static void pool_planes(const struct pool_launch* L, int64_t p0, int64_t p1, int slot) {
     if (L->op == POOL_AVERAGE) {
-        pool_avg(L);
+        pool_avg(L, p0, p1);
+        return;
+    }
+    if (L->rows != NULL) {
+        pool_max_separable(L, p0, p1, L->rows + (int64_t)slot * L->in[0] * L->out[1]);
         return;
     }
     switch (L->dtype) {
@@ -298,6 +382,33 @@ static void pool_launch_fn(const void* p) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8: POOL_MAX_LOOP(uint8_t, 0, POOL_INT_NAN); break;
     default: break;
     }
+}
+
+struct pool_split {
+    const struct pool_launch* L;
+    int64_t per_task;
+};
+
+static void pool_task(void* ctx, int64_t t, int slot) {
+    const struct pool_split* s = ctx;
+    const int64_t p0 = t * s->per_task, p1 = p0 + s->per_task < s->L->planes ? p0 + s->per_task : s->L->planes;
+    pool_planes(s->L, p0, p1, slot);
+}
+
+/* Planes spread over the pool, four tasks a thread, once a plane's windows hold enough taps to be worth it. */
+static void pool_launch_fn(const void* p) {
+    const struct pool_launch* L = p;
+    const int64_t taps = L->out[0] * L->out[1] * L->out[2] * L->kernel[0] * L->kernel[1] * L->kernel[2];
+    const int64_t threads = epabi_pool_threads(L->pool);
+    int64_t tasks = taps * L->planes / (int64_t)EPABI_PARALLEL_MIN_ELEMS;
+    if (tasks > 4 * threads) tasks = 4 * threads;
+    if (tasks > L->planes) tasks = L->planes;
+    if (threads <= 1 || tasks < 2) {
+        pool_planes(L, 0, L->planes, 0);
+        return;
+    }
+    struct pool_split s = {L, (L->planes + tasks - 1) / tasks};
+    epabi_pool_for(L->pool, (L->planes + s.per_task - 1) / s.per_task, pool_task, &s);
 }
 
 static bool pool_dtype_ok(enum pool_op op, ONNXTensorElementDataType t) {
@@ -509,6 +620,16 @@ static OrtStatus* pool_run(struct epabi_exec* ex, const void* state, const struc
     L.x = X->data;
     L.y = Y->data;
     L.indices = I != NULL ? I->data : NULL;
+    L.pool = epabi_exec_pool(ex);
+    if (L.pool != NULL && s->op == POOL_MAX && L.dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT && L.indices == NULL &&
+        s->sr <= 2) {
+        size_t bytes = 0;
+        if (epabi_mul_size((size_t)(L.in[0] * L.out[1]) * sizeof(float), (size_t)epabi_pool_threads(L.pool), &bytes) &&
+            bytes > 0) {
+            L.rows = epabi_exec_scratch(ex, bytes, &st);
+            if (L.rows == NULL) return st;
+        }
+    }
     return epabi_exec_launch(ex, EPABI_LAUNCH_POOL, pool_launch_fn, &L, sizeof L);
 }
 

@@ -9,6 +9,7 @@
  */
 #include "cuda_coverage.h"
 #include "kernel.h"
+#include "math_common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +24,15 @@ struct reshape_state {
     int64_t axis;
 };
 
+static void copy_chunk(void* ctx, int64_t begin, int64_t end) {
+    const struct copy_args* a = ctx;
+    memcpy((unsigned char*)a->dst + begin, (const unsigned char*)a->src + begin, (size_t)(end - begin));
+}
+
+/* Copies of more than a few hundred KiB spread over the pool (memory bandwidth grows with the cores that pull). */
 static void copy_launch(const void* p) {
     const struct copy_args* a = p;
-    memcpy(a->dst, a->src, a->bytes);
+    epabi_pool_for_range(a->pool, (int64_t)a->bytes, 64 * (int64_t)EPABI_PARALLEL_MIN_ELEMS, copy_chunk, (void*)a);
 }
 
 static const struct epabi_tensor* optional_input(const struct epabi_tensor* const* in, int n_in, int i) {
@@ -59,7 +66,8 @@ static OrtStatus* emit_copy(struct epabi_exec* ex, const struct epabi_tensor* x,
     OrtStatus* status = NULL;
     struct epabi_tensor* y = epabi_exec_output(ex, 0, x->dtype, rank, dims, &status);
     if (y == NULL) return status;
-    const struct copy_args a = {x->data, y->data, (size_t)epabi_numel(x->rank, x->dims) * epabi_dtype_size(x->dtype)};
+    const struct copy_args a = {x->data, y->data, (size_t)epabi_numel(x->rank, x->dims) * epabi_dtype_size(x->dtype),
+                                epabi_exec_pool(ex)};
     if (a.bytes == 0) return NULL;
     return epabi_exec_launch(ex, EPABI_LAUNCH_COPY, copy_launch, &a, sizeof a);
 }

@@ -1,8 +1,12 @@
 /*
- * thread_pool.c - see thread_pool.h. Tasks are claimed from one atomic word holding the loop's generation and the
- * next task index, so a thread claims only tasks of the loop whose function it read, and a loop is over when its
- * tasks are done, not when every worker has checked in: on a busy machine a worker that is not scheduled in time
- * just finds nothing left, and the caller does not wait for it. Workers (and the caller at the end of its loop)
+ * thread_pool.c - see thread_pool.h. A loop's tasks are cut into one contiguous share per thread, and each share is
+ * claimed from its own atomic word holding the loop's generation and the share's next task index, so a thread
+ * claims only tasks of the loop whose function it read. A thread takes its own share first (thread s the s-th), then
+ * helps with the others': loops over the same data in the same order (a model's layers over one image) give each
+ * thread the same part of it every time, which stays in that core's L2 (with one shared counter, a 3x3 conv over a
+ * 128x128 image ran slower on two threads than on one, its tiles' inputs pulled from the other core). A loop is over
+ * when its tasks are done, not when every worker has checked in: on a busy machine a worker that is not scheduled in
+ * time just finds its share taken, and the caller does not wait for it. Workers (and the caller at the end of its loop)
  * spin briefly before they sleep, as ONNX Runtime's pool does by default, because one run issues its launches back
  * to back.
  */
@@ -33,7 +37,7 @@ struct epabi_pool {
     void* ctx;
     int64_t n_tasks;
     _Atomic uint32_t generation;       /* bumped per loop; workers wait for it to change */
-    atomic_uint_fast64_t claim;        /* generation << 32 | next task index */
+    struct share *shares;              /* one per thread, each on its own cache line */
     atomic_int_fast64_t done;          /* tasks of the current loop finished */
     atomic_bool stopping;
     struct worker {
@@ -43,28 +47,42 @@ struct epabi_pool {
     } workers[];
 };
 
+/* Thread s's share of a loop of n tasks: [s * n / threads, (s + 1) * n / threads), bounds every thread computes from
+ * the n of the loop it read (nothing shared but the claim word, so a thread still in the previous loop cannot read
+ * the next loop's bounds). */
+struct share {
+    _Alignas(64) atomic_uint_fast64_t claim;   /* generation << 32 | next task index of the share */
+    char pad_[64 - sizeof(atomic_uint_fast64_t)];
+};
+
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
 }
 
-/* Claims and runs tasks of loop `gen` until none is left; returns how many it ran. */
+/* Claims and runs tasks of loop `gen` (n tasks) until none is left, its own share first; returns how many it ran. */
 static int64_t run_tasks(struct epabi_pool* p, uint32_t gen, epabi_pool_task fn, void* ctx, int64_t n, int slot) {
     int64_t ran = 0;
-    uint_fast64_t c = atomic_load(&p->claim);
-    for (;;) {
-        if ((uint32_t)(c >> 32) != gen || (int64_t)(c & 0xFFFFFFFFu) >= n) return ran;
-        if (!atomic_compare_exchange_weak(&p->claim, &c, c + 1)) continue;   /* c now holds the current word */
-        fn(ctx, (int64_t)(c & 0xFFFFFFFFu), slot);
-        ++ran;
-        if (atomic_fetch_add(&p->done, 1) + 1 == n) {   /* the loop's last task: wake its caller */
-            pthread_mutex_lock(&p->lock);
-            pthread_cond_signal(&p->finished);
-            pthread_mutex_unlock(&p->lock);
+    for (int k = 0; k < p->threads; ++k) {
+        const int r = (slot + k) % p->threads;
+        struct share* sh = &p->shares[r];
+        const int64_t end = (int64_t)(r + 1) * n / p->threads;
+        uint_fast64_t c = atomic_load(&sh->claim);
+        for (;;) {
+            if ((uint32_t)(c >> 32) != gen || (int64_t)(c & 0xFFFFFFFFu) >= end) break;
+            if (!atomic_compare_exchange_weak(&sh->claim, &c, c + 1)) continue;   /* c holds the current word */
+            fn(ctx, (int64_t)(c & 0xFFFFFFFFu), slot);
+            ++ran;
+            if (atomic_fetch_add(&p->done, 1) + 1 == n) {   /* the loop's last task: wake its caller */
+                pthread_mutex_lock(&p->lock);
+                pthread_cond_signal(&p->finished);
+                pthread_mutex_unlock(&p->lock);
+            }
+            c = atomic_load(&sh->claim);
         }
-        c = atomic_load(&p->claim);
     }
+    return ran;
 }
 
 static void* worker_main(void* arg) {
@@ -146,13 +164,18 @@ struct epabi_pool* epabi_pool_create(int threads) {
     if (threads > EPABI_POOL_MAX_THREADS) threads = EPABI_POOL_MAX_THREADS;
     struct epabi_pool* p = calloc(1, sizeof *p + (size_t)(threads - 1) * sizeof p->workers[0]);
     if (p == NULL) return NULL;
+    p->shares = aligned_alloc(64, (size_t)threads * sizeof *p->shares);
+    if (p->shares == NULL) {
+        free(p);
+        return NULL;
+    }
+    for (int i = 0; i < threads; ++i) atomic_init(&p->shares[i].claim, 0);
     p->threads = threads;
     pthread_mutex_init(&p->busy, NULL);
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->finished, NULL);
     atomic_init(&p->generation, 0);
-    atomic_init(&p->claim, 0);
     atomic_init(&p->done, 0);
     atomic_init(&p->stopping, false);
     return p;
@@ -170,6 +193,7 @@ void epabi_pool_destroy(struct epabi_pool* p) {
     pthread_cond_destroy(&p->wake);
     pthread_mutex_destroy(&p->lock);
     pthread_mutex_destroy(&p->busy);
+    free(p->shares);
     free(p);
 }
 
@@ -191,7 +215,8 @@ void epabi_pool_for(struct epabi_pool* p, int64_t n_tasks, epabi_pool_task fn, v
     p->ctx = ctx;
     p->n_tasks = n_tasks;
     atomic_store(&p->done, 0);
-    atomic_store(&p->claim, (uint_fast64_t)gen << 32);
+    for (int i = 0; i < p->threads; ++i)
+        atomic_store(&p->shares[i].claim, (uint_fast64_t)gen << 32 | (uint_fast64_t)((int64_t)i * n_tasks / p->threads));
     atomic_store(&p->generation, gen);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
@@ -202,4 +227,34 @@ void epabi_pool_for(struct epabi_pool* p, int64_t n_tasks, epabi_pool_task fn, v
     while (atomic_load(&p->done) < n_tasks) pthread_cond_wait(&p->finished, &p->lock);
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_unlock(&p->busy);
+}
+
+struct range_loop {
+    epabi_pool_range_fn fn;
+    void* ctx;
+    int64_t n, chunk;
+};
+
+static void range_task(void* ctx, int64_t task, int slot) {
+    (void)slot;
+    const struct range_loop* r = ctx;
+    int64_t begin = task * r->chunk;
+    int64_t end = begin + r->chunk < r->n ? begin + r->chunk : r->n;
+    if (begin < end) r->fn(r->ctx, begin, end);
+}
+
+void epabi_pool_for_range(struct epabi_pool* pool, int64_t n, int64_t grain, epabi_pool_range_fn fn, void* ctx) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t threads = epabi_pool_threads(pool);
+    int64_t chunks = n / grain;
+    if (chunks > 4 * threads) chunks = 4 * threads;
+    if (threads <= 1 || chunks < 2) {
+        fn(ctx, 0, n);
+        return;
+    }
+    int64_t chunk = (n + chunks - 1) / chunks;
+    if (chunk >= 32) chunk = (chunk + 15) / 16 * 16;
+    struct range_loop r = {fn, ctx, n, chunk};
+    epabi_pool_for(pool, (n + chunk - 1) / chunk, range_task, &r);
 }

@@ -38,8 +38,19 @@ int epabi_pool_threads(const struct epabi_pool* pool);
 typedef void (*epabi_pool_task)(void* ctx, int64_t task, int slot);
 
 /* Runs fn(ctx, i, slot) for every i in [0, n_tasks) and returns when all have finished, spread over the pool's
- * threads (the caller takes part as slot 0). Runs them in order on the caller (slot 0) for a NULL pool, a single
- * task or a busy pool; a worker that cannot be started leaves its share to the others. */
+ * threads (the caller takes part as slot 0). Thread s takes the s-th contiguous share of the tasks first, in order,
+ * then helps with the others' (so loops cutting the same data the same way hand each thread the same part, still
+ * in its core's cache). Runs them in order on the caller (slot 0) for a NULL pool, a single task or a busy pool; a
+ * worker that cannot be started or scheduled leaves its share to the others. */
 void epabi_pool_for(struct epabi_pool* pool, int64_t n_tasks, epabi_pool_task fn, void* ctx);
+
+/* One chunk [begin, end) of a range loop. */
+typedef void (*epabi_pool_range_fn)(void* ctx, int64_t begin, int64_t end);
+
+/* Runs fn over [0, n) cut into consecutive chunks of at least `grain` items (chunks of 32 or more cut on multiples
+ * of 16, so that vector loops over float chunks start aligned as the data is), as tasks of epabi_pool_for: up to four per thread,
+ * so a thread that the machine delays leaves its share to the others. One chunk on the caller when n < 2 * grain
+ * or the pool is NULL or single-threaded. grain < 1 counts as 1. */
+void epabi_pool_for_range(struct epabi_pool* pool, int64_t n, int64_t grain, epabi_pool_range_fn fn, void* ctx);
 
 #endif

@@ -22,12 +22,7 @@
 #include "kernel.h"
 #include "linear.h"
 #include "math_common.h"
-
-static inline float sigmoid_f(float x) {
-    if (x >= 0) return 1.0f / (1.0f + expf(-x));
-    float e = expf(x);
-    return e / (1.0f + e);
-}
+#include "vmath.h"
 
 static inline double sigmoid_d(double x) {
     if (x >= 0) return 1.0 / (1.0 + exp(-x));
@@ -35,13 +30,7 @@ static inline double sigmoid_d(double x) {
     return e / (1.0 + e);
 }
 
-/* max(0, min(1, alpha * x + beta)), NaN passing through both comparisons */
-static inline float hard_sigmoid_f(float x, float alpha, float beta) {
-    float v = alpha * x + beta;
-    v = v < 0.0f ? 0.0f : v;
-    return v > 1.0f ? 1.0f : v;
-}
-
+/* max(0, min(1, alpha * x + beta)), NaN passing through both comparisons (the float one is vmath.h's) */
 static inline double hard_sigmoid_d(double x, double alpha, double beta) {
     double v = alpha * x + beta;
     v = v < 0.0 ? 0.0 : v;
@@ -54,9 +43,6 @@ static inline double hard_sigmoid_d(double x, double alpha, double beta) {
 #define GELU_SQRT_2_PI 0.79788456080286535588
 static inline float gelu_f(float x) { return 0.5f * x * (1.0f + erff(x * (float)GELU_RSQRT2)); }
 static inline double gelu_d(double x) { return 0.5 * x * (1.0 + erf(x * GELU_RSQRT2)); }
-static inline float gelu_tanh_f(float x) {
-    return 0.5f * x * (1.0f + tanhf((float)GELU_SQRT_2_PI * (x + 0.044715f * x * x * x)));
-}
 static inline double gelu_tanh_d(double x) {
     return 0.5 * x * (1.0 + tanh(GELU_SQRT_2_PI * (x + 0.044715 * x * x * x)));
 }
@@ -64,11 +50,14 @@ static inline double gelu_tanh_d(double x) {
 /* Sign keeps NaN (x == 0 is false for it) and gives +0 for both zeros, as ORT's CPU EP. */
 #define SIGN_OF(T, x) ((x) > 0 ? (T)1 : (x) < 0 ? (T)-1 : (x) == 0 ? (T)0 : (x))
 
+/* Elements [begin, end) of the launch; plain indexed loops, which GCC vectorises wherever EXPR has no call (vmath.h's
+ * functions are inlined arithmetic). No restrict: a linear step and CUDA's Conv epilogue run in place (in == out),
+ * which GCC's run-time overlap check lets through to the vector loop. */
 #define UN_LOOP(T, EXPR)                                       \
     do {                                                       \
         const T* X = a->in;                                    \
         T* Y = a->out;                                         \
-        for (int64_t i = 0; i < a->n; ++i) {                   \
+        for (int64_t i = begin; i < end; ++i) {                \
             T x = X[i];                                        \
             Y[i] = (EXPR);                                     \
         }                                                      \
@@ -85,13 +74,13 @@ static inline double gelu_tanh_d(double x) {
         const T hi = a->hi != NULL ? *(const T*)a->hi : (HI);      \
         const T* X = a->in;                                        \
         T* Y = a->out;                                             \
-        for (int64_t i = 0; i < a->n; ++i) {                       \
+        for (int64_t i = begin; i < end; ++i) {                    \
             const T v = X[i] < lo ? lo : X[i];                     \
             Y[i] = v > hi ? hi : v;                                \
         }                                                          \
     } while (0)
 
-static void clip_launch(const struct un_args* a) {
+static void clip_span(const struct un_args* a, int64_t begin, int64_t end) {
     switch (a->dtype) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: CLIP_LOOP(float, (float)a->alpha, (float)a->beta); break;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: CLIP_LOOP(double, a->alpha, a->beta); break;
@@ -107,8 +96,10 @@ static void clip_launch(const struct un_args* a) {
     }
 }
 
-static void un_launch(const void* vargs) {
-    const struct un_args* a = vargs;
+/* Elements [begin, end) of one launch: one chunk of epabi_pool_for_range. Compiled per x86-64 level, so that the
+ * float loops run as wide as the machine's vectors. */
+EPABI_SIMD_CLONES static void un_span(void* ctx, int64_t begin, int64_t end) {
+    const struct un_args* a = ctx;
     bool is_f = a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
     bool is_d = a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
     bool is_i32 = a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32;
@@ -125,7 +116,7 @@ static void un_launch(const void* vargs) {
         else if (is_d) UN_LOOP(double, 1.0 / x);
         break;
     case UN_EXP:
-        if (is_f) UN_LOOP(float, expf(x));
+        if (is_f) UN_LOOP(float, epabi_vm_expf(x));
         else if (is_d) UN_LOOP(double, exp(x));
         break;
     case UN_ERF:
@@ -133,11 +124,11 @@ static void un_launch(const void* vargs) {
         else if (is_d) UN_LOOP(double, erf(x));
         break;
     case UN_TANH:
-        if (is_f) UN_LOOP(float, tanhf(x));
+        if (is_f) UN_LOOP(float, epabi_vm_tanhf(x));
         else if (is_d) UN_LOOP(double, tanh(x));
         break;
     case UN_SIGMOID:
-        if (is_f) UN_LOOP(float, sigmoid_f(x));
+        if (is_f) UN_LOOP(float, epabi_vm_sigmoidf(x));
         else if (is_d) UN_LOOP(double, sigmoid_d(x));
         break;
     case UN_RELU:
@@ -193,14 +184,14 @@ static void un_launch(const void* vargs) {
         if (a->dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL) UN_LOOP(uint8_t, (uint8_t)(x == 0));
         break;
     case UN_CLIP:
-        clip_launch(a);
+        clip_span(a, begin, end);
         break;
     case UN_HARD_SIGMOID:
-        if (is_f) UN_LOOP(float, hard_sigmoid_f(x, fa, fb));
+        if (is_f) UN_LOOP(float, epabi_vm_hard_sigmoidf(x, fa, fb));
         else if (is_d) UN_LOOP(double, hard_sigmoid_d(x, da, db));
         break;
     case UN_HARD_SWISH:   /* x * HardSigmoid(x) with alpha 1/6, beta 0.5 */
-        if (is_f) UN_LOOP(float, x * hard_sigmoid_f(x, 1.0f / 6.0f, 0.5f));
+        if (is_f) UN_LOOP(float, x * epabi_vm_hard_sigmoidf(x, 1.0f / 6.0f, 0.5f));
         else if (is_d) UN_LOOP(double, x * hard_sigmoid_d(x, 1.0 / 6.0, 0.5));
         break;
     case UN_LEAKY_RELU:
@@ -211,11 +202,33 @@ static void un_launch(const void* vargs) {
         if (is_f) UN_LOOP(float, gelu_f(x));
         else if (is_d) UN_LOOP(double, gelu_d(x));
         break;
+    case UN_SILU:   /* no ONNX op: a fused Sigmoid + Mul (CUDA applies Conv's SiLU epilogue with it) */
+        if (is_f) UN_LOOP(float, x * epabi_vm_sigmoidf(x));
+        else if (is_d) UN_LOOP(double, x * sigmoid_d(x));
+        break;
     case UN_GELU_TANH:
-        if (is_f) UN_LOOP(float, gelu_tanh_f(x));
+        if (is_f) UN_LOOP(float, epabi_vm_gelu_tanhf(x));
         else if (is_d) UN_LOOP(double, gelu_tanh_d(x));
         break;
     }
+}
+
+/* Chunks of a transcendental function are worth a thread from EPABI_PARALLEL_MIN_ELEMS elements, those of a
+ * compare or a multiply-add from four times that. */
+static int64_t un_grain(enum un_op op) {
+    switch (op) {
+    case UN_RELU: case UN_ABS: case UN_NEG: case UN_NOT: case UN_CLIP: case UN_SIGN: case UN_LEAKY_RELU:
+    case UN_HARD_SIGMOID: case UN_HARD_SWISH: case UN_FLOOR: case UN_CEIL: case UN_ROUND: case UN_RECIPROCAL:
+    case UN_SQRT:
+        return 4 * (int64_t)EPABI_PARALLEL_MIN_ELEMS;
+    default:
+        return EPABI_PARALLEL_MIN_ELEMS;
+    }
+}
+
+static void un_launch(const void* vargs) {
+    const struct un_args* a = vargs;
+    epabi_pool_for_range(a->pool, a->n, un_grain(a->op), un_span, (void*)a);
 }
 
 static bool is_floating(ONNXTensorElementDataType t) {
@@ -254,6 +267,7 @@ static OrtStatus* launch_over(struct epabi_exec* ex, const struct un_args* proto
     args.in = x->data;
     args.out = out->data;
     args.n = epabi_numel(x->rank, x->dims);
+    args.pool = epabi_exec_pool(ex);
     if (args.n == 0) return NULL;
     return epabi_exec_launch(ex, EPABI_LAUNCH_UNARY, un_launch, &args, sizeof args);
 }
@@ -397,6 +411,13 @@ static bool supports_hard_sigmoid(const struct epabi_node* node, char* why, size
     return supports_op(UN_HARD_SIGMOID, node, why, why_len);
 }
 
+/* The float parameters of an activation the plan fuses as an epilogue (kernel.h), as its launch converts them. */
+static void params_of(const void* state, float* alpha, float* beta) {
+    const struct un_params* p = state;
+    *alpha = (float)p->alpha;
+    *beta = (float)p->beta;
+}
+
 static OrtStatus* run_with_params(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in,
                                   int n_in, int n_out) {
     (void)n_out;
@@ -530,13 +551,14 @@ const struct epabi_kernel epabi_kernels_unary[] = {
     {.op_type = "Erf", .since_min = 9, .since_max = 13, .supports = supports_erf, .run = run_erf,
      .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
     {.op_type = "Tanh", .since_min = 6, .since_max = 13, .supports = supports_tanh, .run = run_tanh,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input, .linear_activation = tanh_activation},
+     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_TANH, .cuda = epabi_cuda_floating_input,
+     .linear_activation = tanh_activation},
     {.op_type = "Relu", .since_min = 6, .since_max = 14, .supports = supports_relu, .run = run_relu,
      .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_RELU, .cuda = cuda_float_or_index,
      .linear_activation = relu_activation},
     {.op_type = "Sigmoid", .since_min = 6, .since_max = 13, .supports = supports_sigmoid, .run = run_sigmoid,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
-     .linear_activation = sigmoid_activation},
+     .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_SIGMOID, .times_input = EPABI_EPILOGUE_SILU,
+     .cuda = epabi_cuda_floating_input, .linear_activation = sigmoid_activation},
     {.op_type = "Abs", .since_min = 6, .since_max = 13, .supports = supports_abs, .run = run_abs,
      .launch = EPABI_LAUNCH_UNARY, .cuda = cuda_float_or_index},
     {.op_type = "Neg", .since_min = 6, .since_max = 13, .supports = supports_neg, .run = run_neg,
@@ -562,12 +584,13 @@ const struct epabi_kernel epabi_kernels_unary[] = {
      .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "HardSigmoid", .since_min = 6, .since_max = 22, .supports = supports_hard_sigmoid,
      .init = init_hard_sigmoid, .release = free, .run = run_with_params, .launch = EPABI_LAUNCH_UNARY,
-     .cuda = epabi_cuda_floating_input},
+     .as_epilogue = EPABI_EPILOGUE_HARD_SIGMOID, .epilogue_params = params_of, .cuda = epabi_cuda_floating_input},
     {.op_type = "HardSwish", .since_min = 14, .since_max = 22, .supports = supports_hard_swish,
-     .run = run_hard_swish, .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .run = run_hard_swish, .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_HARD_SWISH,
+     .cuda = epabi_cuda_floating_input},
     {.op_type = "LeakyRelu", .since_min = 6, .since_max = 16, .supports = supports_leaky_relu,
      .init = init_leaky_relu, .release = free, .run = run_with_params, .launch = EPABI_LAUNCH_UNARY,
-     .cuda = epabi_cuda_floating_input},
+     .as_epilogue = EPABI_EPILOGUE_LEAKY_RELU, .epilogue_params = params_of, .cuda = epabi_cuda_floating_input},
     {.op_type = "Gelu", .since_min = 20, .since_max = 20, .supports = supports_gelu, .init = init_gelu,
      .release = free, .run = run_with_params, .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
      .linear_activation = gelu_activation},

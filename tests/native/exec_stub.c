@@ -233,6 +233,12 @@ int epabi_exec_epilogue(const struct epabi_exec* ex) {
     return EPABI_EPILOGUE_NONE;
 }
 
+void epabi_exec_epilogue_params(const struct epabi_exec* ex, float* alpha, float* beta) {
+    (void)ex;
+    *alpha = 0.0f;
+    *beta = 0.0f;
+}
+
 const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tensor* t, OrtStatus** status) {
     (void)ex;
     *status = NULL;

@@ -121,7 +121,7 @@ def build(harness: str, variant: str, build_dir: Path, cc: str | None = None, ex
 
 # The kernels' threaded paths (thread_pool.h) on their small cases: a process-wide pool of this many threads in the
 # executor stub, and no size below which work stays on one thread.
-THREADED_FLAGS = ["-DEPABI_PARALLEL_MIN_MACS=1", "-DEPABI_CONV_MIN_TILE=1"]
+THREADED_FLAGS = ["-DEPABI_PARALLEL_MIN_MACS=1", "-DEPABI_PARALLEL_MIN_ELEMS=1", "-DEPABI_CONV_MIN_TILE=1"]
 THREADED_ENV = {"EPABI_HARNESS_THREADS": "3"}
 
 

@@ -1,0 +1,368 @@
+/*
+ * conv_packed.c - see conv_packed.h. Not an op family (registry.c has no line for it): conv.c calls it.
+ *
+ * The tile kernel keeps its 8 x 32 results in sixteen zmm registers across the whole tap loop; each tap costs two
+ * loads of the input and eight broadcasts of weights for sixteen FMAs, so the FMA units, not the loads, set the
+ * pace. The first panel of a tile reads its taps in place and stores them, contiguous, for the tile's other
+ * panels (convp_tile_gathering): read in place, the taps of a 3x3 conv over 64 channels touch 192 rows of
+ * different planes per tile, and the kernel measured 66-77 GMAC/s against 86 on the gathered copy; a separate
+ * gathering pass cost 7-18% of the kernel time. The last tile of
+ * an image gathers with a mask: the lanes past the last valid position would read past the end of X where the
+ * layout is X itself.
+ */
+#include "conv_packed.h"
+
+#include <string.h>
+
+#include "epilogue.h"
+#include "math_common.h"
+
+/* Weights of one block of panels: small enough to stay in L2 (2 MB on the machine measured) beside the input its
+ * tiles stream, large enough that a tile's gathered taps serve many panels (each block gathers every tile again:
+ * 256 KB blocks cost a 3x3 conv over 128 channels 18% of its kernel time in gathers). */
+enum { CONVP_BLOCK_BYTES = 768 * 1024 };
+
+/* The grid of one image (conv_packed.h). */
+struct convp_geom {
+    int64_t rows, cols;        /* R and Q */
+    int64_t phase_h, phase_w;  /* sh and sw */
+    int64_t channel;           /* floats of xs per input channel: sh * sw * R * Q */
+    bool in_place;             /* xs is X itself: stride 1 and no padding on either side */
+    int64_t last;              /* one past the last valid grid position: (oh - 1) * Q + ow */
+    int64_t tiles;             /* ceil(last / NR) */
+};
+
+static void convp_geom(const struct conv_launch* L, struct convp_geom* g) {
+    g->phase_h = L->sh;
+    g->phase_w = L->sw;
+    g->rows = L->oh + (L->kh - 1) * L->dh / L->sh;
+    g->cols = L->ow + (L->kw - 1) * L->dw / L->sw;
+    g->channel = L->sh * L->sw * g->rows * g->cols;
+    g->in_place = L->sh == 1 && L->sw == 1 && L->ph == 0 && L->pw == 0 && g->rows == L->h && g->cols == L->wd;
+    g->last = (L->oh - 1) * g->cols + L->ow;
+    g->tiles = (g->last + EPABI_CONVP_NR - 1) / EPABI_CONVP_NR;
+}
+
+static int64_t panels_of(int64_t mg) { return (mg + EPABI_CONVP_MR - 1) / EPABI_CONVP_MR; }
+
+size_t epabi_convp_packed_floats(int64_t group, int64_t mg, int64_t kdim) {
+    return (size_t)(group * panels_of(mg) * kdim * EPABI_CONVP_MR);
+}
+
+void epabi_convp_pack(const float* w, int64_t group, int64_t mg, int64_t kdim, float* out) {
+    const int64_t panels = panels_of(mg);
+    for (int64_t g = 0; g < group; ++g) {
+        for (int64_t p = 0; p < panels; ++p) {
+            float* dst = out + (g * panels + p) * kdim * EPABI_CONVP_MR;
+            for (int64_t k = 0; k < kdim; ++k) {
+                for (int64_t r = 0; r < EPABI_CONVP_MR; ++r) {
+                    const int64_t m = p * EPABI_CONVP_MR + r;
+                    dst[k * EPABI_CONVP_MR + r] = m < mg ? w[(g * mg + m) * kdim + k] : 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* Scratch layout, each part at a multiple of 64 bytes from the start (scratch itself may be less aligned, so the
+ * kernels load and store it unaligned): xs (C * channel floats; none in place), the kdim tap offsets (int32),
+ * one gathered tile (kdim * NR floats) per pool thread, W's panels when W is no constant. */
+struct convp_scratch {
+    size_t xs, offsets, gathered, gathered_share, wpack, total;   /* byte offsets of the parts, and the size */
+};
+
+static size_t round64(size_t v) { return (v + 63) / 64 * 64; }
+
+static bool convp_layout(const struct conv_launch* L, const struct convp_geom* g, struct convp_scratch* s) {
+    const int64_t kdim = L->cg * L->kh * L->kw;
+    if (kdim <= 0 || L->mg <= 0) return false;
+    /* tap offsets and grid positions are int32 within one group's channels */
+    const double span = (double)L->cg * (double)g->channel + (double)g->rows * (double)g->cols;
+    if (span >= (double)INT32_MAX || (double)L->c * (double)g->channel * 4.0 >= (double)SIZE_MAX / 2) return false;
+    s->xs = 0;
+    s->offsets = g->in_place ? 0 : round64((size_t)(L->c * g->channel) * sizeof(float));
+    s->gathered = s->offsets + round64((size_t)kdim * sizeof(int32_t));
+    s->gathered_share = (size_t)kdim * EPABI_CONVP_NR * sizeof(float);
+    s->wpack = s->gathered + s->gathered_share * (size_t)epabi_pool_threads(L->pool);
+    s->total = s->wpack + (L->wpack == NULL ? round64(epabi_convp_packed_floats(L->group, L->mg, kdim) * 4) : 0);
+    return true;
+}
+
+size_t epabi_convp_scratch_bytes(const struct conv_launch* L) {
+    struct convp_geom g;
+    struct convp_scratch s;
+    convp_geom(L, &g);
+    return convp_layout(L, &g, &s) ? s.total : 0;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+bool epabi_convp_supported(void) {
+    static int cached = -1;   /* a benign race: every thread computes the same value */
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    }
+    return cached == 1;
+}
+
+#define CONVP_TARGET __attribute__((target("avx512f")))
+
+/* One tap of row r: c<r>0/c<r>1 += a[r] * (b0, b1). */
+#define CONVP_ROW(r)                                   \
+    do {                                               \
+        const __m512 a_ = _mm512_set1_ps(a[r]);        \
+        c##r##0 = _mm512_fmadd_ps(a_, b0, c##r##0);    \
+        c##r##1 = _mm512_fmadd_ps(a_, b1, c##r##1);    \
+    } while (0)
+
+#define CONVP_STORE(r)                                                  \
+    do {                                                                \
+        _mm512_store_ps(tile + (r) * EPABI_CONVP_NR, c##r##0);          \
+        _mm512_store_ps(tile + (r) * EPABI_CONVP_NR + 16, c##r##1);     \
+    } while (0)
+
+/* The tap loop: b0 and b1 are the tap's 32 positions (LOAD0, LOAD1), AFTER runs with them (the gathering tile
+ * stores them for the panels after it). */
+#define CONVP_TAPS(LOAD0, LOAD1, AFTER)                                                          \
+    __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;     \
+    __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00;           \
+    __m512 c61 = c00, c70 = c00, c71 = c00;                                                      \
+    for (int64_t k = 0; k < kdim; ++k) {                                                         \
+        const __m512 b0 = LOAD0, b1 = LOAD1;                                                     \
+        AFTER;                                                                                   \
+        const float* a = ap + k * EPABI_CONVP_MR;                                                \
+        CONVP_ROW(0); CONVP_ROW(1); CONVP_ROW(2); CONVP_ROW(3);                                  \
+        CONVP_ROW(4); CONVP_ROW(5); CONVP_ROW(6); CONVP_ROW(7);                                  \
+    }                                                                                            \
+    CONVP_STORE(0); CONVP_STORE(1); CONVP_STORE(2); CONVP_STORE(3);                              \
+    CONVP_STORE(4); CONVP_STORE(5); CONVP_STORE(6); CONVP_STORE(7)
+
+/* tile[r][j] = sum over taps k of ap[k][r] * b[k][j] (b: NR floats per tap, as convp_tile_gathering stores). */
+CONVP_TARGET static void convp_tile(int64_t kdim, const float* restrict ap, const float* restrict b,
+                                    float* restrict tile) {
+    CONVP_TAPS(_mm512_loadu_ps(b + k * EPABI_CONVP_NR), _mm512_loadu_ps(b + k * EPABI_CONVP_NR + 16), (void)0);
+}
+
+/* The first panel of a tile: its taps read in place (b[off[k] + j], lanes past `lanes` not loaded but 0) and
+ * stored into gathered[k][j] for the other panels, so the scattered loads overlap this panel's FMAs instead of
+ * costing a pass of their own. */
+CONVP_TARGET static void convp_tile_gathering(int64_t kdim, const float* restrict ap, const float* b,
+                                              const int32_t* restrict off, int lanes, float* restrict gathered,
+                                              float* restrict tile) {
+    if (lanes >= EPABI_CONVP_NR) {
+        CONVP_TAPS(_mm512_loadu_ps(b + off[k]), _mm512_loadu_ps(b + off[k] + 16),
+                   (_mm512_storeu_ps(gathered + k * EPABI_CONVP_NR, b0),
+                    _mm512_storeu_ps(gathered + k * EPABI_CONVP_NR + 16, b1)));
+        return;
+    }
+    const __mmask16 m0 = (__mmask16)(lanes >= 16 ? 0xFFFFu : (1u << lanes) - 1u);
+    const __mmask16 m1 = (__mmask16)(lanes > 16 ? (1u << (lanes - 16)) - 1u : 0u);
+    CONVP_TAPS(_mm512_maskz_loadu_ps(m0, b + off[k]), _mm512_maskz_loadu_ps(m1, b + off[k] + 16),
+               (_mm512_storeu_ps(gathered + k * EPABI_CONVP_NR, b0),
+                _mm512_storeu_ps(gathered + k * EPABI_CONVP_NR + 16, b1)));
+}
+
+/* dst[0..n) = src[0..n), n <= NR, as masked moves (a memcpy call per short run cost more than the run). */
+CONVP_TARGET static inline void convp_copy(float* dst, const float* src, int64_t n) {
+    const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
+    _mm512_mask_storeu_ps(dst, m0, _mm512_maskz_loadu_ps(m0, src));
+    if (n > 16) {
+        const __mmask16 m1 = (__mmask16)(n >= 32 ? 0xFFFFu : (1u << (n - 16)) - 1u);
+        _mm512_mask_storeu_ps(dst + 16, m1, _mm512_maskz_loadu_ps(m1, src + 16));
+    }
+}
+
+/* Bias, epilogue and the valid positions of tile (grid positions i0 .. i0 + NR) into the `rows` output channels at
+ * y (channel stride oh * ow), bias[r] for channel r (NULL: none). */
+CONVP_TARGET static void convp_store(const struct conv_launch* L, const struct convp_geom* g, float* tile, int rows,
+                                     int64_t i0, float* y, const float* bias) {
+    for (int r = 0; r < rows; ++r) {
+        float* t = tile + r * EPABI_CONVP_NR;
+        EPABI_EPILOGUE_LOOP(L->epilogue, L->ep_alpha, L->ep_beta, bias != NULL ? bias[r] : 0.0f, t, EPABI_CONVP_NR);
+    }
+    const int64_t plane = L->oh * L->ow;
+    if (g->cols == L->ow) {   /* no thrown-away columns: grid position i is output position i */
+        const int64_t n = g->last - i0 < EPABI_CONVP_NR ? g->last - i0 : EPABI_CONVP_NR;
+        for (int r = 0; r < rows; ++r) convp_copy(y + r * plane + i0, tile + r * EPABI_CONVP_NR, n);
+        return;
+    }
+    for (int64_t j = 0; j < EPABI_CONVP_NR && i0 + j < g->last;) {
+        const int64_t oy = (i0 + j) / g->cols, ox = (i0 + j) % g->cols;
+        const int64_t run = EPABI_CONVP_NR - j < g->cols - ox ? EPABI_CONVP_NR - j : g->cols - ox;
+        const int64_t valid = ox >= L->ow ? 0 : L->ow - ox < run ? L->ow - ox : run;
+        for (int r = 0; r < rows && valid > 0; ++r)
+            convp_copy(y + r * plane + oy * L->ow + ox, tile + r * EPABI_CONVP_NR + j, valid);
+        j += run;
+    }
+}
+
+#else   /* no AVX-512 kernel on this target: conv.c never picks the path */
+
+#define CONVP_TARGET
+
+bool epabi_convp_supported(void) { return false; }
+
+static void convp_tile(int64_t kdim, const float* ap, const float* b, float* tile) {
+    (void)kdim, (void)ap, (void)b, (void)tile;
+}
+
+static void convp_tile_gathering(int64_t kdim, const float* ap, const float* b, const int32_t* off, int lanes,
+                                 float* gathered, float* tile) {
+    (void)kdim, (void)ap, (void)b, (void)off, (void)lanes, (void)gathered, (void)tile;
+}
+
+static void convp_store(const struct conv_launch* L, const struct convp_geom* g, float* tile, int rows, int64_t i0,
+                        float* y, const float* bias) {
+    (void)L, (void)g, (void)tile, (void)rows, (void)i0, (void)y, (void)bias;
+}
+
+#endif
+
+/* One image's share of the launch, for the pool's tasks. */
+struct convp_image {
+    const struct conv_launch* L;
+    struct convp_geom g;
+    const float* x;            /* the image's input */
+    float* xs;                 /* its rearranged copy (or x itself) */
+    const int32_t* offsets;
+    const float* wpack;
+    float* gathered;           /* convp_tile_gathering.s buffer of pool slot 0; slot s at + s * gathered_share floats */
+    int64_t gathered_share;
+    float* y;                  /* the image's output */
+    int64_t kdim, panels, block, blocks, runs, run_tiles;
+};
+
+/* Grid rows [r0, r1) of every channel and phase of xs from X (conv_packed.h): each row is zeros, then the input
+ * row's columns q*sw + b - pw, then zeros. Split by rows, as the tiles are, so that on a pool each thread writes
+ * the rows its own tiles read (thread_pool.c's shares). At the kernels' level, so the strided copies vectorise. */
+CONVP_TARGET static void convp_rearrange(void* ctx, int64_t r0, int64_t r1) {
+    const struct convp_image* im = ctx;
+    const struct conv_launch* L = im->L;
+    const struct convp_geom* g = &im->g;
+    for (int64_t c = 0; c < L->c; ++c) {
+        const float* xc = im->x + c * L->h * L->wd;
+        for (int64_t a = 0; a < g->phase_h; ++a) {
+            for (int64_t b = 0; b < g->phase_w; ++b) {
+                float* dst = im->xs + c * g->channel + (a * g->phase_w + b) * g->rows * g->cols;
+                /* valid q: 0 <= q*sw + b - pw < wd */
+                const int64_t from = L->pw - b, to = L->wd + L->pw - b;
+                int64_t qlo = from <= 0 ? 0 : (from + L->sw - 1) / L->sw;
+                int64_t qhi = to <= 0 ? 0 : (to + L->sw - 1) / L->sw;
+                if (qlo > g->cols) qlo = g->cols;
+                if (qhi > g->cols) qhi = g->cols;
+                if (qhi < qlo) qhi = qlo;
+                dst += r0 * g->cols;
+                for (int64_t r = r0; r < r1; ++r, dst += g->cols) {
+                    const int64_t iy = r * L->sh + a - L->ph;
+                    if (iy < 0 || iy >= L->h || qlo == qhi) {
+                        memset(dst, 0, (size_t)g->cols * sizeof(float));
+                        continue;
+                    }
+                    const float* src = xc + iy * L->wd + b - L->pw;
+                    for (int64_t q = 0; q < qlo; ++q) dst[q] = 0.0f;
+                    if (L->sw == 1) {
+                        memcpy(dst + qlo, src + qlo, (size_t)(qhi - qlo) * sizeof(float));
+                    } else if (L->sw == 2) {   /* a constant stride: deinterleaving permutes */
+                        for (int64_t q = qlo; q < qhi; ++q) dst[q] = src[q * 2];
+                    } else {
+                        for (int64_t q = qlo; q < qhi; ++q) dst[q] = src[q * L->sw];
+                    }
+                    for (int64_t q = qhi; q < g->cols; ++q) dst[q] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+/* Task t: group, block of panels, run of tiles (struct convp_image). */
+static void convp_task(void* ctx, int64_t t, int slot) {
+    const struct convp_image* im = ctx;
+    const struct conv_launch* L = im->L;
+    const int64_t blocks_per_group = im->blocks * im->runs;
+    const int64_t g = t / blocks_per_group, rest = t % blocks_per_group;
+    const int64_t p0 = rest / im->runs * im->block, tile0 = rest % im->runs * im->run_tiles;
+    const int64_t p1 = p0 + im->block < im->panels ? p0 + im->block : im->panels;
+    const int64_t tile1 = tile0 + im->run_tiles < im->g.tiles ? tile0 + im->run_tiles : im->g.tiles;
+    const float* xg = im->xs + g * L->cg * im->g.channel;
+    const int64_t plane = L->oh * L->ow;
+    float tile[EPABI_CONVP_MR * EPABI_CONVP_NR] __attribute__((aligned(64)));
+    float* gathered = im->gathered + (int64_t)slot * im->gathered_share;
+    for (int64_t ti = tile0; ti < tile1; ++ti) {
+        const int64_t i0 = ti * EPABI_CONVP_NR;
+        const int lanes = (int)(im->g.last - i0 < EPABI_CONVP_NR ? im->g.last - i0 : EPABI_CONVP_NR);
+        for (int64_t p = p0; p < p1; ++p) {
+            const int64_t m0 = g * L->mg + p * EPABI_CONVP_MR;
+            const int rows = (int)(L->mg - p * EPABI_CONVP_MR < EPABI_CONVP_MR ? L->mg - p * EPABI_CONVP_MR
+                                                                               : EPABI_CONVP_MR);
+            const float* ap = im->wpack + (g * im->panels + p) * im->kdim * EPABI_CONVP_MR;
+            if (p == p0)
+                convp_tile_gathering(im->kdim, ap, xg + i0, im->offsets, lanes, gathered, tile);
+            else
+                convp_tile(im->kdim, ap, gathered, tile);
+            convp_store(L, &im->g, tile, rows, i0, im->y + m0 * plane, L->bias != NULL ? L->bias + m0 : NULL);
+        }
+    }
+}
+
+void epabi_convp_launch(const struct conv_launch* L) {
+    struct convp_image im;
+    memset(&im, 0, sizeof im);
+    im.L = L;
+    convp_geom(L, &im.g);
+    struct convp_scratch s;
+    if (!convp_layout(L, &im.g, &s)) return;   /* conv.c checked epabi_convp_scratch_bytes first */
+    unsigned char* work = (unsigned char*)L->work;
+    im.kdim = L->cg * L->kh * L->kw;
+    im.panels = panels_of(L->mg);
+    int32_t* offsets = (int32_t*)(work + s.offsets);
+    im.offsets = offsets;
+    im.wpack = L->wpack;
+    im.gathered = (float*)(work + s.gathered);
+    im.gathered_share = (int64_t)(s.gathered_share / sizeof(float));
+    if (im.wpack == NULL) {
+        float* packed = (float*)(work + s.wpack);
+        epabi_convp_pack(L->w, L->group, L->mg, im.kdim, packed);
+        im.wpack = packed;
+    }
+    /* tap (c, ki, kj) of a group: its channel, phase plane, row and column offset in xs */
+    const int64_t plane = im.g.rows * im.g.cols;
+    for (int64_t c = 0, k = 0; c < L->cg; ++c) {
+        for (int64_t ki = 0; ki < L->kh; ++ki) {
+            for (int64_t kj = 0; kj < L->kw; ++kj, ++k) {
+                const int64_t dy = ki * L->dh, dx = kj * L->dw;
+                offsets[k] = (int32_t)(c * im.g.channel + (dy % L->sh * L->sw + dx % L->sw) * plane +
+                                       dy / L->sh * im.g.cols + dx / L->sw);
+            }
+        }
+    }
+    /* blocks of panels that fit CONVP_BLOCK_BYTES; then runs of consecutive tiles, about eight tasks a thread so
+     * that the last claims even the threads out, but few enough that outputs of neighbouring tiles (which share
+     * cache lines when columns are thrown away) are seldom written by two threads; one run a block on one thread */
+    const int64_t panel_bytes = im.kdim * EPABI_CONVP_MR * (int64_t)sizeof(float);
+    im.block = CONVP_BLOCK_BYTES / panel_bytes;
+    if (im.block < 1) im.block = 1;
+    if (im.block > im.panels) im.block = im.panels;
+    im.blocks = (im.panels + im.block - 1) / im.block;
+    const double macs = (double)L->n * (double)L->m * (double)(L->oh * L->ow) * (double)im.kdim;
+    struct epabi_pool* pool = macs < 2.0 * EPABI_PARALLEL_MIN_MACS ? NULL : L->pool;
+    const int64_t threads = epabi_pool_threads(pool), jobs = L->group * im.blocks;
+    im.runs = threads > 1 && jobs < 8 * threads ? (8 * threads + jobs - 1) / jobs : 1;
+    if (im.runs > im.g.tiles) im.runs = im.g.tiles;
+    im.run_tiles = (im.g.tiles + im.runs - 1) / im.runs;
+    im.runs = (im.g.tiles + im.run_tiles - 1) / im.run_tiles;
+    const int64_t in_image = L->c * L->h * L->wd, out_image = L->m * L->oh * L->ow;
+    for (int64_t ni = 0; ni < L->n; ++ni) {
+        im.x = L->x + ni * in_image;
+        im.y = L->y + ni * out_image;
+        if (im.g.in_place) {
+            im.xs = (float*)im.x;   /* only read */
+        } else {
+            im.xs = (float*)(work + s.xs);
+            const int64_t row_floats = L->c * L->sh * L->sw * im.g.cols;
+            epabi_pool_for_range(pool, im.g.rows, 16384 / (row_floats > 0 ? row_floats : 1), convp_rearrange, &im);
+        }
+        epabi_pool_for(pool, L->group * im.blocks * im.runs, convp_task, &im);
+    }
+}
