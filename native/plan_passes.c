@@ -364,6 +364,9 @@ static bool fuse_gated(struct epabi_plan* p, int mi) {
         if (ai < 0) continue;
         const int si = sv->producer, y = m->out[0];
         take_epilogue(p, ai, y, kind, 0.0f, 0.0f);
+        /* S, like X, is written by nobody now: it keeps a producer that stays in the plan (remove_step does not
+         * renumber values of the step it drops, so S would point past the last step) */
+        p->values[sig].producer = ai;
         remove_step(p, mi > si ? mi : si);   /* the later one first: the earlier index stays valid */
         remove_step(p, mi > si ? si : mi);
         return true;
