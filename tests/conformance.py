@@ -189,6 +189,8 @@ ORT_FALLBACK_TOLERANCES = {
     # ORT computes fp16 nodes of a CPU partition in float32 between Casts it inserts, so it rounds at other
     # places than the reference does: one fp16 ulp off below 1.0
     "test_attention_4d_causal_fp16_expanded": (1e-3, 2.0 ** -11),
+    # the same on the GPU EP device under onnxruntime 1.30 (the H200's): 2^-11 off at 0.4
+    "test_attention_4d_fp16_expanded": (1e-3, 2.0 ** -11),
 }
 
 

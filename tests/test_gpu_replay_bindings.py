@@ -71,7 +71,7 @@ def test_gpu_new_shape_under_one_id_is_refused(gpu_host: epabi.Host) -> None:
         binding, _, outs = _bind(session, {"A": a, "B": b}, {"C": [2, 4]})
         session.run_with_iobinding(binding, _run_opts("3"))
         np.testing.assert_allclose(outs["C"].numpy(), a @ b, rtol=1e-4, atol=1e-4)
-        big, big_outs = _bind(session, {"A": np.ones((6, 3), np.float32), "B": b}, {"C": [6, 4]})
+        big, _, big_outs = _bind(session, {"A": np.ones((6, 3), np.float32), "B": b}, {"C": [6, 4]})
         with pytest.raises(epabi.StaleReplayError, match=r"input 'A': address .*shape \[2, 3\] -> \[6, 3\]"):
             session.run_with_iobinding(big, _run_opts("3"))
         session.run_with_iobinding(big, _run_opts("4"))  # its own id: correct

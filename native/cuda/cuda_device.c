@@ -83,22 +83,28 @@ void epabi_cuda_leave(struct epabi_cuda_scope* scope) {
     scope->pushed = false;
 }
 
-/* cuMemAlloc/cuMemFree are "unsafe" while the calling thread captures a stream in thread-local mode (they
- * would invalidate the capture). An arena that must grow inside a capture window (the warm-up did not reach a
- * steady state, or other threads took the free blocks) switches this thread to relaxed mode around the call,
- * as PyTorch's caching allocator and cuBLAS do: the memory is real and outlives the graph, it just is not
- * part of it. The capture-window detector still reports the growth. */
+void epabi_cuda_relax(const struct epabi_cuda_driver* cu, struct epabi_cuda_relaxed* r) {
+    r->mode = EPABI_CU_STREAM_CAPTURE_MODE_RELAXED;
+    r->exchanged = cu->ThreadExchangeStreamCaptureMode != NULL && cu->ThreadExchangeStreamCaptureMode(&r->mode) == 0;
+}
+
+void epabi_cuda_unrelax(const struct epabi_cuda_driver* cu, struct epabi_cuda_relaxed* r) {
+    if (r->exchanged) cu->ThreadExchangeStreamCaptureMode(&r->mode);
+    r->exchanged = false;
+}
+
+/* An arena that must grow inside a capture window (the warm-up did not reach a steady state, or other threads took
+ * the free blocks) does so in relaxed mode; the capture-window detector still reports the growth. */
 static void* backing_reserve(void* ctx, size_t bytes) {
     const struct epabi_cuda_device* d = ctx;
     const struct epabi_cuda_driver* cu = d->libs->cu;
     struct epabi_cuda_scope scope;
     if (!epabi_cuda_enter(d, &scope)) return NULL;
     epabi_cu_ptr p = 0;
-    int mode = EPABI_CU_STREAM_CAPTURE_MODE_RELAXED;
-    bool exchanged = cu->ThreadExchangeStreamCaptureMode != NULL &&
-                     cu->ThreadExchangeStreamCaptureMode(&mode) == 0;
+    struct epabi_cuda_relaxed relaxed;
+    epabi_cuda_relax(cu, &relaxed);
     epabi_cu_result r = cu->MemAlloc(&p, bytes > 0 ? bytes : 1);
-    if (exchanged) cu->ThreadExchangeStreamCaptureMode(&mode);
+    epabi_cuda_unrelax(cu, &relaxed);
     epabi_cuda_leave(&scope);
     return r == 0 ? (void*)(uintptr_t)p : NULL;
 }
@@ -108,11 +114,10 @@ void epabi_cuda_device_free(const struct epabi_cuda_device* d, void* device_ptr)
     const struct epabi_cuda_driver* cu = d->libs->cu;
     struct epabi_cuda_scope scope;
     if (!epabi_cuda_enter(d, &scope)) return;
-    int mode = EPABI_CU_STREAM_CAPTURE_MODE_RELAXED;
-    bool exchanged = cu->ThreadExchangeStreamCaptureMode != NULL &&
-                     cu->ThreadExchangeStreamCaptureMode(&mode) == 0;
+    struct epabi_cuda_relaxed relaxed;
+    epabi_cuda_relax(cu, &relaxed);
     cu->MemFree((epabi_cu_ptr)(uintptr_t)device_ptr);
-    if (exchanged) cu->ThreadExchangeStreamCaptureMode(&mode);
+    epabi_cuda_unrelax(cu, &relaxed);
     epabi_cuda_leave(&scope);
 }
 

@@ -50,6 +50,19 @@ void epabi_cuda_leave(struct epabi_cuda_scope* scope);
 /* OrtStatus for a failed driver call: ORT_EP_FAIL "<what> failed: <driver text> (CUDA error <r>)". */
 OrtStatus* epabi_cuda_status(const struct epabi_api* api, epabi_cu_result r, const char* what);
 
+/* cuMemAlloc/cuMemFree (and their pinned-host forms) are "unsafe" while the calling thread captures a stream in
+ * thread-local or global mode: they would invalidate the capture. Memory a host allocates from our allocators inside
+ * a capture window (onnxruntime copies the feeds of the capturing run into fresh device buffers) and arena growth
+ * there switch this thread to relaxed mode around the call, as PyTorch's caching allocator and cuBLAS do: the memory
+ * is real and outlives the graph, it just is not part of it. No-op on drivers without
+ * cuThreadExchangeStreamCaptureMode (CUDA < 10.1). */
+struct epabi_cuda_relaxed {
+    int mode;
+    bool exchanged;
+};
+void epabi_cuda_relax(const struct epabi_cuda_driver* cu, struct epabi_cuda_relaxed* r);
+void epabi_cuda_unrelax(const struct epabi_cuda_driver* cu, struct epabi_cuda_relaxed* r);
+
 /* The device arena's backing (arena.h): chunks from cuMemAlloc on d. */
 struct epabi_arena_backing epabi_cuda_arena_backing(const struct epabi_cuda_device* d);
 

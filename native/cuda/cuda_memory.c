@@ -47,7 +47,10 @@ static void* gpu_alloc(void* ctx, size_t size) {
     if (!epabi_cuda_enter(d, &scope)) return NULL;
     epabi_cu_ptr p = 0;
     void* host = NULL;
+    struct epabi_cuda_relaxed relaxed;   /* the host may allocate inside our capture window (cuda_device.h) */
+    epabi_cuda_relax(d->libs->cu, &relaxed);
     epabi_cu_result r = m->pinned ? d->libs->cu->MemAllocHost(&host, size) : d->libs->cu->MemAlloc(&p, size);
+    epabi_cuda_unrelax(d->libs->cu, &relaxed);
     epabi_cuda_leave(&scope);
     if (m->pinned) return r == 0 ? host : NULL;
     return r == 0 ? (void*)(uintptr_t)p : NULL;
@@ -58,8 +61,11 @@ static void gpu_free(void* ctx, void* p) {
     const struct epabi_cuda_device* d = ensure_device(m);
     struct epabi_cuda_scope scope;
     if (d == NULL || !epabi_cuda_enter(d, &scope)) return;
+    struct epabi_cuda_relaxed relaxed;
+    epabi_cuda_relax(d->libs->cu, &relaxed);
     if (m->pinned) d->libs->cu->MemFreeHost(p);
     else d->libs->cu->MemFree((epabi_cu_ptr)(uintptr_t)p);
+    epabi_cuda_unrelax(d->libs->cu, &relaxed);
     epabi_cuda_leave(&scope);
 }
 

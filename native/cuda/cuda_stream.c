@@ -267,8 +267,8 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
     }
     /* a thread's first run may come while the caller captures its own stream (user_compute_stream): the setup's
      * allocations and module load are not stream work, so this thread relaxes the capture rules for them */
-    int mode = EPABI_CU_STREAM_CAPTURE_MODE_RELAXED;
-    bool exchanged = c->cu->ThreadExchangeStreamCaptureMode != NULL && c->cu->ThreadExchangeStreamCaptureMode(&mode) == 0;
+    struct epabi_cuda_relaxed relaxed;
+    epabi_cuda_relax(c->cu, &relaxed);
     OrtStatus* st = epabi_cuda_module_get(api, device, &c->module);
     epabi_cu_result r = 0;
     if (st == NULL) {
@@ -313,7 +313,7 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
     /* cuBLASLt only with the workspace cuBLAS set up: a matmul inside a capture must not allocate one */
     if (st == NULL && libs->cublaslt != NULL && c->workspace != 0 && libs->cublaslt->Create(&c->cublaslt) != 0)
         c->cublaslt = NULL;   /* large linear steps use cuBLAS and an epilogue kernel */
-    if (exchanged) c->cu->ThreadExchangeStreamCaptureMode(&mode);
+    epabi_cuda_unrelax(c->cu, &relaxed);
     epabi_cuda_leave(&scope);
     if (st != NULL) {
         cuda_destroy(&c->base);
