@@ -18,6 +18,7 @@ enum epabi_abi_since {
     EPABI_SINCE_OrtEp_CreateProfiler = 25,      /* with OrtEpProfilerImpl and OrtEpApi's ProfilingEvent functions */
     EPABI_SINCE_OrtEp_IsGraphCaptureEnabled = 26,   /* with IsGraphCaptured, ReplayGraph and the policy query */
     EPABI_SINCE_OrtEp_ReleaseCapturedGraph = 27,
+    EPABI_SINCE_OrtApi_KernelContext_GetPreallocatedOutput = 30,
 };
 
 #endif

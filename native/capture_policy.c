@@ -30,6 +30,18 @@ int epabi_capture_annotation_id(const struct epabi_api* api, const OrtRunOptions
     return (int)n;
 }
 
+/* The owner of user_compute_stream is capturing it around this run: our own capture or replay cannot happen inside
+ * theirs (CUDA captures do not nest; a replay would synchronize inside their capture). */
+static OrtStatus* owner_captures(const struct epabi_thread_owner* owner, const struct epabi_stream* s, int id,
+                                 const char* what) {
+    return epabi_error(owner->api, ORT_INVALID_ARGUMENT,
+                       EPABI_EP_NAME ": %s annotation id %d: user_compute_stream=0x%" PRIxPTR " is being captured by "
+                       "its owner (cuStreamIsCapturing), and with enable_cuda_graph=1 the EP captures and replays its "
+                       "own graphs on that stream, which cannot happen inside another capture; set enable_cuda_graph=0 "
+                       "to have the EP's kernels recorded into your capture, run with gpu_graph_id -1, or end your "
+                       "capture before the run", what, id, epabi_stream_handle(s));
+}
+
 OrtStatus* epabi_capture_run_start(const struct epabi_thread_owner* owner, const OrtRunOptions* run_options) {
     const struct epabi_api* api = owner->api;
     if (!owner->graph_capture) return NULL;
@@ -47,10 +59,13 @@ OrtStatus* epabi_capture_run_start(const struct epabi_thread_owner* owner, const
                            "%d still open on this thread; captures do not nest, so that capture was dropped",
                            id, open);
     }
+    if (id != EPABI_GRAPH_ID_SKIP && epabi_stream_check_external_capture(tc->stream))
+        return owner_captures(owner, tc->stream, id, "cannot run");
     tc->run.failed = false;
     tc->run.computes = 0;
     tc->run.nodes = 0;
     tc->run.annotation_id = id;
+    epabi_graph_manager_run_begins(m, id);
     if (!epabi_graph_manager_capture_allowed(m, id)) return NULL;
     epabi_arena_get_stats(tc->arena, &tc->run.watermark);
     tc->run.device_free = 0;
@@ -83,7 +98,9 @@ static void check_watermark(const struct epabi_thread_owner* owner, const struct
                   "this repeats", id, tc->run.device_free - free_now, owner->min_runs);
     }
     epabi_arena_get_stats(tc->arena, &now);
-    if (now.num_reserves <= tc->run.watermark.num_reserves) return;
+    /* the blocks a capture keeps for the host's own buffers (graph_capture.h) are new memory by design */
+    uint64_t expected = tc->run.watermark.num_reserves + epabi_graph_manager_kept_blocks(tc->graphs);
+    if (now.num_reserves <= expected) return;
     uint64_t chunks = now.num_reserves - tc->run.watermark.num_reserves;
     uint64_t bytes = now.bytes_reserved > tc->run.watermark.bytes_reserved
                          ? now.bytes_reserved - tc->run.watermark.bytes_reserved : 0;
@@ -180,6 +197,9 @@ OrtStatus* epabi_capture_replay(const struct epabi_thread_owner* owner, int id) 
         return epabi_error(owner->api, ORT_INVALID_ARGUMENT,
                            EPABI_EP_NAME ": ReplayGraph: no graph was captured for annotation id %d on this thread",
                            id);
+    /* one flag test without a user's stream; with one, one driver query */
+    if (epabi_stream_is_user_owned(tc->stream) && epabi_stream_check_external_capture(tc->stream))
+        return owner_captures(owner, tc->stream, id, "ReplayGraph cannot replay");
     bool profiled = epabi_profiler_active(owner->profiler);   /* one load when the host does not profile */
     int64_t start_ns = profiled ? epabi_profiler_now_ns() : 0;
     EPABI_RETURN_IF_ERROR(epabi_graph_manager_replay(tc->graphs, id, true));

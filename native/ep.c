@@ -362,7 +362,15 @@ static OrtStatus* compute(const struct epabi_compute_info* ci, OrtKernelContext*
     struct epabi_compute_scope scope = {NULL, false};
     OrtStatus* st = b->compute_begin != NULL ? b->compute_begin(api, &ep->be, kernel_context, env.stream, &scope) : NULL;
     if (st == NULL) {
-        st = epabi_plan_run(ci->plan, kernel_context, &env);
+        if (env.stream != NULL && env.stream->external_capture && !env.mempool && env.capture_pool == NULL) {
+            /* recorded into the owner's capture of its stream (compute_begin found it): run memory the owner's
+             * graph keeps using (stream-ordered memory needs none: it becomes the owner's graph's memory nodes) */
+            env.capture_pool = epabi_thread_keep_pool(tc);
+            if (env.capture_pool == NULL)
+                st = epabi_error(api, ORT_FAIL, EPABI_EP_NAME ": out of memory recording '%s' into the capture of "
+                                 "user_compute_stream", epabi_plan_name(ci->plan));
+        }
+        if (st == NULL) st = epabi_plan_run(ci->plan, kernel_context, &env);
         if (b->compute_end != NULL) st = b->compute_end(api, &ep->be, env.stream, &scope, st);
     }
     epabi_capture_note_compute(tc, st == NULL, epabi_plan_node_count(ci->plan));
@@ -592,15 +600,38 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
                            EPABI_EP_NAME ": the selected EP device is virtual (is_virtual=1): it has no hardware to run "
                            "on and serves only compile-only sessions (session.compile_only=1)");
     }
-    /* A replay reads and writes the buffers of the capturing run. With its own device memory the software
-     * adapter receives per-run copies of CPU-bound inputs and outputs (Memcpy nodes), which ORT frees after
-     * the run, so a replay would touch freed memory and never update the caller's buffers. */
-    if (opts.enable_cuda_graph && device->kind == EPABI_DEVICE_SOFTWARE && device->memory != NULL &&
-        epabi_has(api, EPABI_SINCE_OrtEp_IsGraphCaptureEnabled)) {
+    /* A replay reads and writes the buffers of the capturing run, which the host may free right after it. In
+     * device memory (a GPU, the software adapter's device-memory mode) those are blocks of our allocators, which a
+     * graph holds (alloc_registry.h). In host memory they come from the host's own allocator; a capture keeps the
+     * ones the host allocated for the run in its own memory instead, and telling them from buffers the caller
+     * bound needs OrtApi::KernelContext_GetPreallocatedOutput (graph_capture.h). Without it the capture could
+     * only replay into freed memory, so it is refused. */
+    if (opts.enable_cuda_graph && device->kind == EPABI_DEVICE_SOFTWARE && device->memory == NULL &&
+        epabi_has(api, EPABI_SINCE_OrtEp_IsGraphCaptureEnabled) &&
+        !epabi_has(api, EPABI_SINCE_OrtApi_KernelContext_GetPreallocatedOutput)) {
         epabi_options_release(&opts);
         return epabi_error(api, ORT_INVALID_ARGUMENT,
-                           EPABI_EP_NAME ": enable_cuda_graph=1 needs the software adapter to compute in host memory; "
-                           "unset EPABI_SOFTWARE_DEVICE_MEMORY=device (graph replay cannot follow per-run copies)");
+                           EPABI_EP_NAME ": enable_cuda_graph=1 on the software adapter in host memory needs ONNX "
+                           "Runtime API %d (OrtApi::KernelContext_GetPreallocatedOutput) to tell the output buffers "
+                           "the host allocates for a run and frees after it from the caller's, and ONNX Runtime %s "
+                           "speaks API %u, so a replay could write into freed memory; set "
+                           "EPABI_SOFTWARE_DEVICE_MEMORY=device and bind inputs and outputs in the EP's memory with "
+                           "IOBinding (captured graphs then hold those buffers), or use ONNX Runtime 1.30 or newer",
+                           (int)EPABI_SINCE_OrtApi_KernelContext_GetPreallocatedOutput, api->host_version,
+                           (unsigned)api->version);
+    }
+    /* CUDA cannot capture the legacy default stream (0, or CU_STREAM_LEGACY = 0x1): cuStreamBeginCapture fails at
+     * the first capture (error 900), and the legacy stream synchronizes with every blocking stream of the
+     * context, which no capture may depend on. Refused here, where the message can say why. */
+    if (opts.enable_cuda_graph && device->kind == EPABI_DEVICE_GPU && opts.user_compute_stream_given &&
+        opts.user_compute_stream <= 1 && epabi_has(api, EPABI_SINCE_OrtEp_IsGraphCaptureEnabled)) {
+        uintptr_t legacy = opts.user_compute_stream;
+        epabi_options_release(&opts);
+        return epabi_error(api, ORT_INVALID_ARGUMENT,
+                           EPABI_EP_NAME ": user_compute_stream=0x%" PRIxPTR " is CUDA's legacy default stream, which "
+                           "cannot be captured into a graph (enable_cuda_graph=1); pass a stream of your own "
+                           "(cudaStreamCreateWithFlags(..., cudaStreamNonBlocking)), or leave user_compute_stream unset "
+                           "so each thread gets a private non-blocking stream", legacy);
     }
     struct epabi_ep* ep = calloc(1, sizeof *ep);
     if (ep == NULL) {
@@ -644,6 +675,7 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
         t->api = api;
         t->logger = logger;
         t->arena = ep->be.arena;
+        t->blocks = ep->factory->blocks;
         if (ep->be.thread_streams) {
             t->create_stream = thread_stream;
             t->device_free_bytes = ep->be.backend->free_bytes != NULL ? device_free_bytes : NULL;

@@ -4,9 +4,11 @@
 #include "ep_allocator.h"
 
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "alloc_registry.h"
 #include "ep_factory.h"
 
 static const uint64_t kMagic = 0x4550414249414c43ull;   /* "EPABIALC" */
@@ -18,7 +20,31 @@ struct epabi_allocator {
     const OrtMemoryInfo* info;
     const struct epabi_alloc_ops* ops;
     void* ctx;
+    struct epabi_alloc_registry* blocks;   /* one reference; NULL: blocks are not tracked */
+    struct epabi_alloc_owner owner;        /* how the registry releases deferred frees */
 };
+
+/* The operations' context goes, and the allocator with it: at ReleaseAllocator, or once the last block graphs held
+ * is let go (alloc_registry.h). */
+static void allocator_close(struct epabi_allocator* a) {
+    if (a->ops->close != NULL) a->ops->close(a->ctx);
+    epabi_alloc_registry_release(a->blocks);
+    a->magic = 0;
+    free(a);
+}
+
+static struct epabi_allocator* of_owner(struct epabi_alloc_owner* o) {
+    return (struct epabi_allocator*)((unsigned char*)o - offsetof(struct epabi_allocator, owner));
+}
+
+static void owner_release(struct epabi_alloc_owner* o, void* p) {
+    struct epabi_allocator* a = of_owner(o);
+    a->ops->free(a->ctx, p);
+}
+
+static void owner_gone(struct epabi_alloc_owner* o) {
+    allocator_close(of_owner(o));
+}
 
 static struct epabi_allocator* alloc_of(const OrtAllocator* p) {
     return (struct epabi_allocator*)p;
@@ -26,12 +52,19 @@ static struct epabi_allocator* alloc_of(const OrtAllocator* p) {
 
 static void* AllocImpl(OrtAllocator* this_, size_t size) {
     struct epabi_allocator* a = alloc_of(this_);
-    return a->ops->alloc(a->ctx, size);
+    void* p = a->ops->alloc(a->ctx, size);
+    if (p != NULL && a->blocks != NULL && !epabi_alloc_registry_add(a->blocks, &a->owner, p, size)) {
+        a->ops->free(a->ctx, p);   /* untracked memory could be captured and then freed under a graph */
+        return NULL;
+    }
+    return p;
 }
 
+/* A block a captured graph still uses is freed when the graph goes (alloc_registry.h). */
 static void FreeImpl(OrtAllocator* this_, void* p) {
     struct epabi_allocator* a = alloc_of(this_);
-    if (p != NULL) a->ops->free(a->ctx, p);
+    if (p == NULL) return;
+    if (a->blocks == NULL || epabi_alloc_registry_free(a->blocks, p) != EPABI_FREE_DEFERRED) a->ops->free(a->ctx, p);
 }
 
 static const OrtMemoryInfo* InfoImpl(const OrtAllocator* this_) {
@@ -79,7 +112,8 @@ static OrtStatus* ShrinkImpl(OrtAllocator* this_) {
 }
 
 OrtStatus* epabi_allocator_create(const struct epabi_api* api, const OrtMemoryInfo* info,
-                                  const struct epabi_alloc_ops* ops, void* ctx, OrtAllocator** out) {
+                                  const struct epabi_alloc_ops* ops, void* ctx, struct epabi_alloc_registry* blocks,
+                                  OrtAllocator** out) {
     *out = NULL;
     struct epabi_allocator* a = calloc(1, sizeof *a);
     if (a == NULL) {
@@ -91,6 +125,9 @@ OrtStatus* epabi_allocator_create(const struct epabi_api* api, const OrtMemoryIn
     a->info = info;
     a->ops = ops;
     a->ctx = ctx;
+    a->blocks = blocks;
+    if (blocks != NULL) epabi_alloc_registry_retain(blocks);
+    a->owner = (struct epabi_alloc_owner){owner_release, owner_gone, 0};
     OrtAllocator* t = &a->base;
     t->version = api->version;   /* never above what the host speaks */
     t->Alloc = AllocImpl;
@@ -111,7 +148,6 @@ bool epabi_allocator_is_ours(const OrtAllocator* allocator) {
 void epabi_allocator_destroy(OrtAllocator* allocator) {
     if (!epabi_allocator_is_ours(allocator)) return;
     struct epabi_allocator* a = alloc_of(allocator);
-    if (a->ops->close != NULL) a->ops->close(a->ctx);
-    a->magic = 0;
-    free(a);
+    a->magic = 0;   /* no longer the host's: only the registry may still release its held blocks */
+    if (a->blocks == NULL || epabi_alloc_registry_detach(a->blocks, &a->owner) == 0) allocator_close(a);
 }

@@ -27,9 +27,14 @@ struct epabi_alloc_ops {
     void (*close)(void* ctx);                                         /* with the allocator; NULL: nothing */
 };
 
-/* ORT_FAIL when out of memory (ctx is then closed too). */
+/* ORT_FAIL when out of memory (ctx is then closed too). blocks (may be NULL: untracked): the registry every block
+ * handed out is recorded in, so that captured graphs can hold them (alloc_registry.h); a Free of a held block is
+ * deferred until the last graph holding it goes, and the allocator (with ctx) outlives ReleaseAllocator until
+ * then. */
+struct epabi_alloc_registry;
 OrtStatus* epabi_allocator_create(const struct epabi_api* api, const OrtMemoryInfo* info,
-                                  const struct epabi_alloc_ops* ops, void* ctx, OrtAllocator** out);
+                                  const struct epabi_alloc_ops* ops, void* ctx, struct epabi_alloc_registry* blocks,
+                                  OrtAllocator** out);
 
 /* True when allocator was made by epabi_allocator_create. */
 bool epabi_allocator_is_ours(const OrtAllocator* allocator);

@@ -91,6 +91,11 @@ static OrtStatus* CopyTensorsImpl(OrtDataTransferImpl* this_ptr, const OrtValue*
         if (src_bytes == 0) continue;
         EPABI_RETURN_IF_ERROR(api->ort->GetTensorData(src_tensors[i], &src));
         EPABI_RETURN_IF_ERROR(api->ort->GetTensorMutableData(dst_tensors[i], &dst));
+        /* a host bug (a freed value) must not become a copy from or to address 0 */
+        if (src == NULL || dst == NULL)
+            return epabi_error(api, ORT_INVALID_ARGUMENT,
+                               EPABI_EP_NAME ": CopyTensors: tensor %zu (%zu bytes) has no %s data", i, src_bytes,
+                               src == NULL ? "source" : "destination");
         const struct epabi_backend* backend = NULL;
         int ordinal = 0;
         EPABI_RETURN_IF_ERROR(copier(f, src_tensors[i], dst_tensors[i], &backend, &ordinal));

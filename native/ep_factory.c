@@ -87,7 +87,7 @@ static OrtStatus* CreateAllocatorImpl(OrtEpFactory* this_ptr, const OrtMemoryInf
     const struct epabi_alloc_ops* ops = NULL;
     void* ctx = NULL;
     EPABI_RETURN_IF_ERROR(backend->allocator_open(api, f->logger, &rec, f->arena, &ops, &ctx));
-    return epabi_allocator_create(api, rec.info, ops, ctx, allocator);
+    return epabi_allocator_create(api, rec.info, ops, ctx, f->blocks, allocator);
 }
 
 static void ReleaseAllocatorImpl(OrtEpFactory* this_ptr, OrtAllocator* allocator) {
@@ -160,7 +160,10 @@ struct epabi_factory* epabi_factory_create(const struct epabi_api* api, const Or
     f->api = *api;
     f->logger = logger;
     f->arena = epabi_arena_create();
-    if (f->arena == NULL) {
+    f->blocks = epabi_alloc_registry_create();
+    if (f->arena == NULL || f->blocks == NULL) {
+        epabi_arena_release(f->arena);
+        epabi_alloc_registry_release(f->blocks);
         pthread_mutex_destroy(&f->lock);
         free(f);
         return NULL;
@@ -202,6 +205,8 @@ void epabi_factory_destroy(struct epabi_factory* f) {
     f->virtual_hw = NULL;
     epabi_arena_release(f->arena);
     f->arena = NULL;
+    epabi_alloc_registry_release(f->blocks);
+    f->blocks = NULL;
     pthread_mutex_destroy(&f->lock);
     free(f);
 }

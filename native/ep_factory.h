@@ -4,7 +4,8 @@
  * Ownership: created by CreateEpFactories, destroyed by ReleaseEpFactory (entry.c). The factory owns the
  * memory infos it attached to EP devices, the hardware devices it created, one reference to the host-memory
  * arena (shared with the allocators it hands out and the plans EPs compile) and the data transfer; the host
- * owns the OrtEpDevices. Thread-safety: `lock` guards the device table and the memory table; the API block is
+ * owns the OrtEpDevices. The block registry (alloc_registry.h) is shared with every allocator it hands out and every
+ * graph manager of its EPs (one reference each). Thread-safety: `lock` guards the device table and the memory table; the API block is
  * read-only after creation.
  */
 #ifndef EPABI_EP_FACTORY_H
@@ -13,6 +14,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "alloc_registry.h"
 #include "api.h"
 #include "arena.h"
 #include "ep_data_transfer.h"
@@ -44,13 +46,14 @@ struct epabi_factory {
     size_t num_found_hw;
     struct epabi_arena* arena;         /* host memory: plans of host-memory devices, the software device's memory */
     struct epabi_data_transfer data_transfer;   /* handed out once some memory info is attached */
+    struct epabi_alloc_registry* blocks;        /* the blocks its allocators handed out, graphs' holds on them */
 };
 
 /* Returns NULL on allocation failure. */
 struct epabi_factory* epabi_factory_create(const struct epabi_api* api, const OrtLogger* logger);
 
-/* Releases, in this order: memory infos, the hardware devices it made, the arena reference, the lock, the
- * factory. */
+/* Releases, in this order: memory infos, the hardware devices it made, the arena and block-registry references,
+ * the lock, the factory. */
 void epabi_factory_destroy(struct epabi_factory* f);
 
 /* Device enumeration (ep_devices.c): fills ep_devices[0..max) and records what it listed. */

@@ -7,21 +7,52 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_registry.h"
 #include "ep_factory.h"
+
+/* ---- held allocator blocks ---------------------------------------------------------------------------- */
+
+/* The allocator blocks (alloc_registry.h) one capture holds: the bases its holds were taken on. */
+struct hold_list {
+    void** bases;
+    size_t n, cap;
+};
+
+static bool hold_list_push(struct hold_list* l, void* base) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap == 0 ? 8 : 2 * l->cap;
+        void** grown = realloc(l->bases, cap * sizeof *grown);
+        if (grown == NULL) return false;
+        l->bases = grown;
+        l->cap = cap;
+    }
+    l->bases[l->n++] = base;
+    return true;
+}
+
+/* Lets go of every hold (deferred frees of the host happen now) and empties the list. */
+static void hold_list_drop(struct hold_list* l, struct epabi_alloc_registry* blocks) {
+    for (size_t i = 0; i < l->n; ++i) epabi_alloc_registry_drop(blocks, l->bases[i]);
+    free(l->bases);
+    memset(l, 0, sizeof *l);
+}
 
 /* ---- captured graphs and the graph set --------------------------------------------------------------- */
 
 struct epabi_graph {
     int id;
-    struct epabi_stream_graph* launches;   /* owned; points into pool */
+    struct epabi_stream_graph* launches;   /* owned; points into pool and into held blocks */
     struct epabi_arena_pool* pool;         /* owned: every block the capturing run took */
+    struct epabi_alloc_registry* blocks;   /* the manager's (it destroys its graphs before letting it go) */
+    struct hold_list holds;                /* the host's buffers the launches read or write */
     uint64_t replays;
     unsigned nodes;                        /* ONNX nodes recorded (epabi_graph_manager_set_nodes) */
 };
 
 static void graph_destroy(struct epabi_graph* g) {
     if (g == NULL) return;
-    epabi_stream_graph_destroy(g->launches);   /* first: its launches point into the pool */
+    epabi_stream_graph_destroy(g->launches);   /* first: its launches point into the pool and the held blocks */
+    hold_list_drop(&g->holds, g->blocks);
     epabi_arena_pool_destroy(g->pool);
     free(g);
 }
@@ -73,40 +104,61 @@ void epabi_graph_set_clear(struct epabi_graph_set* set) {
 
 /* ---- graph manager ------------------------------------------------------------------------------------ */
 
+enum { HOST_OUTPUTS_KEPT = 64 };   /* host-allocated output addresses remembered per id (the newest) */
+
 struct run_count {
     int id;
     int runs;
+    const void* host_outputs[HOST_OUTPUTS_KEPT];   /* a ring: output buffers the host allocated for a run of id */
+    unsigned n_host_outputs, next_host_output;
+};
+
+/* A fused output the open capture computes in its pool instead of the host's buffer (graph_capture.h). */
+struct redirect {
+    const void* host;
+    void* block;
 };
 
 struct epabi_graph_manager {
     const struct epabi_api* api;
     struct epabi_stream* stream;           /* not owned */
     struct epabi_arena* arena;             /* one reference */
+    struct epabi_alloc_registry* blocks;   /* one reference, or NULL */
     int min_runs;
     struct epabi_graph_set set;
     struct run_count* counts;
     size_t n_counts, cap_counts;
+    int run_id;                            /* the annotation id of the run in progress */
     bool capturing;
     int capture_id;
     struct epabi_arena_pool* capture_pool; /* owned while capturing */
+    struct hold_list capture_holds;        /* the open capture's holds */
+    struct redirect* redirects;
+    size_t n_redirects, cap_redirects;
+    size_t kept, last_kept;                /* blocks keep_block gave the open (the last closed) capture */
 };
 
 struct epabi_graph_manager* epabi_graph_manager_create(const struct epabi_api* api, struct epabi_stream* stream,
-                                                       struct epabi_arena* arena, int min_runs) {
+                                                       struct epabi_arena* arena, struct epabi_alloc_registry* blocks,
+                                                       int min_runs) {
     struct epabi_graph_manager* m = calloc(1, sizeof *m);
     if (m == NULL) return NULL;
     m->api = api;
     m->stream = stream;
     m->arena = arena;
+    m->blocks = blocks;
     m->min_runs = min_runs < 0 ? 0 : min_runs;
     epabi_arena_retain(arena);
+    if (blocks != NULL) epabi_alloc_registry_retain(blocks);
     return m;
 }
 
 void epabi_graph_manager_destroy(struct epabi_graph_manager* m) {
     if (m == NULL) return;
     epabi_graph_manager_reset(m);
+    free(m->redirects);
     epabi_arena_release(m->arena);
+    epabi_alloc_registry_release(m->blocks);
     free(m);
 }
 
@@ -144,7 +196,92 @@ void epabi_graph_manager_count_regular_run(struct epabi_graph_manager* m, int id
         m->counts = grown;
         m->cap_counts = cap;
     }
-    m->counts[m->n_counts++] = (struct run_count){id, 1};
+    m->counts[m->n_counts] = (struct run_count){.id = id, .runs = 1};
+    m->n_counts++;
+}
+
+static struct run_count* count_of(struct epabi_graph_manager* m, int id, bool create) {
+    for (size_t i = 0; i < m->n_counts; ++i)
+        if (m->counts[i].id == id) return &m->counts[i];
+    if (!create) return NULL;
+    if (m->n_counts == m->cap_counts) {
+        size_t cap = m->cap_counts == 0 ? 4 : 2 * m->cap_counts;
+        struct run_count* grown = realloc(m->counts, cap * sizeof *grown);
+        if (grown == NULL) return NULL;
+        m->counts = grown;
+        m->cap_counts = cap;
+    }
+    m->counts[m->n_counts] = (struct run_count){.id = id, .runs = 0};
+    return &m->counts[m->n_counts++];
+}
+
+/* ---- the host's buffers of a run ----------------------------------------------------------------------- */
+
+void epabi_graph_manager_run_begins(struct epabi_graph_manager* m, int id) {
+    m->run_id = id;
+}
+
+bool epabi_graph_manager_hold(struct epabi_graph_manager* m, const void* p, size_t bytes) {
+    if (!m->capturing || m->blocks == NULL) return false;
+    void* base = epabi_alloc_registry_hold(m->blocks, p, bytes);
+    if (base == NULL) return false;
+    if (!hold_list_push(&m->capture_holds, base)) {
+        epabi_alloc_registry_drop(m->blocks, base);
+        return false;
+    }
+    return true;
+}
+
+void epabi_graph_manager_note_host_output(struct epabi_graph_manager* m, const void* p) {
+    if (m->capturing || m->run_id == EPABI_GRAPH_ID_SKIP || p == NULL) return;
+    struct run_count* c = count_of(m, m->run_id, true);
+    if (c == NULL) return;   /* out of memory: a later capture of the id treats fewer buffers as the host's */
+    for (unsigned i = 0; i < c->n_host_outputs; ++i)
+        if (c->host_outputs[i] == p) return;
+    c->host_outputs[c->next_host_output] = p;
+    c->next_host_output = (c->next_host_output + 1) % HOST_OUTPUTS_KEPT;
+    if (c->n_host_outputs < HOST_OUTPUTS_KEPT) c->n_host_outputs++;
+}
+
+bool epabi_graph_manager_was_host_output(const struct epabi_graph_manager* m, const void* p) {
+    for (size_t i = 0; i < m->n_counts; ++i) {
+        const struct run_count* c = &m->counts[i];
+        if (c->id != m->run_id) continue;
+        for (unsigned k = 0; k < c->n_host_outputs; ++k)
+            if (c->host_outputs[k] == p) return true;
+    }
+    return false;
+}
+
+void* epabi_graph_manager_keep_block(struct epabi_graph_manager* m, size_t bytes) {
+    if (!m->capturing) return NULL;
+    void* block = epabi_arena_pool_alloc(m->capture_pool, bytes);
+    if (block != NULL) m->kept++;
+    return block;
+}
+
+size_t epabi_graph_manager_kept_blocks(const struct epabi_graph_manager* m) {
+    return m->last_kept;
+}
+
+bool epabi_graph_manager_redirect(struct epabi_graph_manager* m, const void* host, void* block) {
+    if (!m->capturing) return false;
+    if (m->n_redirects == m->cap_redirects) {
+        size_t cap = m->cap_redirects == 0 ? 8 : 2 * m->cap_redirects;
+        struct redirect* grown = realloc(m->redirects, cap * sizeof *grown);
+        if (grown == NULL) return false;
+        m->redirects = grown;
+        m->cap_redirects = cap;
+    }
+    m->redirects[m->n_redirects++] = (struct redirect){host, block};
+    return true;
+}
+
+void* epabi_graph_manager_redirected(const struct epabi_graph_manager* m, const void* host) {
+    if (!m->capturing) return NULL;
+    for (size_t i = m->n_redirects; i-- > 0;)
+        if (m->redirects[i].host == host) return m->redirects[i].block;
+    return NULL;
 }
 
 OrtStatus* epabi_graph_manager_capture_begin(struct epabi_graph_manager* m, int id) {
@@ -170,15 +307,20 @@ OrtStatus* epabi_graph_manager_capture_begin(struct epabi_graph_manager* m, int 
     }
     m->capturing = true;
     m->capture_id = id;
+    m->run_id = id;
     m->capture_pool = pool;
+    m->n_redirects = 0;
+    m->kept = 0;
     return NULL;
 }
 
 void epabi_graph_manager_capture_abort(struct epabi_graph_manager* m) {
     if (!m->capturing) return;
     epabi_stream_abort_capture(m->stream);
+    hold_list_drop(&m->capture_holds, m->blocks);
     epabi_arena_pool_destroy(m->capture_pool);
     m->capture_pool = NULL;
+    m->n_redirects = 0;
     m->capturing = false;
 }
 
@@ -194,7 +336,11 @@ OrtStatus* epabi_graph_manager_capture_end(struct epabi_graph_manager* m, int id
                            "being captured; that capture was dropped", id, open);
     }
     struct epabi_arena_pool* pool = m->capture_pool;
+    struct hold_list holds = m->capture_holds;
+    memset(&m->capture_holds, 0, sizeof m->capture_holds);
     m->capture_pool = NULL;
+    m->n_redirects = 0;
+    m->last_kept = m->kept;
     m->capturing = false;
     struct epabi_stream_graph* launches = NULL;
     OrtStatus* st = epabi_stream_end_capture(m->stream, &launches);
@@ -208,13 +354,16 @@ OrtStatus* epabi_graph_manager_capture_end(struct epabi_graph_manager* m, int id
     if (st == NULL) {
         g->launches = launches;
         g->pool = pool;
+        g->blocks = m->blocks;
+        g->holds = holds;
         st = epabi_graph_set_put(m->api, &m->set, id, g);
         if (st == NULL) return NULL;
-        graph_destroy(g);   /* owns launches and pool now */
+        graph_destroy(g);   /* owns launches, holds and pool now */
         return st;
     }
     free(g);
     epabi_stream_graph_destroy(launches);
+    hold_list_drop(&holds, m->blocks);
     epabi_arena_pool_destroy(pool);
     return st;
 }

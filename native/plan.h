@@ -31,10 +31,14 @@ struct epabi_plan;
  *   stream        launches go through epabi_stream_launch (the thread's graph stream; it may be capturing).
  *   capture_pool  set inside a graph-capture window: every intermediate and scratch block of the run comes
  *                 from this pool and goes back to it, never to the arena, so the captured launches' buffers
- *                 stay alive and untouched until the captured graph (which owns the pool) is destroyed. */
+ *                 stay alive and untouched until the captured graph (which owns the pool) is destroyed.
+ *   graphs        the thread's graph manager when graph capture is on: the run tells it about the host's
+ *                 buffers (graph_capture.h), so a captured graph never uses memory the host freed. */
+struct epabi_graph_manager;
 struct epabi_run_env {
     struct epabi_stream* stream;
     struct epabi_arena_pool* capture_pool;
+    struct epabi_graph_manager* graphs;
     bool mempool;   /* intermediates and scratch from the stream's alloc_async/free_async (arena.use_cuda_mempool) */
     struct epabi_pool* threads;   /* the software adapter's intra-op pool (kernel.h, epabi_exec_pool); NULL: none */
 };

@@ -344,6 +344,8 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
     if (st == NULL) st = epabi_plan_schedule(p);
     if (st == NULL && p->device_only) epabi_plan_place_steps(p);
     if (st == NULL && p->has_device) epabi_plan_mark_device_reads(p);
+    for (int i = 0; st == NULL && i < p->n_steps; ++i)   /* the steps stay where they are from now on */
+        p->steps[i].site = (struct epabi_error_site){p->steps[i].node_name, p->steps[i].op_type, p->name};
     free(nodes);
     free(desc);
     free(p->index);   /* names are not looked up after the build */

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi_since.h"
 #include "ep_factory.h"
+#include "graph_capture.h"
 #include "kernel.h"
 
 struct epabi_exec {
@@ -33,6 +35,12 @@ struct epabi_exec {
     int n_host_reads, cap_host_reads;
     struct staged_output* staged;      /* fused outputs computed in run memory, copied to the host's at run end */
     int n_staged, cap_staged;
+    struct epabi_graph_manager* graphs;   /* env->graphs: graph capture is on */
+    bool capturing;                    /* inside a capture window */
+    bool classify;                     /* host memory, graph capture on: which outputs did the host allocate? */
+    unsigned char* out_host;           /* per fused output (classify): the host's buffer, not the caller's */
+    bool all_host;                     /* every fused output is the host's (a plain run): inputs are copied too */
+    uint64_t error_word;               /* launches without a stream (and host steps) report here */
 };
 
 /* A fused output the host placed in host memory (struct epabi_plan_device): computed at `device`, an owned
@@ -49,6 +57,17 @@ const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex) {
 
 struct epabi_pool* epabi_exec_pool(const struct epabi_exec* ex) {
     return ex->host_mode ? NULL : ex->threads;
+}
+
+/* In the owner's capture of a user's stream nothing of ours reads the word when the owner's graph runs: its
+ * kernels report nothing rather than an error a later run would read. */
+uint64_t* epabi_exec_error_word(struct epabi_exec* ex) {
+    if (ex->stream == NULL || ex->host_mode) return &ex->error_word;
+    return ex->stream->external_capture ? NULL : ex->stream->error_word;
+}
+
+uint64_t epabi_exec_error_site(const struct epabi_exec* ex, enum epabi_launch_error kind) {
+    return ex->step != NULL ? (uint64_t)(uintptr_t)&ex->step->site | (uint64_t)kind : (uint64_t)kind;
 }
 
 int epabi_exec_epilogue(const struct epabi_exec* ex) {
@@ -146,18 +165,22 @@ static OrtStatus* read_device(struct epabi_exec* ex, void* dst, const void* src,
     return NULL;
 }
 
+static bool staged_room(struct epabi_exec* ex) {
+    if (ex->n_staged < ex->cap_staged) return true;
+    int cap = ex->cap_staged == 0 ? 4 : 2 * ex->cap_staged;
+    struct staged_output* grown = realloc(ex->staged, (size_t)cap * sizeof *grown);
+    if (grown == NULL) return false;
+    ex->staged = grown;
+    ex->cap_staged = cap;
+    return true;
+}
+
 /* Output id goes to host memory: it is computed in an owned run block, copied to `host` at run end. */
 static OrtStatus* stage_output(struct epabi_exec* ex, int id, void* host, size_t bytes, struct epabi_tensor* t) {
     const struct epabi_plan* p = ex->plan;
-    if (ex->stream != NULL && epabi_stream_is_capturing(ex->stream))
+    if (ex->stream != NULL && epabi_stream_in_capture(ex->stream))
         return staging_while_capturing(p, "output", p->values[id].name);
-    if (ex->n_staged == ex->cap_staged) {
-        int cap = ex->cap_staged == 0 ? 4 : 2 * ex->cap_staged;
-        struct staged_output* grown = realloc(ex->staged, (size_t)cap * sizeof *grown);
-        if (grown == NULL) return epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory staging an output");
-        ex->staged = grown;
-        ex->cap_staged = cap;
-    }
+    if (!staged_room(ex)) return epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory staging an output");
     void* data = exec_alloc(ex, bytes);
     if (data == NULL)
         return epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory: %zu bytes staging output '%s' of '%s'",
@@ -165,6 +188,81 @@ static OrtStatus* stage_output(struct epabi_exec* ex, int id, void* host, size_t
     ex->owned[id] = data;
     ex->staged[ex->n_staged++] = (struct staged_output){host, data, bytes};
     t->data = data;
+    return NULL;
+}
+
+/* ---- graph capture: the host's buffers (graph_capture.h) ------------------------------------------------ */
+
+static OrtStatus* capture_oom(const struct epabi_plan* p, const char* what, const char* name, size_t bytes) {
+    return epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory: %zu bytes keeping %s '%s' of '%s' in the "
+                       "graph being captured", bytes, what, name, p->name);
+}
+
+/* Host memory with graph capture on: which fused outputs the host allocated for this run (GetPreallocatedOutput
+ * gives none of those, or, in later executions of one call, a buffer an earlier execution got unbound). */
+static OrtStatus* classify_outputs(struct epabi_exec* ex) {
+    const struct epabi_plan* p = ex->plan;
+    const OrtApi* ort = p->api->ort;
+    ex->out_host = calloc(p->n_outputs > 0 ? (size_t)p->n_outputs : 1, 1);
+    if (ex->out_host == NULL) return epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": out of memory starting a run");
+    ex->all_host = p->n_outputs > 0;
+    for (int k = 0; k < p->n_outputs; ++k) {
+        OrtValue* bound = NULL;
+        EPABI_RETURN_IF_ERROR(ort->KernelContext_GetPreallocatedOutput(ex->ctx, (size_t)k, &bound));
+        bool host = bound == NULL;
+        if (!host && ex->capturing) {
+            void* data = NULL;
+            EPABI_RETURN_IF_ERROR(ort->GetTensorMutableData(bound, &data));
+            host = epabi_graph_manager_was_host_output(ex->graphs, data);
+        }
+        ex->out_host[k] = host;
+        if (!host) ex->all_host = false;
+    }
+    return NULL;
+}
+
+/* Fused output `index` at the host's `data`: in a capture window its block is held (device memory), or, when the
+ * host allocated it (host memory), the graph computes it in a pool block copied to data at run end; in a regular
+ * run a host-allocated buffer is remembered, so that later executions handing it back as pre-allocated are
+ * known. */
+static OrtStatus* capture_output(struct epabi_exec* ex, int id, int index, void* data, size_t bytes,
+                                 struct epabi_tensor* t) {
+    const struct epabi_plan* p = ex->plan;
+    if (ex->classify && ex->out_host[index]) {
+        if (!ex->capturing) {
+            epabi_graph_manager_note_host_output(ex->graphs, data);
+            return NULL;
+        }
+        void* block = epabi_graph_manager_keep_block(ex->graphs, bytes);
+        if (block == NULL || !staged_room(ex) || !epabi_graph_manager_redirect(ex->graphs, data, block))
+            return capture_oom(p, "output", p->values[id].name, bytes);
+        /* not owned: the block stays the graph's when the run ends */
+        ex->staged[ex->n_staged++] = (struct staged_output){data, block, bytes};
+        t->data = block;
+        return NULL;
+    }
+    if (ex->capturing) epabi_graph_manager_hold(ex->graphs, data, bytes);
+    return NULL;
+}
+
+/* Fused input id in a capture window: read from the pool block an earlier fused node of this capture computes
+ * the host's buffer in; in a plain run (every output the host's) from a copy in the pool, as the feed may be
+ * gone at a replay; else from the caller's buffer, held when it is a block of ours. */
+static OrtStatus* capture_input(struct epabi_exec* ex, int id, struct epabi_tensor* t) {
+    const struct epabi_plan* p = ex->plan;
+    size_t bytes = (size_t)epabi_numel(t->rank, t->dims) * epabi_dtype_size(t->dtype);
+    void* block = epabi_graph_manager_redirected(ex->graphs, t->data);
+    if (block == NULL && ex->classify && ex->all_host) {
+        block = epabi_graph_manager_keep_block(ex->graphs, bytes);
+        if (block == NULL) return capture_oom(p, "input", p->values[id].name, bytes);
+        if (bytes > 0) memcpy(block, t->data, bytes);   /* host memory, once: a replay reads the graph's copy */
+    }
+    if (block == NULL) {
+        epabi_graph_manager_hold(ex->graphs, t->data, bytes);
+        return NULL;
+    }
+    if (t->host == t->data) t->host = block;
+    t->data = block;
     return NULL;
 }
 
@@ -219,6 +317,8 @@ struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTen
             if (where == IN_HOST) st = stage_output(ex, id, data, bytes, t);
             else if (where == IN_OTHER) st = foreign_memory(p, value, "output", v->name);
         }
+        if (st == NULL && ex->graphs != NULL && t->data == data && data != NULL)
+            st = capture_output(ex, id, v->output_index, data, bytes, t);
         if (st != NULL) {
             *status = st;
             return NULL;
@@ -271,10 +371,11 @@ const void* epabi_exec_host_data(struct epabi_exec* ex, const struct epabi_tenso
     if (t->host != NULL) return t->host;
     if (!p->device_only || ex->stream == NULL || ex->stream->ops->read_to_host == NULL) return t->data;
     const char* node = ex->step != NULL ? ex->step->node_name : "?";
-    if (epabi_stream_is_capturing(ex->stream)) {
+    if (epabi_stream_in_capture(ex->stream)) {
         *status = epabi_error(p->api, ORT_FAIL, EPABI_EP_NAME ": node '%s' of '%s' needs the values of a shape input "
                               "that only the device holds, and reading them back would synchronize inside the graph "
-                              "capture; make it a constant or compute it from shapes", node, p->name);
+                              "capture (the EP's own, or its owner's of user_compute_stream); make it a constant or "
+                              "compute it from shapes", node, p->name);
         return NULL;
     }
     size_t bytes = (size_t)epabi_numel(t->rank, t->dims) * epabi_dtype_size(t->dtype);
@@ -321,7 +422,7 @@ static OrtStatus* place_input(struct epabi_exec* ex, int id, const OrtValue* val
     if (where == IN_DEVICE) return NULL;
     t->host = data;
     if (!v->device_read) return NULL;
-    if (ex->stream != NULL && epabi_stream_is_capturing(ex->stream)) return staging_while_capturing(p, "input", v->name);
+    if (ex->stream != NULL && epabi_stream_in_capture(ex->stream)) return staging_while_capturing(p, "input", v->name);
     size_t bytes = (size_t)epabi_numel(t->rank, t->dims) * epabi_dtype_size(t->dtype);
     void* copy = exec_alloc(ex, bytes);
     if (copy == NULL)
@@ -376,6 +477,7 @@ static OrtStatus* bind_inputs(struct epabi_exec* ex) {
         t->data = (void*)data;   /* kernels treat inputs as read-only */
         t->host = p->device_only ? NULL : data;
         if (p->has_device) EPABI_RETURN_IF_ERROR(place_input(ex, id, value, data, t));
+        if (ex->capturing && t->data == data && data != NULL) EPABI_RETURN_IF_ERROR(capture_input(ex, id, t));
         ex->ready[id] = 1;
     }
     return NULL;
@@ -476,8 +578,23 @@ OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx, con
             ex.tensors[v] = p->values[v].tensor;
             ex.ready[v] = 1;
         }
-        st = bind_inputs(&ex);
+        if (env != NULL && env->graphs != NULL) {
+            ex.graphs = env->graphs;
+            ex.capturing = epabi_graph_manager_is_capturing(env->graphs, NULL);
+            ex.classify = !p->has_device &&
+                          epabi_has(p->api, EPABI_SINCE_OrtApi_KernelContext_GetPreallocatedOutput);
+            if (ex.classify) st = classify_outputs(&ex);
+        }
+        if (st == NULL) st = bind_inputs(&ex);
         if (st == NULL) st = run_steps(&ex);
+        /* what launches found: at once without a stream, and on the host stream, which executes as it goes
+         * (also while capturing); a device stream's word is read at its synchronize (stream.h) */
+        if (st == NULL && ex.error_word != 0) st = epabi_launch_error_status(p->api, ex.error_word, false);
+        if (ex.stream != NULL && ex.stream->ops->backend == EPABI_STREAM_HOST) {
+            OrtStatus* found = epabi_stream_take_error(ex.stream);   /* taken in any case: it is this run's */
+            if (st == NULL) st = found;
+            else if (found != NULL) p->api->ort->ReleaseStatus(found);
+        }
         for (int i = 0; i < ex.n_staged && st == NULL; ++i)
             st = read_device(&ex, ex.staged[i].host, ex.staged[i].device, ex.staged[i].bytes);
     }
@@ -490,6 +607,7 @@ OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx, con
     }
     for (int i = 0; i < ex.n_host_reads; ++i) free(ex.host_reads[i]);
     free(ex.host_reads);
+    free(ex.out_host);
     free(ex.staged);
     free(ex.scratch_host);
     free(ex.scratch);

@@ -46,6 +46,7 @@ struct plan_step {
     bool on_host;                      /* device plans: a host step (plan.h) */
     int epilogue;                      /* enum epabi_epilogue: an activation fused into this step (fuse_epilogues) */
     float epilogue_alpha, epilogue_beta;   /* its parameters (kernel.h, epilogue_params) */
+    struct epabi_error_site site;      /* what its launches report errors as (set once the build is done) */
 };
 
 struct epabi_plan {

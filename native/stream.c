@@ -69,13 +69,44 @@ OrtStatus* epabi_stream_replay(struct epabi_stream* s, const struct epabi_stream
                            EPABI_EP_NAME ": cannot replay a graph on the %s stream while it is capturing",
                            s->ops->name);
     EPABI_RETURN_IF_ERROR(s->ops->replay(s, g));
+    s->replaying = true;
     return sync ? epabi_stream_synchronize(s) : NULL;
 }
 
 OrtStatus* epabi_stream_synchronize(struct epabi_stream* s) {
     OrtStatus* st = s->ops->synchronize(s);
-    if (st == NULL) s->syncs++;
-    return st;
+    if (st != NULL) return st;
+    s->syncs++;
+    return epabi_stream_take_error(s);
+}
+
+OrtStatus* epabi_launch_error_status(const struct epabi_api* api, uint64_t word, bool replay) {
+    const struct epabi_error_site* site = (const struct epabi_error_site*)(uintptr_t)(word & ~(uint64_t)EPABI_LAUNCH_ERR_MASK);
+    const unsigned kind = (unsigned)(word & EPABI_LAUNCH_ERR_MASK);
+    const char* what = kind == EPABI_LAUNCH_ERR_INDEX ? "an index is out of range"
+                       : kind == EPABI_LAUNCH_ERR_DIV_ZERO ? "integer division by zero"
+                                                           : "the kernel found invalid input data";
+    const char* where = replay ? " (found by the kernel while replaying a captured graph)"
+                               : " (found by the kernel while it ran)";
+    if (site == NULL)
+        return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": %s%s", what, where);
+    return epabi_error(api, ORT_INVALID_ARGUMENT, EPABI_EP_NAME ": node '%s' (%s) in '%s': %s%s", site->node,
+                       site->op, site->graph, what, where);
+}
+
+OrtStatus* epabi_stream_take_error(struct epabi_stream* s) {
+    const bool replay = s->replaying;
+    s->replaying = false;
+    /* one load: the word is host memory on every backend (a kernel's store is visible once the work is done) */
+    uint64_t word = __atomic_load_n(s->error_word, __ATOMIC_ACQUIRE);
+    if (word == 0) return NULL;
+    __atomic_store_n(s->error_word, 0, __ATOMIC_RELAXED);
+    return epabi_launch_error_status(s->api, word, replay);
+}
+
+bool epabi_stream_check_external_capture(struct epabi_stream* s) {
+    s->external_capture = s->user_owned && !s->capturing && s->ops->captured_now != NULL && s->ops->captured_now(s);
+    return s->external_capture;
 }
 
 size_t epabi_stream_graph_launches(const struct epabi_stream_graph* g) {
@@ -109,6 +140,7 @@ struct host_graph {
 struct host_stream {
     struct epabi_stream base;         /* first member */
     struct host_recording rec;        /* the open capture */
+    uint64_t error_word;              /* base.error_word points here */
 };
 
 static void recording_free(struct host_recording* r) {
@@ -230,6 +262,7 @@ struct epabi_stream* epabi_stream_host_create(const struct epabi_api* api, bool 
     if (h == NULL) return NULL;
     h->base.ops = &kHostOps;
     h->base.api = api;
+    h->base.error_word = &h->error_word;
     h->base.user_owned = adopt_user;
     h->base.handle = adopt_user ? user_handle : 0;
     return &h->base;

@@ -25,9 +25,18 @@
  * Memory the recorded launches point at is not the stream's business: the executor takes it from a
  * capture pool (arena.h) that the captured graph owns (graph_capture.h).
  *
+ * Errors found while the work runs. Kernels check some data only when it is at hand, on the device or in a
+ * replay (an out-of-range Gather index, an integer division by zero: launch_args.h): such a launch stores its
+ * node's site and the error's kind into the stream's error word (host memory on every backend: CUDA's is pinned
+ * and mapped, so kernels write it directly and the host reads it with one load). epabi_stream_synchronize reads
+ * it once the work is done and turns it into an ORT_INVALID_ARGUMENT naming the node, so a run never returns
+ * zero-filled output silently.
+ *
  * User streams. A stream can be adopted from the user (the user_compute_stream option): the stream then
  * records that its handle is user-owned and epabi_stream_destroy frees only our wrapper, never the handle
- * (on CUDA it will not call cudaStreamDestroy). On the host backend the handle is just the value the user
+ * (on CUDA it will not call cudaStreamDestroy). Its owner may be capturing it into a graph of their own around
+ * a run (an external capture, epabi_stream_check_external_capture): then nothing may wait for the stream or read
+ * back from it, kernels are only recorded, and the EP's own captures cannot nest inside. On the host backend the handle is just the value the user
  * gave (0 included): it is kept and reported by epabi_stream_handle, and never dereferenced.
  *
  * Ownership: epabi_stream_host_create returns a stream the caller destroys with epabi_stream_destroy.
@@ -80,14 +89,26 @@ struct epabi_stream_ops {
     /* Host data into device memory, ordered on the stream; src may be reused once it returns (a pageable
      * source is staged by the driver). NULL on the host backend. */
     OrtStatus* (*write_from_host)(struct epabi_stream* s, void* dst, const void* src, size_t bytes);
+    /* Whether the stream is being captured right now, by anyone (cuStreamIsCapturing); NULL: never (host). */
+    bool (*captured_now)(struct epabi_stream* s);
+};
+
+/* The node a launch belongs to, for errors its kernel finds (launch_args.h); owned by the plan, 8-aligned. */
+struct epabi_error_site {
+    const char* node;      /* node name */
+    const char* op;        /* op type */
+    const char* graph;     /* the fused node */
 };
 
 struct epabi_stream {
     const struct epabi_stream_ops* ops;
     const struct epabi_api* api;
+    uint64_t* error_word;    /* set by the backend: what kernels report (see above); never NULL */
+    bool replaying;          /* a replay was issued since the last synchronize (for the error message) */
     uintptr_t handle;        /* backend handle; host: the user's value when adopted, else 0 */
     bool user_owned;         /* adopted from user_compute_stream: the handle is never destroyed by us */
-    bool capturing;
+    bool capturing;          /* our own capture (begin_capture .. end_capture) */
+    bool external_capture;   /* the user's stream is being captured by its owner (last check) */
     uint64_t launches;       /* launches issued (executed or recorded) since creation */
     uint64_t syncs;          /* synchronize calls since creation */
 };
@@ -114,9 +135,16 @@ OrtStatus* epabi_stream_end_capture(struct epabi_stream* s, struct epabi_stream_
 void epabi_stream_abort_capture(struct epabi_stream* s);
 
 /* Re-executes g's launches in order. Errors: ORT_INVALID_ARGUMENT for a graph of another stream or while the
- * stream is capturing. With sync, waits for the work (no-op on the host stream). */
+ * stream is capturing. With sync, waits for the work (no-op on the host stream) and reports what it found. */
 OrtStatus* epabi_stream_replay(struct epabi_stream* s, const struct epabi_stream_graph* g, bool sync);
+/* Waits for the stream's work, then reports an error a kernel found (epabi_stream_take_error). */
 OrtStatus* epabi_stream_synchronize(struct epabi_stream* s);
+/* The error a kernel stored in the stream's error word since the last call, as ORT_INVALID_ARGUMENT naming the
+ * node and what was wrong, and clears the word; NULL when there is none. Meaningful once the work that may
+ * store it is done (the host stream: always). */
+OrtStatus* epabi_stream_take_error(struct epabi_stream* s);
+/* The message of an error word's value (epabi_stream_take_error's, and the executor's without a stream). */
+OrtStatus* epabi_launch_error_status(const struct epabi_api* api, uint64_t word, bool replay);
 
 size_t epabi_stream_graph_launches(const struct epabi_stream_graph* g);
 void epabi_stream_graph_destroy(struct epabi_stream_graph* g);   /* NULL is ignored */
@@ -134,5 +162,13 @@ static inline bool epabi_stream_is_user_owned(const struct epabi_stream* s) {
 static inline bool epabi_stream_is_capturing(const struct epabi_stream* s) {
     return s->capturing;
 }
+/* Our capture or the owner's: work is recorded, not run, and nothing may wait for it. */
+static inline bool epabi_stream_in_capture(const struct epabi_stream* s) {
+    return s->capturing || s->external_capture;
+}
+
+/* Checks (for a user's stream only: no other stream has an owner who could capture it) whether its owner is
+ * capturing it now, and records the answer in external_capture; returns it. One driver query. */
+bool epabi_stream_check_external_capture(struct epabi_stream* s);
 
 #endif

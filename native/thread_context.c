@@ -65,6 +65,8 @@ size_t epabi_thread_live_contexts(void) {
 
 static void context_free(struct epabi_thread_context* tc) {
     epabi_graph_manager_destroy(tc->graphs);   /* graphs first: they were captured on the stream */
+    for (size_t i = 0; i < tc->n_kept_pools; ++i) epabi_arena_pool_destroy(tc->kept_pools[i]);
+    free(tc->kept_pools);
     epabi_stream_destroy(tc->stream);
     free(tc);
     atomic_fetch_sub(&g_live_contexts, 1);
@@ -205,7 +207,7 @@ OrtStatus* epabi_thread_get(const struct epabi_thread_owner* owner, struct epabi
         else
             tc->stream = epabi_stream_host_create(api, owner->user_stream_given, owner->user_stream);
         if (tc->stream != NULL && owner->graph_capture)
-            tc->graphs = epabi_graph_manager_create(api, tc->stream, owner->arena, owner->min_runs);
+            tc->graphs = epabi_graph_manager_create(api, tc->stream, owner->arena, owner->blocks, owner->min_runs);
     }
     if (tc == NULL || tc->stream == NULL || (owner->graph_capture && tc->graphs == NULL) || !slot_add(slot, tc)) {
         if (tc != NULL) context_free(tc);   /* NULL manager and stream are ignored */
@@ -296,11 +298,26 @@ void epabi_thread_run_env(const struct epabi_thread_owner* owner, const struct e
     env->stream = tc != NULL ? tc->stream : NULL;
     env->capture_pool = tc != NULL && tc->graphs != NULL ? epabi_graph_manager_capture_pool(tc->graphs) : NULL;
     env->mempool = owner->mempool;
+    env->graphs = tc != NULL ? tc->graphs : NULL;
     /* stream-ordered allocations need no capture pool: inside a capture they become the graph's memory nodes */
     if (env->mempool) env->capture_pool = NULL;
 }
 
+struct epabi_arena_pool* epabi_thread_keep_pool(struct epabi_thread_context* tc) {
+    if (tc->n_kept_pools == tc->cap_kept_pools) {
+        size_t cap = tc->cap_kept_pools == 0 ? 4 : 2 * tc->cap_kept_pools;
+        struct epabi_arena_pool** grown = realloc(tc->kept_pools, cap * sizeof *grown);
+        if (grown == NULL) return NULL;
+        tc->kept_pools = grown;
+        tc->cap_kept_pools = cap;
+    }
+    struct epabi_arena_pool* pool = epabi_arena_pool_create(tc->arena);
+    if (pool != NULL) tc->kept_pools[tc->n_kept_pools++] = pool;
+    return pool;
+}
+
 OrtStatus* epabi_thread_sync(const struct epabi_thread_owner* owner) {
     struct epabi_thread_context* tc = epabi_thread_find(owner);
-    return tc != NULL ? epabi_stream_synchronize(tc->stream) : NULL;
+    if (tc == NULL || epabi_stream_check_external_capture(tc->stream)) return NULL;   /* recorded work: no wait */
+    return epabi_stream_synchronize(tc->stream);
 }

@@ -37,6 +37,7 @@ struct epabi_thread_owner {
     const struct epabi_api* api;
     const OrtLogger* logger;           /* the session logger */
     struct epabi_arena* arena;         /* where run memory comes from (graph capture pools too) */
+    struct epabi_alloc_registry* blocks;   /* the factory's allocator blocks, held by captured graphs */
     bool user_stream_given;            /* user_compute_stream was set: adopt it, never destroy it */
     uintptr_t user_stream;
     /* The backend's stream for a thread (adopting user_stream when user_stream_given); NULL: host streams. */
@@ -74,6 +75,8 @@ struct epabi_thread_context {
     struct epabi_graph_manager* graphs;    /* owned (graph capture on), destroyed before the stream; else NULL */
     struct epabi_arena* arena;             /* borrowed */
     struct epabi_thread_run run;
+    struct epabi_arena_pool** kept_pools;  /* owned: runs recorded into the owner's capture of a user's stream */
+    size_t n_kept_pools, cap_kept_pools;
 };
 
 /* Registers the EP (gives it a serial) and reads the logger's severity once. Errors: ORT_FAIL when no pthread
@@ -99,7 +102,13 @@ OrtStatus* epabi_thread_get(const struct epabi_thread_owner* owner, struct epabi
  * open (tc may be NULL: a plain run on no stream). */
 void epabi_thread_run_env(const struct epabi_thread_owner* owner, const struct epabi_thread_context* tc,
                           struct epabi_run_env* env);
-/* Waits for the calling thread's stream (OrtEp::Sync); nothing when the thread has no context. */
+/* Waits for the calling thread's stream (OrtEp::Sync); nothing when the thread has no context, or while the owner of
+ * a user's stream captures it (the work is only recorded). */
 OrtStatus* epabi_thread_sync(const struct epabi_thread_owner* owner);
+
+/* Run memory for one fused node's run recorded into the owner's capture of a user's stream (stream.h): the owner's
+ * graph keeps using its blocks at every launch, and we cannot know when that graph goes, so the pool stays with
+ * the context until the thread exits or the EP is released. NULL when out of memory. */
+struct epabi_arena_pool* epabi_thread_keep_pool(struct epabi_thread_context* tc);
 
 #endif

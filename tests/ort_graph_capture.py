@@ -2,7 +2,8 @@
 
     EPABI_ALLOW_SOFTWARE_ADAPTER=1 python tests/ort_graph_capture.py /path/to/libepabi_plugin.so
 
-Needs a Python with onnxruntime >= 1.26 AND onnx (it builds its models in process): the project's test venv
+Needs a Python with onnxruntime >= 1.30 AND onnx (it builds its models in process; before 1.30 the software adapter
+captures only in its own memory, README "Graph capture", and this tool binds CPU values): the project's test venv
 has both (onnxruntime comes with magika); the cached real_ort venvs (~/.cache/epabi/venvs/ort-*) have no onnx.
 Checked on 1.26.0 and 1.32.0.
 

@@ -36,6 +36,16 @@ RESULT_MARKER = "EPABI-RESULT-JSON: "
 #: Environment variables of the outer process that must not leak into a host process unasked.
 _SCRUBBED_ENV = ("EPABI_ALLOW_SOFTWARE_ADAPTER", "PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP")
 
+#: ``EPABI_REAL_ORT_SANITIZER=address`` (the ASan job of .ci/run, with the plugin built with EPABI_SANITIZE=ON):
+#: every host process preloads the AddressSanitizer runtime (and libstdc++, for ASan's exception interceptor), so
+#: a plugin bug such as a write into memory onnxruntime freed fails the script with ASan's report.
+SANITIZER_ENV = "EPABI_REAL_ORT_SANITIZER"
+#: Checked first in a sanitized host process: the runtime really is there.
+_SANITIZER_CHECK = """
+if "libasan" not in open("/proc/self/maps").read():
+    sys.exit("EPABI_REAL_ORT_SANITIZER=address, but the AddressSanitizer runtime is not loaded")
+"""
+
 _INCOMPLETE = ".epabi-incomplete"
 _PIP_TIMEOUT_S = 900
 
@@ -201,17 +211,44 @@ def host_env(env: Mapping[str, str | None] | None = None) -> dict[str, str]:
     return out
 
 
+@functools.cache
+def sanitizer_env() -> dict[str, str]:
+    """The environment a host process gets in the ASan job (``EPABI_REAL_ORT_SANITIZER=address``), else {}.
+
+    LD_PRELOAD: the compiler's libasan and libstdc++ (``$CC -print-file-name``); ASAN_OPTIONS: leaks are not
+    checked (the interpreter keeps memory until exit), the first error ends the process with exit code 1.
+    Raises RuntimeError when the mode is set but the compiler has no libasan, or for an unknown mode."""
+    mode = os.environ.get(SANITIZER_ENV, "")
+    if not mode:
+        return {}
+    if mode != "address":
+        raise RuntimeError(f"{SANITIZER_ENV}={mode!r}: only 'address' is supported")
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or "cc"
+    libs = []
+    for name in ("libasan.so", "libstdc++.so"):
+        path = subprocess.run([cc, f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+        if not os.path.isabs(path) or not os.path.exists(path):
+            raise RuntimeError(f"{SANITIZER_ENV}=address: {cc} knows no {name} (got {path!r})")
+        libs.append(os.path.realpath(path))
+    return {"LD_PRELOAD": " ".join(libs),
+            "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:exitcode=1",
+            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1"}
+
+
 def run_in_ort(version: str, script: str, env: Mapping[str, str | None] | None = None,
                args: Sequence[str] = (), timeout: float = 120) -> tuple[int, str, str]:
     """Runs ``PRELUDE + script`` with the python of onnxruntime ``version``; returns (returncode, stdout, stderr).
 
-    ``args`` become ``sys.argv[1:]`` of the script; ``env`` is applied with :func:`host_env`. A run that
-    exceeds ``timeout`` seconds is killed and reported with return code -9.
+    ``args`` become ``sys.argv[1:]`` of the script; ``env`` is applied with :func:`host_env`, after the ASan
+    job's preloads (:func:`sanitizer_env`). A run that exceeds ``timeout`` seconds is killed and reported with
+    return code -9.
     """
     python = require_ort_python(version)
-    cmd = [str(python), "-c", PRELUDE + script, *args]
+    sanitized = sanitizer_env()
+    cmd = [str(python), "-c", PRELUDE + (_SANITIZER_CHECK if sanitized else "") + script, *args]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=host_env(env), timeout=timeout, check=False)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=host_env({**sanitized, **(env or {})}),
+                              timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         def text(b: bytes | str | None) -> str:
             return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
@@ -237,9 +274,13 @@ def run_json(version: str, script: str, env: Mapping[str, str | None] | None = N
     code, out, err = run_in_ort(version, script, env, args, timeout)
     result = result_of(out)
     if code != 0 or result is None:
+        report = err.find("ERROR: AddressSanitizer")
+        if report < 0:
+            report = err.find("runtime error:")   # UBSan
+        shown = err[max(report - 200, 0):report + 8000] if report >= 0 else err[-4000:]
         pytest.fail(f"script under onnxruntime {version} exited with {code} "
                     f"({'no result' if result is None else 'result: ' + json.dumps(result)})\n"
-                    f"--- stdout\n{out[-4000:]}\n--- stderr\n{err[-4000:]}", pytrace=False)
+                    f"--- stdout\n{out[-4000:]}\n--- stderr\n{shown}", pytrace=False)
     return result, out, err
 
 

@@ -169,3 +169,15 @@ def test_malformed_env_default_fails_session_creation(build_dir: Path, model_pat
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "error: CreateSession:" in proc.stderr
     assert f"option '{ENV_KEY}min_num_runs_before_cuda_graph_capture' has value 'x'" in proc.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [(["--ort", "/nonexistent/libonnxruntime.so.1"], "no such file"),
+                                               (["--model", "/nonexistent/model.onnx"], "no such file"),
+                                               (["--ort"], "--ort needs a value"),
+                                               (["--bogus"], "unknown argument '--bogus'")])
+def test_run_sh_refuses_bad_arguments_instead_of_skipping(tmp_path: Path, args: list[str], message: str) -> None:
+    # an --ort file given by name that is missing is the caller's mistake (exit 2), not a machine without
+    # onnxruntime (exit 77, a skip); bash's own "unbound variable" is not the message
+    proc = _run_sh(tmp_path, *args)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "unbound variable" not in proc.stderr

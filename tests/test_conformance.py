@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 import epabi
@@ -72,7 +73,9 @@ def _run_case(case: Case, host: epabi.Host, table: dict[str, list[int]]) -> None
         warnings.simplefilter("ignore")
         with epabi.InferenceSession(case.model, so) as session:
             names = [i.name for i in session.get_inputs()]
-            outputs = session.run(None, dict(zip(names, case.inputs)))
+            # numpy scalars become 0-d arrays, as for onnxruntime (neither binding takes them)
+            feeds = {n: np.asarray(v) if isinstance(v, np.generic) else v for n, v in zip(names, case.inputs)}
+            outputs = session.run(None, feeds)
             claimed_ops = {n.op_type for n in session.graph.nodes if n.ep_name == epabi.get_ep_name()}
     problem = close(outputs, case.outputs, *tolerance(case))  # the override applies to onnxruntime only
     for op in case.ops & KERNEL_OPS:

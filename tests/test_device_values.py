@@ -22,6 +22,7 @@ from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import epabi
+from epabi._ffi import ffi
 from epabi.device_memory import DeviceValue
 from epabi.library import registered_libraries
 from epabi.models import mlp, sample_inputs
@@ -94,13 +95,54 @@ def test_ortvalue_from_numpy_cuda_lives_in_plugin_device_memory(dm_host: epabi.H
     v.update_inplace(x * 3)
     assert v.data_ptr() == address
     np.testing.assert_array_equal(v.numpy(), x * 3)
-    with pytest.raises(ValueError, match=r"update_inplace: got float32\[4, 3\]"):
-        v.update_inplace(x.T)
+    v.update_inplace(x.T)  # as onnxruntime: the element count must match, the data goes in C order
+    np.testing.assert_array_equal(v.numpy(), np.ascontiguousarray(x.T).reshape(3, 4))
+    assert v.shape() == [3, 4]
+    with pytest.raises(ValueError, match=r"update_inplace: got float32\[4, 4\] \(16 elements\)"):
+        v.update_inplace(np.zeros((4, 4), np.float32))
     with pytest.raises(ValueError, match="update_inplace: got float64"):
         v.update_inplace(x.astype(np.float64))
     del v
     gc.collect()
     assert allocator.live == live  # freed through the plugin when the value went away
+
+
+def test_a_released_device_value_is_refused_not_handed_over_as_null(dm_host: epabi.Host) -> None:
+    # numpy() on a released value handed the plugin's data transfer a NULL source: a segfault
+    model = mlp(layers=1, width=4, batch=2)
+    x = epabi.OrtValue.ortvalue_from_numpy(np.ones((2, 4), np.float32), "cuda", 0, host=dm_host)
+    y = epabi.OrtValue.ortvalue_from_shape_and_type([2, 4], np.float32, "cuda", 0, host=dm_host)
+    x.release()
+    x.release()  # idempotent
+    mark = len(dm_host.trace)
+    for call in (x.numpy, lambda: x.update_inplace(np.zeros((2, 4), np.float32))):
+        with pytest.raises(ValueError, match="was released"):
+            call()
+    assert _calls(dm_host, mark, "OrtDataTransferImpl::CopyTensors") == 0
+    with _session(dm_host, model) as session:
+        with pytest.raises(epabi.OrtStatusError, match="input 'x': the DeviceValue bound to it was released"):
+            session.run(None, {"x": x})
+        binding = session.io_binding()
+        binding.bind_cpu_input("x", np.ones((2, 4), np.float32))
+        binding.bind_ortvalue_output("y", y)
+        y.release()
+        with pytest.raises(epabi.OrtStatusError,
+                           match=r"output\(s\) \['y'\]: the DeviceValue bound to it was released"):
+            session.run_with_iobinding(binding)
+    assert _calls(dm_host, mark, "OrtNodeComputeInfo::Compute") == 0
+
+
+def test_the_plugins_data_transfer_refuses_a_tensor_without_data(dm_host: epabi.Host) -> None:
+    # what a host bug (a freed value) would hand it: an error status, not a copy from address 0
+    value = epabi.OrtValue.ortvalue_from_shape_and_type([2, 4], np.float32, "cuda", 0, host=dm_host)
+    pointer, value.device_ptr = value.device_ptr, ffi.NULL
+    try:
+        with pytest.raises(epabi.OrtStatusError, match=r"CopyTensors: tensor 0 \(32 bytes\) has no source data"):
+            value.transfer.to_host(value)
+        with pytest.raises(epabi.OrtStatusError, match="has no destination data"):
+            value.transfer.copy(epabi.OrtValue(np.ones((2, 4), np.float32)), value)
+    finally:
+        value.device_ptr = pointer
 
 
 def test_ortvalue_from_shape_and_type_on_device(dm_host: epabi.Host) -> None:

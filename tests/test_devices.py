@@ -184,3 +184,10 @@ def test_gpu_memory_gets_allocators_at_registration(library_path: str, caplog: p
         assert "OrtEpFactory::ReleaseAllocator" in host.trace
     assert any("GPU 0 memory cannot be allocated" in r.getMessage() for r in caplog.records)
 
+
+
+@pytest.mark.parametrize("entry", ["cpu", None, {"type": "cpu"}])
+def test_injected_hardware_must_be_hardware_devices(entry: object) -> None:
+    # a spec string is parsed by epabi.hardware.parse_hardware, not taken as a device ('str' has no 'ptr' before)
+    with pytest.raises(TypeError, match="is not a HardwareDevice .*parse_hardware"):
+        epabi.Host(hardware=[epabi.cpu_device(), entry])  # type: ignore[list-item]

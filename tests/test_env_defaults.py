@@ -117,3 +117,12 @@ def test_only_the_ep_factory_spelling_is_read_from_the_env(software_adapter: Non
     with _host(library_path, {key: "maybe"}) as host, _session(host) as session:
         assert session.get_providers()[0] == EP
         assert not session.graph_capture.enabled
+
+
+@pytest.mark.parametrize("config", [{ENV + "enable_cuda_graph": 1}, {ENV + "enable_cuda_graph": None}, {1: "1"},
+                                    [(ENV + "enable_cuda_graph", "1")], {ENV + "enable_cuda_graph": "1\0"}])
+def test_env_config_that_is_not_a_str_map_is_refused_by_host(config: object) -> None:
+    # config entries are C strings (OrtEnvCreationOptions::config_entries): anything else is refused when the host
+    # is made, not as an error inside the plugin's GetSupportedDevices
+    with pytest.raises((TypeError, ValueError), match="env_config"):
+        epabi.Host(hardware=[epabi.cpu_device()], env_config=config)  # type: ignore[arg-type]

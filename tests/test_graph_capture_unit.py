@@ -22,7 +22,8 @@ import harness_build
 UNIT = harness_build.HERE / "graph_capture_unit.c"
 #: The plugin files the unit links (its header's build command).
 SOURCES = [UNIT, *(harness_build.NATIVE / name for name in ("stream.c", "graph_capture.c", "thread_context.c",
-                                                         "capture_policy.c", "ep_profiler.c", "arena.c", "api.c"))]
+                                                         "capture_policy.c", "ep_profiler.c", "arena.c",
+                                                         "alloc_registry.c", "api.c"))]
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import pytest
 
 import epabi
 from epabi.handles import PROCESS_HANDLES, TOMBSTONES
+from epabi.models import mlp
 from epabi.objects import KeyValuePairs, Status
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc (Linux)")
@@ -90,10 +91,29 @@ def test_unregister_unknown_name_and_double_register(host: epabi.Host, library_p
     assert len(host.get_ep_devices()) == 1
 
 
+def test_an_empty_registration_name_is_a_name_as_in_onnxruntime(library_path: str, software_adapter: None) -> None:
+    # onnxruntime 1.24.4 and 1.32.0 register, refuse a second registration and unregister under ""
+    with epabi.Host(hardware=[epabi.cpu_device()]) as host:
+        host.register_execution_provider_library("", library_path)
+        assert len(host.get_ep_devices()) == 1
+        with pytest.raises(ValueError, match="already registered"):
+            host.register_execution_provider_library("", library_path)
+        host.unregister_execution_provider_library("")
+        assert host.get_ep_devices() == []
+        with pytest.raises(TypeError, match="registration name"):
+            host.register_execution_provider_library(None, library_path)  # type: ignore[arg-type]
+
+
 def test_missing_file_is_a_load_error(tmp_path: Path) -> None:
+    # the loader's own message, as ORT reports it (dlerror is read before any other dl* call resets it)
     with epabi.Host(hardware=[]) as host:
-        with pytest.raises(epabi.PluginLoadError, match="Failed to load library"):
+        with pytest.raises(epabi.PluginLoadError, match="Failed to load library .*missing.so.*: cannot open shared "
+                                                        "object file: No such file or directory"):
             host.register_execution_provider_library("x", tmp_path / "missing.so")
+        not_elf = tmp_path / "text.so"
+        not_elf.write_text("not a shared library, but long enough for an ELF header" * 4)
+        with pytest.raises(epabi.PluginLoadError, match="text.so: invalid ELF header"):
+            host.register_execution_provider_library("y", not_elf)
 
 
 def test_library_without_exports_is_a_load_error(tmp_path: Path) -> None:
@@ -104,3 +124,24 @@ def test_library_without_exports_is_a_load_error(tmp_path: Path) -> None:
     with epabi.Host(hardware=[]) as host:
         with pytest.raises(epabi.PluginLoadError, match="Failed to get symbol CreateEpFactories"):
             host.register_execution_provider_library("libm", libm)
+
+
+def test_devices_of_an_unregistered_library_are_refused_after_it_is_registered_again(
+        library_path: str, software_adapter: None) -> None:
+    # the old devices belong to a factory released by ReleaseEpFactory (its library was unloaded): CreateEp on it
+    # would call into freed memory, even when the same name is registered again
+    with epabi.Host(hardware=[epabi.cpu_device()]) as host:
+        host.register_execution_provider_library("epabi", library_path)
+        stale = host.get_ep_devices()
+        host.unregister_execution_provider_library("epabi")
+        host.register_execution_provider_library("epabi", library_path)
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices(stale, {})
+        mark = len(host.trace)
+        with pytest.raises(ValueError, match="registered library"):
+            epabi.InferenceSession(mlp(), so)
+        assert "OrtEpFactory::CreateEp" not in host.trace[mark:]
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices(host.get_ep_devices(), {})  # the current devices work
+        with epabi.InferenceSession(mlp(), so) as session:
+            assert session.get_providers()[0] == epabi.get_ep_name()

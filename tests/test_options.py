@@ -42,7 +42,7 @@ def test_bad_bool_is_refused(host: epabi.Host, value: str) -> None:
 
 def test_provider_options_arrive_with_the_ep_prefix(host: epabi.Host) -> None:
     so = epabi.SessionOptions()
-    so.add_provider_for_devices(host.get_ep_devices(), {KEY: -4})
+    so.add_provider_for_devices(host.get_ep_devices(), {KEY: "-4"})
     assert so.config == {f"ep.epabiexecutionprovider.{KEY}": "-4"}
     with pytest.raises(epabi.OrtStatusError, match=f"'ep.epabiexecutionprovider.{KEY}' has value '-4'"):
         host.create_ep(so)

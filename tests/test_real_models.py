@@ -49,7 +49,16 @@ import pytest
 import epabi
 from real_models import ocr_detector, op_counts, vad_model, yolo_detector
 from real_ort import MIN, NEWEST, run_json_on_gpu
-from test_real_ort_capture import ALLOC_WARNING, ANOTHER_RUN, CAPTURE, Plan, assert_claimed_all, count, replays
+from test_real_ort_capture import (
+    ALLOC_WARNING,
+    ANOTHER_RUN,
+    CAPTURE,
+    Plan,
+    assert_claimed_all,
+    count,
+    memory_for,
+    replays,
+)
 from test_real_ort_models import assert_all_on_our_ep, placed, run_on_real_ort
 
 EP = "EpAbiExecutionProvider"
@@ -225,7 +234,7 @@ def test_real_ort_captures_and_replays(m: RealModel, version: str, library_path:
     every call's outputs equal the CPU EP's for that call's inputs. The VAD model's dynamic batch also gets a
     second annotation id at batch 3, captured and replayed beside the first."""
     first = m.feeds(1)
-    plan = Plan(CAPTURE)
+    plan = Plan(CAPTURE, memory_for(version))
     plan.bind("b", first, output_shapes(m, first, cpu_ep(m, first)))
     plan.call("b", 1)
     later = [plan.call("b", 1, **m.feeds(seed)) for seed in (2, 3, 4)]
@@ -289,13 +298,18 @@ def _trace_count(host: epabi.Host, mark: int, name: str) -> int:
 @pytest.mark.parametrize("api", CAPTURE_APIS)
 @pytest.mark.parametrize("m", MODELS, ids=IDS)
 def test_epabi_host_captures_and_replays(m: RealModel, api: int, library_path: str, software_adapter: None,
-                                         cpu_ep: Callable) -> None:
+                                         cpu_ep: Callable, monkeypatch: pytest.MonkeyPatch) -> None:
     first = m.feeds(1)
+    # host memory needs API 30 (KernelContext_GetPreallocatedOutput); API 26 captures in the adapter's own memory
+    place: tuple = ()
+    if api != epabi.NEWEST_EMULATED and int(api) < 30:
+        monkeypatch.setenv("EPABI_SOFTWARE_DEVICE_MEMORY", "device")
+        place = ("cuda", 0)
     with _host(api, library_path) as host, _our_session(host, m, enable_cuda_graph="1") as session:
         assert session.graph_capture.enabled
         binding = session.io_binding()
-        ins = {k: epabi.OrtValue.ortvalue_from_numpy(v) for k, v in first.items()}
-        outs = {k: epabi.OrtValue.ortvalue_from_shape_and_type(shape, np.float32)
+        ins = {k: epabi.OrtValue.ortvalue_from_numpy(v, *place, host=host) for k, v in first.items()}
+        outs = {k: epabi.OrtValue.ortvalue_from_shape_and_type(shape, np.float32, *place, host=host)
                 for k, shape in output_shapes(m, first, cpu_ep(m, first)).items()}
         for k, v in ins.items():
             binding.bind_ortvalue_input(k, v)
@@ -317,6 +331,7 @@ def test_epabi_host_captures_and_replays(m: RealModel, api: int, library_path: s
             assert _trace_count(host, mark, "OrtNodeComputeInfo::Compute") == 0
             assert_matches_cpu(m, {k: v.numpy() for k, v in outs.items()}, cpu_ep(m, feeds), f"replay, seed {seed}")
         assert session.graph_capture.replays == 3
+        del binding, ins, outs  # device values go before the session and the host
 
 
 # -- the GPU EP device (-m gpu) ------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from onnx import TensorProto, helper, numpy_helper
 from epabi._ffi import header_path
 from magika_model import batch
 from magika_model import model_path as magika_path
-from real_ort import NEWEST, run_json
+from real_ort import NEWEST, run_json, run_json_on_gpu
 
 pytestmark = pytest.mark.real_ort
 
@@ -57,9 +57,16 @@ ATOL = 1e-5
 ANOTHER_RUN = "Start another run for necessary memory allocation or graph capture"
 ALLOC_WARNING = "allocated memory during graph capture"
 
-# argv: library, model, spec.json, output folder. spec: {"options": {...}, "bindings": {name: {"inputs":
-# {input: npy}, "outputs": {output: shape}}}, "calls": [{"binding": name, "id": gid, "update": {input: npy}}]}.
-# Writes call<k>_<output>.npy after call k; stderr carries EPABI-CALL <k> / EPABI-CALL-END <k> around call k.
+# argv: library, model, spec.json, output folder. spec: {"options": {...}, "device": bool, "cpu_arena": bool
+# (SessionOptions.enable_cpu_mem_arena), "bindings": {name:
+# {"inputs": {input: npy}, "outputs": {output: shape}}}, "calls": [{"binding": name, "id": gid, "update": {input:
+# npy}} or {"plain": {input: npy}, "id": gid} or {"drop": name}]}. "device": the bound OrtValues are in the EP
+# device's memory (ortvalue_from_numpy(..., "cuda", 0), through our allocator). A binding and its values are made
+# at its first call. A binding call writes call<k>_<output>.npy after call k, and every binding still alive at the
+# end writes final_<binding>_<output>.npy; a plain call (run() with fresh arrays, dropped right after) writes
+# call<k>_plain<i>.npy for its i-th result and keeps the results, which are written again as final<k>_plain<i>.npy
+# after the last call (a replay writing into them shows there); a drop call deletes a binding and its values.
+# stderr carries EPABI-CALL <k> / EPABI-CALL-END <k> around call k.
 CAPTURE_SCRIPT = """
 import gc
 import os
@@ -69,42 +76,91 @@ import numpy as np
 lib, model_path, spec_path, out_dir = sys.argv[1:]
 with open(spec_path) as f:
     spec = json.load(f)
+place = ("cuda", 0) if spec.get("device") else ()
 ort.register_execution_provider_library("epabi", lib)
 ours = [d for d in ort.get_ep_devices() if d.ep_name == EP_NAME]
+if not ours:
+    emit(skip="onnxruntime lists no EP device of ours", devices=[describe(d) for d in ort.get_ep_devices()])
+    sys.exit(0)
 so = ort.SessionOptions()
 so.log_severity_level = 0  # VERBOSE: ReplayGraph lines are VERBOSE
-so.add_provider_for_devices(ours, spec["options"])
-sess = ort.InferenceSession(model_path, sess_options=so, enable_fallback=0)
+so.enable_cpu_mem_arena = spec.get("cpu_arena", True)
+so.add_provider_for_devices(ours[:1], spec["options"])  # CreateEp takes one device
+try:
+    sess = ort.InferenceSession(model_path, sess_options=so, enable_fallback=0)
+except Exception as exc:
+    emit(ort_version=ort.__version__, session_error=str(exc))
+    sys.exit(0)
 providers = sess.get_providers()
 bound = {}
-for name, b in spec["bindings"].items():
-    io = sess.io_binding()
-    ins = {k: ort.OrtValue.ortvalue_from_numpy(np.load(p)) for k, p in b["inputs"].items()}
-    outs = {k: ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32)) for k, shape in b["outputs"].items()}
-    for k, v in ins.items():
-        io.bind_ortvalue_input(k, v)
-    for k, v in outs.items():
-        io.bind_ortvalue_output(k, v)
-    bound[name] = (io, ins, outs)
+
+
+def binding(name):
+    # the binding and its values, made at its first call (so its buffers are allocated then)
+    if name not in bound:
+        b = spec["bindings"][name]
+        io = sess.io_binding()
+        ins = {k: ort.OrtValue.ortvalue_from_numpy(np.load(p), *place) for k, p in b["inputs"].items()}
+        outs = {k: ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32), *place)
+                for k, shape in b["outputs"].items()}
+        for k, v in ins.items():
+            io.bind_ortvalue_input(k, v)
+        for k, v in outs.items():
+            io.bind_ortvalue_output(k, v)
+        bound[name] = (io, ins, outs)
+    return bound[name]
+
+
+kept = {}
+plain_counts = {}
+errors = {}
 for k, call in enumerate(spec["calls"]):
-    io, ins, outs = bound[call["binding"]]
+    if "drop" in call:
+        del bound[call["drop"]]
+        gc.collect()
+        continue
+    ro = ort.RunOptions()
+    ro.add_run_config_entry("gpu_graph_id", str(call["id"]))
+    if "plain" in call:
+        feeds = {name: np.load(path) for name, path in call["plain"].items()}
+        sys.stderr.write(f"\\nEPABI-CALL {k}\\n")
+        sys.stderr.flush()
+        results = sess.run(None, feeds, ro)
+        sys.stderr.write(f"\\nEPABI-CALL-END {k}\\n")
+        sys.stderr.flush()
+        del feeds
+        gc.collect()
+        kept[k] = results
+        plain_counts[k] = len(results)
+        for i, r in enumerate(results):
+            np.save(os.path.join(out_dir, f"call{k}_plain{i}.npy"), r)
+        continue
+    io, ins, outs = binding(call["binding"])
     for name, path in call.get("update", {}).items():
         ins[name].update_inplace(np.load(path))
     for v in outs.values():
         v.update_inplace(np.full(v.shape(), np.nan, np.float32))
-    ro = ort.RunOptions()
-    ro.add_run_config_entry("gpu_graph_id", str(call["id"]))
     sys.stderr.write(f"\\nEPABI-CALL {k}\\n")
     sys.stderr.flush()
-    sess.run_with_iobinding(io, ro)
+    try:
+        sess.run_with_iobinding(io, ro)
+    except Exception as exc:  # the test expects it (errors found during a replay)
+        errors[k] = str(exc)
     sys.stderr.write(f"\\nEPABI-CALL-END {k}\\n")
     sys.stderr.flush()
     for name, v in outs.items():
         np.save(os.path.join(out_dir, f"call{k}_{name}.npy"), v.numpy())
-del sess, so, ours, bound, io, ins, outs
+for k, results in kept.items():
+    for i, r in enumerate(results):
+        np.save(os.path.join(out_dir, f"final{k}_plain{i}.npy"), r)
+for name, (io, ins, outs) in bound.items():
+    for k, v in outs.items():
+        np.save(os.path.join(out_dir, f"final_{name}_{k}.npy"), v.numpy())
+del sess, so, ours, bound, kept
+io = ins = outs = v = None  # no value of our allocator may outlive the library (REAL_HOST_NOTES trap 2)
 gc.collect()
 ort.unregister_execution_provider_library("epabi")
-emit(ort_version=ort.__version__, providers=providers)
+emit(ort_version=ort.__version__, providers=providers, plain_counts=plain_counts, errors=errors)
 """
 
 
@@ -157,6 +213,53 @@ def matmul_model() -> onnx.ModelProto:
                   [helper.make_tensor_value_info("C", TensorProto.FLOAT, ["M", "N"])])
 
 
+#: The capture-safety tests' tensors: 16 KiB, above numpy's cache of small buffers (a dropped feed is really freed,
+#: so AddressSanitizer sees a replay that reads it).
+ADD_SHAPE = (64, 64)
+
+
+def add_model() -> onnx.ModelProto:
+    """z = x + y, all ADD_SHAPE: the capture-safety tests' model (one launch, so every buffer a replay touches is a
+    fused-node input or output)."""
+    info = [helper.make_tensor_value_info(n, TensorProto.FLOAT, list(ADD_SHAPE)) for n in ("x", "y", "z")]
+    return _model([helper.make_node("Add", ["x", "y"], ["z"], name="add")], info[:2], info[2:])
+
+
+@pytest.fixture(scope="module")
+def add_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "add.onnx"
+    onnx.save(add_model(), str(path))
+    return path
+
+
+GATHER_DATA = np.arange(12, dtype=np.float32).reshape(4, 3)
+
+
+def checked_model() -> onnx.ModelProto:
+    """y = Gather(D, idx) (D = GATHER_DATA, idx int64 [2]) and q = float(a / b) (int32 Div, a and b [3]): an index
+    and a divisor the kernels check, both graph inputs (their values are not at hand when a graph replays)."""
+    nodes = [helper.make_node("Gather", ["D", "idx"], ["y"], name="gather", axis=0),
+             helper.make_node("Div", ["a", "b"], ["qi"], name="div"),
+             helper.make_node("Cast", ["qi"], ["q"], name="cast", to=TensorProto.FLOAT)]
+    return _model(nodes, [helper.make_tensor_value_info("idx", TensorProto.INT64, [2]),
+                          helper.make_tensor_value_info("a", TensorProto.INT32, [3]),
+                          helper.make_tensor_value_info("b", TensorProto.INT32, [3])],
+                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+                   helper.make_tensor_value_info("q", TensorProto.FLOAT, [3])],
+                  [numpy_helper.from_array(GATHER_DATA, "D")])
+
+
+def checked_ref(idx: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+    return {"y": GATHER_DATA[idx], "q": np.trunc(a / b).astype(np.float32)}
+
+
+@pytest.fixture(scope="module")
+def checked_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "checked.onnx"
+    onnx.save(checked_model(), str(path))
+    return path
+
+
 @pytest.fixture(scope="module")
 def chain_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("models") / "chain.onnx"
@@ -175,24 +278,39 @@ def matmul_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @dataclass
 class Call:
-    binding: str
+    binding: str | None            # None: a plain run() (feeds in ``update``), or a drop (``drop``)
     id: int
     update: dict[str, np.ndarray]
+    drop: str | None = None
 
 
 @dataclass
 class Outcome:
     result: dict
-    outputs: list[dict[str, np.ndarray]]   # per call: output name -> value after the call
-    logs: list[str]                        # per call: stderr between its markers
+    outputs: list[dict[str, np.ndarray]]   # per call: output name (plain: "plain<i>") -> value after the call
+    final: dict[int, list[np.ndarray]]     # per plain call: its results as they were after the last call
+    final_bound: dict[str, dict[str, np.ndarray]]   # per binding alive at the end: its outputs then
+    logs: list[str]                        # per call: stderr between its markers ("" for drops)
     stderr: str
+    errors: dict[int, str]                 # per binding call that raised: its message
+
+
+def memory_for(version: str) -> str:
+    """Where the bound values live for a capture on this host: host memory needs onnxruntime 1.30 (API 30,
+    OrtApi::KernelContext_GetPreallocatedOutput); older hosts capture only in the software adapter's device
+    memory (EPABI_SOFTWARE_DEVICE_MEMORY=device), which graphs hold."""
+    return "host" if tuple(int(p) for p in version.split(".")[:2]) >= (1, 30) else "device"
 
 
 class Plan:
-    """Bindings (initial inputs, output shapes) and the calls to make, turned into files for the script."""
+    """Bindings (initial inputs, output shapes) and the calls to make, turned into files for the script.
+    ``memory``: "host" (CPU OrtValues) or "device" (the software adapter's own memory, EPABI_SOFTWARE_DEVICE_MEMORY
+    =device, values made with ortvalue_from_numpy(..., "cuda", 0))."""
 
-    def __init__(self, options: dict[str, str]) -> None:
+    def __init__(self, options: dict[str, str], memory: str = "host", cpu_arena: bool = True) -> None:
         self.options = options
+        self.memory = memory
+        self.cpu_arena = cpu_arena
         self.bindings: dict[str, tuple[dict[str, np.ndarray], dict[str, list[int]]]] = {}
         self.calls: list[Call] = []
 
@@ -203,17 +321,27 @@ class Plan:
         self.calls.append(Call(binding, gid, update))
         return len(self.calls) - 1
 
+    def plain(self, gid: int, **feeds: np.ndarray) -> int:
+        """A plain ``run(None, feeds)`` with annotation id gid."""
+        self.calls.append(Call(None, gid, feeds))
+        return len(self.calls) - 1
+
+    def drop(self, binding: str) -> None:
+        """Deletes a binding and its values (ORT frees them) before the next call."""
+        self.calls.append(Call(None, 0, {}, drop=binding))
+
     def inputs_at(self, k: int) -> dict[str, np.ndarray]:
         """The inputs call k saw: the binding's initial inputs with every update up to call k applied."""
         binding = self.calls[k].binding
+        if binding is None:
+            return dict(self.calls[k].update)
         inputs = dict(self.bindings[binding][0])
         for call in self.calls[:k + 1]:
             if call.binding == binding:
                 inputs.update(call.update)
         return inputs
 
-    def run(self, version: str, library: str, model: Path, tmp: Path, env: dict[str, str] | None = None) -> Outcome:
-        tmp.mkdir(parents=True, exist_ok=True)
+    def spec(self, tmp: Path) -> dict:
         files = itertools.count()
 
         def npy(value: np.ndarray) -> str:
@@ -221,26 +349,73 @@ class Plan:
             np.save(path, value)
             return str(path)
 
-        spec = {
+        def one(c: Call) -> dict:
+            if c.drop is not None:
+                return {"drop": c.drop}
+            if c.binding is None:
+                return {"plain": {k: npy(v) for k, v in c.update.items()}, "id": c.id}
+            return {"binding": c.binding, "id": c.id, "update": {k: npy(v) for k, v in c.update.items()}}
+
+        return {
             "options": self.options,
+            "device": self.memory == "device",
+            "cpu_arena": self.cpu_arena,
             "bindings": {name: {"inputs": {k: npy(v) for k, v in ins.items()}, "outputs": outs}
                          for name, (ins, outs) in self.bindings.items()},
-            "calls": [{"binding": c.binding, "id": c.id, "update": {k: npy(v) for k, v in c.update.items()}}
-                      for c in self.calls],
+            "calls": [one(c) for c in self.calls],
         }
-        (tmp / "spec.json").write_text(json.dumps(spec))
-        result, _, err = run_json(version, CAPTURE_SCRIPT, {**SOFTWARE, **(env or {})},
+
+    def run_raw(self, version: str, library: str, model: Path, tmp: Path,
+                env: dict[str, str] | None = None) -> tuple[dict, str]:
+        """Runs the script; returns its result and stderr (a session that failed to build: ``session_error``)."""
+        tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / "spec.json").write_text(json.dumps(self.spec(tmp)))
+        memory = {"EPABI_SOFTWARE_DEVICE_MEMORY": "device"} if self.memory == "device" else {}
+        result, _, err = run_json(version, CAPTURE_SCRIPT, {**SOFTWARE, **memory, **(env or {})},
                                   [library, str(model), str(tmp / "spec.json"), str(tmp)], timeout=300)
         assert result["ort_version"] == version
+        return result, err
+
+    def run(self, version: str, library: str, model: Path, tmp: Path, env: dict[str, str] | None = None,
+            expect_errors: bool = False) -> Outcome:
+        """Runs the plan; a call that raises fails the test unless ``expect_errors`` (then see Outcome.errors)."""
+        result, err = self.run_raw(version, library, model, tmp, env)
+        return self.outcome(result, err, tmp, expect_errors)
+
+    def run_on_gpu(self, library: str, model: Path, tmp: Path, expect_errors: bool = False) -> Outcome:
+        """The plan under this interpreter's own onnxruntime on our GPU EP device (real_ort.run_json_on_gpu: no
+        software adapter); skips when ORT lists no GPU EP device of ours."""
+        tmp.mkdir(parents=True, exist_ok=True)
+        (tmp / "spec.json").write_text(json.dumps(self.spec(tmp)))
+        result, err = run_json_on_gpu(CAPTURE_SCRIPT, [library, str(model), str(tmp / "spec.json"), str(tmp)])
+        return self.outcome(result, err, tmp, expect_errors)
+
+    def outcome(self, result: dict, err: str, tmp: Path, expect_errors: bool) -> Outcome:
+        assert "session_error" not in result, result["session_error"]
         assert result["providers"][0] == EP_NAME, f"silent CPU fallback: {result['providers']}"
-        outputs = [{name: np.load(tmp / f"call{k}_{name}.npy") for name in self.bindings[c.binding][1]}
-                   for k, c in enumerate(self.calls)]
+        counts = {int(k): n for k, n in result["plain_counts"].items()}
+        outputs: list[dict[str, np.ndarray]] = []
+        final: dict[int, list[np.ndarray]] = {}
         logs = []
-        for k in range(len(self.calls)):
+        for k, c in enumerate(self.calls):
+            if c.drop is not None:
+                outputs.append({})
+                logs.append("")
+                continue
+            if c.binding is None:
+                outputs.append({f"plain{i}": np.load(tmp / f"call{k}_plain{i}.npy") for i in range(counts[k])})
+                final[k] = [np.load(tmp / f"final{k}_plain{i}.npy") for i in range(counts[k])]
+            else:
+                outputs.append({name: np.load(tmp / f"call{k}_{name}.npy") for name in self.bindings[c.binding][1]})
             match = re.search(rf"^EPABI-CALL {k}$(.*?)^EPABI-CALL-END {k}$", err, re.S | re.M)
             assert match, f"no log markers for call {k} in stderr:\n{err[-4000:]}"
             logs.append(match.group(1))
-        return Outcome(result, outputs, logs, err)
+        alive = {c.binding for c in self.calls if c.binding is not None} - {c.drop for c in self.calls}
+        final_bound = {b: {name: np.load(tmp / f"final_{b}_{name}.npy") for name in self.bindings[b][1]}
+                       for b in alive}
+        errors = {int(k): m for k, m in result["errors"].items()}
+        assert expect_errors or not errors, f"calls failed: {errors}"
+        return Outcome(result, outputs, final, final_bound, logs, err, errors)
 
 
 def count(log: str, phrase: str) -> int:
@@ -276,7 +451,7 @@ def test_one_id_captures_then_replays_with_update_inplace(version: str, library_
                                                           tmp_path: Path) -> None:
     """Call 1 captures (after ORT's 2 warm-up runs inside it) and is correct; calls 2..6 are ReplayGraph
     replays, one each, whose outputs follow the inputs changed with update_inplace."""
-    plan = Plan(CAPTURE)
+    plan = Plan(CAPTURE, memory_for(version))
     plan.bind("b", {"x": rand(2, 4)}, {"y": [2, 8]})
     plan.call("b", 1)
     later = [plan.call("b", 1, x=rand(2, 4)) for _ in range(5)]
@@ -307,7 +482,7 @@ def test_two_ids_with_different_shapes_and_id_minus_one(version: str, library_pa
                                                         tmp_path: Path) -> None:
     """Id 1 ([2,3]@[3,4]) and id 2 ([4,5]@[5,6]) of one session with symbolic dims each capture once and
     replay with new data; id -1 ([3,2]@[2,5]) runs normally every time and never captures or replays."""
-    plan = Plan(CAPTURE)
+    plan = Plan(CAPTURE, memory_for(version))
     shapes = {1: ((2, 3), (3, 4)), 2: ((4, 5), (5, 6)), -1: ((3, 2), (2, 5))}
     for gid, (a, b) in shapes.items():
         plan.bind(f"id{gid}", {"A": rand(*a), "B": rand(*b)}, {"C": [a[0], b[1]]})
@@ -342,7 +517,7 @@ def test_allocation_during_capture_warning(version: str, min_runs: int, library_
                                            tmp_path: Path) -> None:
     """min_num_runs_before_cuda_graph_capture=0: the first run of a fresh process captures while the arena
     still grows, and the detector warns (naming the option); with 2 warm-up runs it does not."""
-    plan = Plan({**CAPTURE, "min_num_runs_before_cuda_graph_capture": str(min_runs)})
+    plan = Plan({**CAPTURE, "min_num_runs_before_cuda_graph_capture": str(min_runs)}, memory_for(version))
     plan.bind("b", {"x": rand(3, 4)}, {"y": [3, 8]})
     plan.call("b", 5)
     plan.call("b", 5, x=rand(3, 4))
@@ -360,6 +535,119 @@ def test_allocation_during_capture_warning(version: str, min_runs: int, library_
         assert "min_num_runs_before_cuda_graph_capture (now 0)" in warnings[0]
     else:
         assert warnings == []
+
+
+# -- replays never touch freed memory ------------------------------------------------------------------------
+
+#: (host, memory) for the safety tests: host memory from 1.30 on, device memory on every capture host.
+SAFETY_CASES = [(NEWEST, "host"), ("1.26.0", "device"), (NEWEST, "device")]
+
+
+@pytest.mark.parametrize(("version", "memory"), SAFETY_CASES)
+def test_plain_runs_between_replays_keep_their_results(version: str, memory: str, library_path: str,
+                                                       add_file: Path, tmp_path: Path) -> None:
+    """Id 0 is captured from a plain run() whose feeds are dropped right after; then, five times, a
+    gpu_graph_id=-1 plain run, a replay of id 0 (a plain run: ORT returns nothing) and a call of id 1 on a binding
+    made after the capture (so, if the capture's buffers had gone back to an allocator, its buffers could be
+    them). Every result stays what it was when its call returned, up to the end: no replay writes into a buffer
+    ORT freed (host memory: the capture keeps ORT's output buffers and the feeds in its own memory; device memory:
+    the graph holds the blocks of our allocator that ORT frees after the capturing call). Under the ASan job
+    (EPABI_REAL_ORT_SANITIZER) a write into freed memory also fails the run."""
+    plan = Plan(CAPTURE, memory, cpu_arena=False)  # ORT's CPU buffers then come from malloc: ASan sees frees
+    plan.bind("late", {"x": rand(*ADD_SHAPE), "y": rand(*ADD_SHAPE)}, {"z": list(ADD_SHAPE)})
+    first = plan.plain(0, x=rand(*ADD_SHAPE), y=rand(*ADD_SHAPE))
+    minus, again, late = [], [], []
+    for _ in range(5):
+        minus.append(plan.plain(-1, x=rand(*ADD_SHAPE), y=rand(*ADD_SHAPE)))
+        again.append(plan.plain(0, x=rand(*ADD_SHAPE), y=rand(*ADD_SHAPE)))
+        late.append(plan.call("late", 1, x=rand(*ADD_SHAPE)))
+    out = plan.run(version, library_path, add_file, tmp_path)
+    assert_claimed_all(out.stderr)
+
+    def want(k: int) -> np.ndarray:
+        ins = plan.inputs_at(k)
+        return ins["x"] + ins["y"]
+
+    for k in [first, *minus]:
+        np.testing.assert_allclose(out.outputs[k]["plain0"], want(k), rtol=0, atol=ATOL, err_msg=f"call {k}")
+        np.testing.assert_allclose(out.final[k][0], want(k), rtol=0, atol=ATOL, err_msg=f"call {k}, at the end")
+    assert all(out.outputs[k] == {} for k in again)  # replays hand a plain run() nothing
+    for k in late:
+        np.testing.assert_allclose(out.outputs[k]["z"], want(k), rtol=0, atol=ATOL, err_msg=f"call {k}")
+    np.testing.assert_allclose(out.final_bound["late"]["z"], want(late[-1]), rtol=0, atol=ATOL)
+    assert count(out.logs[first], "capturing graph of annotation id 0 on this thread after 2 regular run(s)") == 1
+    # the software adapter does not replay right after the capture: ReplayGraph's replays count from 1
+    assert [replays(out.logs[k], 0) for k in again] == [[1 + i] for i in range(len(again))]
+    assert count(out.stderr, "capturing graph of annotation id -1") == 0
+
+
+@pytest.mark.parametrize("version", CAPTURE_HOSTS)
+def test_freed_device_buffers_stay_held_by_their_graph(version: str, library_path: str, add_file: Path,
+                                                       tmp_path: Path) -> None:
+    """Rebinding in device memory: id 3 is captured on binding "a", which is then deleted (ORT frees its values
+    through our allocator); binding "b", made afterwards, captures id 4 and runs id -1. A replay of id 3 called
+    with b (ORT hands a replay no bindings) still writes a's addresses, which the graph holds, so b's outputs keep
+    the NaN the script wrote before the call, and b's own id 4 replays stay correct."""
+    plan = Plan(CAPTURE, "device")
+    plan.bind("a", {"x": rand(*ADD_SHAPE), "y": rand(*ADD_SHAPE)}, {"z": list(ADD_SHAPE)})
+    plan.bind("b", {"x": rand(*ADD_SHAPE), "y": rand(*ADD_SHAPE)}, {"z": list(ADD_SHAPE)})
+    a_calls = [plan.call("a", 3), plan.call("a", 3, x=rand(*ADD_SHAPE))]
+    plan.drop("a")
+    b_calls = [plan.call("b", 4), plan.call("b", -1, x=rand(*ADD_SHAPE))]
+    stale = plan.call("b", 3, x=rand(*ADD_SHAPE))
+    b_calls.append(plan.call("b", 4, y=rand(*ADD_SHAPE)))
+    out = plan.run(version, library_path, add_file, tmp_path)
+    for k in a_calls + b_calls:
+        ins = plan.inputs_at(k)
+        np.testing.assert_allclose(out.outputs[k]["z"], ins["x"] + ins["y"], rtol=0, atol=ATOL, err_msg=f"call {k}")
+    assert np.isnan(out.outputs[stale]["z"]).all()  # the replay of id 3 wrote only a's (held) buffers
+    assert replays(out.logs[stale], 3) == [2]
+    last = plan.inputs_at(b_calls[-1])
+    np.testing.assert_allclose(out.final_bound["b"]["z"], last["x"] + last["y"], rtol=0, atol=ATOL)
+
+
+def test_host_memory_capture_is_refused_before_1_30(library_path: str, add_file: Path, tmp_path: Path) -> None:
+    """onnxruntime 1.26.0 (API 26) has no KernelContext_GetPreallocatedOutput: in host memory the session is
+    refused at CreateEp, naming why and the remedies."""
+    plan = Plan(CAPTURE, "host")
+    plan.plain(0, x=rand(*ADD_SHAPE), y=rand(*ADD_SHAPE))
+    result, _ = plan.run_raw("1.26.0", library_path, add_file, tmp_path)
+    message = result.get("session_error", "")
+    assert "KernelContext_GetPreallocatedOutput" in message and "speaks API 26" in message, result
+    assert "EPABI_SOFTWARE_DEVICE_MEMORY=device" in message and "IOBinding" in message
+
+
+# -- errors found during a replay ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("version", "memory"), SAFETY_CASES)
+def test_errors_found_in_a_replay_fail_that_run(version: str, memory: str, library_path: str, checked_file: Path,
+                                                tmp_path: Path) -> None:
+    """A replay runs no host code that could look at the data, so the kernels check it themselves: an
+    out-of-range Gather index or an integer division by zero bound in place before a replay fails that run with
+    ORT_INVALID_ARGUMENT naming the node (never zero-filled output; ORT's run_with_iobinding raises it as
+    RuntimeError), and the next replay with good data is correct again."""
+    good = {"idx": np.array([3, 0], np.int64), "a": np.array([7, -9, 4], np.int32), "b": np.array([2, 4, -3], np.int32)}
+    plan = Plan(CAPTURE, memory)
+    plan.bind("b", good, {"y": [2, 3], "q": [3]})
+    calls = [plan.call("b", 1), plan.call("b", 1, idx=np.array([1, 2], np.int64))]
+    bad_index = plan.call("b", 1, idx=np.array([1, 4], np.int64))
+    calls.append(plan.call("b", 1, idx=np.array([-1, 2], np.int64)))
+    bad_divisor = plan.call("b", 1, b=np.array([2, 0, 1], np.int32))
+    calls.append(plan.call("b", 1, b=np.array([5, 3, 1], np.int32)))
+    out = plan.run(version, library_path, checked_file, tmp_path, expect_errors=True)
+    assert sorted(out.errors) == [bad_index, bad_divisor], out.errors
+    assert "node 'gather' (Gather)" in out.errors[bad_index] and "index is out of range" in out.errors[bad_index]
+    assert "node 'div' (Div)" in out.errors[bad_divisor] and "integer division by zero" in out.errors[bad_divisor]
+    for k in (bad_index, bad_divisor):  # run_with_iobinding raises RuntimeError("Error in execution: ...") for any code
+        assert "replaying a captured graph" in out.errors[k], out.errors[k]
+    for k in calls:
+        want = checked_ref(**plan.inputs_at(k))
+        for name in ("y", "q"):
+            np.testing.assert_array_equal(out.outputs[k][name], want[name], err_msg=f"call {k}, {name}")
+    # the failing calls were replays too (ORT's own line), whose ReplayGraph failed before its success line
+    assert [len(replays(out.logs[k], 1)) for k in range(len(plan.calls))] == [0, 1, 0, 1, 0, 1]
+    for k in (bad_index, bad_divisor):
+        assert count(out.logs[k], "Replaying the captured") == 1 and count(out.logs[k], "capturing graph") == 0
 
 
 # -- call order through a tracing shim -------------------------------------------------------------------
@@ -499,7 +787,7 @@ REPLAY_CALL = {
 @pytest.mark.parametrize("version", CAPTURE_HOSTS)
 def test_call_order(version: str, library_path: str, trace_shim: Path, matmul_file: Path, tmp_path: Path) -> None:
     """The OrtEp calls real ORT makes per run_with_iobinding call, recorded by the shim (see the module doc)."""
-    plan = Plan(CAPTURE)
+    plan = Plan(CAPTURE, memory_for(version))
     plan.bind("b", {"A": rand(2, 3), "B": rand(3, 4)}, {"C": [2, 4]})
     plan.bind("skip", {"A": rand(2, 3), "B": rand(3, 4)}, {"C": [2, 4]})
     plan.call("b", 1)
@@ -533,7 +821,7 @@ def test_magika_captures_and_replays(version: str, library_path: str, tmp_path: 
     first = batch()
     second = np.ascontiguousarray(first[::-1])   # other rows in the same buffer shape
     second[0, :16] = np.arange(16, dtype=np.int32)
-    plan = Plan(CAPTURE)
+    plan = Plan(CAPTURE, memory_for(version))
     plan.bind("b", {"bytes": first}, {cpu.get_outputs()[0].name: [len(first), 214]})
     plan.call("b", 1)
     plan.call("b", 1, bytes=second)

@@ -25,6 +25,7 @@ from onnx.reference import ReferenceEvaluator
 from epabi.models import mlp
 from profile_checks import EP_EVENTS, check_profile, expected_events
 from real_ort import MIN, NEWEST, run_json, run_json_on_gpu
+from test_real_ort_capture import memory_for
 
 pytestmark = pytest.mark.real_ort
 
@@ -53,7 +54,7 @@ if gpu:
     if not ours:
         emit(skip="onnxruntime lists no GPU EP device of ours", devices=[describe(d) for d in ort.get_ep_devices()])
         sys.exit(0)
-place = ("cuda", 0) if gpu else ()
+place = ("cuda", 0) if gpu or spec.get("device_memory") else ()
 so = ort.SessionOptions()
 so.enable_profiling = True
 so.profile_file_prefix = os.path.join(folder, "profile")
@@ -96,12 +97,17 @@ def _run(version: str | None, graph: bool, folder: Path) -> tuple[list[dict], di
     feeds = [rng.standard_normal((1, 64)).astype(np.float32) for _ in CALLS]
     for k, feed in enumerate(feeds):
         np.save(folder / f"x{k}.npy", feed)
-    (folder / "spec.json").write_text(json.dumps({"graph": graph, "calls": CALLS, "gpu": version is None}))
+    # graph capture in host memory needs onnxruntime 1.30 (README "Graph capture"): older hosts bind the software
+    # adapter's own memory
+    device_memory = version is not None and graph and memory_for(version) == "device"
+    (folder / "spec.json").write_text(json.dumps({"graph": graph, "calls": CALLS, "gpu": version is None,
+                                                  "device_memory": device_memory}))
     args = [_library(), str(folder / "mlp.onnx"), str(folder / "spec.json"), str(folder)]
     if version is None:
         result, _ = run_json_on_gpu(PROFILE_SCRIPT, args)
     else:
-        result, _, _ = run_json(version, PROFILE_SCRIPT, SOFTWARE, args)
+        env = {**SOFTWARE, "EPABI_SOFTWARE_DEVICE_MEMORY": "device"} if device_memory else SOFTWARE
+        result, _, _ = run_json(version, PROFILE_SCRIPT, env, args)
     assert result["providers"][0] == "EpAbiExecutionProvider", f"silent CPU fallback: {result['providers']}"
     reference = ReferenceEvaluator(model)
     for k, feed in enumerate(feeds):

@@ -21,7 +21,17 @@ import onnx
 import pytest
 
 from real_ort import run_json
-from test_real_ort_capture import ATOL, CAPTURE, CAPTURE_HOSTS, SOFTWARE, Plan, assert_claimed_all, matmul_model, rand
+from test_real_ort_capture import (
+    ATOL,
+    CAPTURE,
+    CAPTURE_HOSTS,
+    SOFTWARE,
+    Plan,
+    assert_claimed_all,
+    matmul_model,
+    memory_for,
+    rand,
+)
 from test_replay_bindings import state_model
 
 pytestmark = pytest.mark.real_ort
@@ -42,7 +52,7 @@ def test_one_id_per_buffer_set_replays_correctly(version: str, library_path: str
     """Buffer sets a and b ([2,3]@[3,4]) and c ([4,5]@[5,6]) under ids 1, 2 and 3, in turn, inputs updated in place:
     every output is right. Set d ([2,3]@[3,4], other buffers) run under id 1 afterwards replays a's graph: d's
     output buffer is never written (NaN) - the stale replay epabi's host refuses."""
-    plan = Plan(CAPTURE)
+    plan = Plan(CAPTURE, memory_for(version))
     shapes = {"a": ((2, 3), (3, 4)), "b": ((2, 3), (3, 4)), "c": ((4, 5), (5, 6)), "d": ((2, 3), (3, 4))}
     for name, (sa, sb) in shapes.items():
         plan.bind(name, {"A": rand(*sa), "B": rand(*sb)}, {"C": [sa[0], sb[1]]})
@@ -63,21 +73,23 @@ def test_one_id_per_buffer_set_replays_correctly(version: str, library_path: str
     assert np.isnan(out.outputs[stale]["C"]).all(), out.outputs[stale]["C"]
 
 
-# argv: library, state model, min_num_runs_before_cuda_graph_capture, calls. One OrtValue bound as state and
+# argv: library, state model, min_num_runs_before_cuda_graph_capture, calls, memory ("host", or "device": the
+# software adapter's own memory, which capture needs before onnxruntime 1.30). One OrtValue bound as state and
 # state_out; the state after each call.
 ALIAS_SCRIPT = """
 import gc
 
 import numpy as np
 
-lib, model_path, min_runs, calls = sys.argv[1:]
+lib, model_path, min_runs, calls, memory = sys.argv[1:]
+place = ("cuda", 0) if memory == "device" else ()
 ort.register_execution_provider_library("epabi", lib)
 ours = [d for d in ort.get_ep_devices() if d.ep_name == EP_NAME]
 so = ort.SessionOptions()
 so.add_provider_for_devices(ours, {"enable_cuda_graph": "1", "min_num_runs_before_cuda_graph_capture": min_runs})
 sess = ort.InferenceSession(model_path, sess_options=so, enable_fallback=0)
 providers = sess.get_providers()
-state = ort.OrtValue.ortvalue_from_numpy(np.zeros(4, np.float32))
+state = ort.OrtValue.ortvalue_from_numpy(np.zeros(4, np.float32), *place)
 io = sess.io_binding()
 io.bind_ortvalue_input("state", state)
 io.bind_ortvalue_output("state_out", state)
@@ -101,8 +113,10 @@ def test_aliased_state_advances_once_per_call_with_min_runs_0(version: str, min_
     """min 0: each call advances the state once (capture on the first execution, replays after). min 2 (the
     default): the first call advances it 3 times (2 warm-up executions and the capturing one), later calls once;
     README says to use 0 for such state under onnxruntime."""
-    result, _, _ = run_json(version, ALIAS_SCRIPT, SOFTWARE, [library_path, str(model_files["state"]),
-                                                              str(min_runs), "4"], timeout=300)
+    memory = memory_for(version)
+    env = {**SOFTWARE, "EPABI_SOFTWARE_DEVICE_MEMORY": memory}
+    result, _, _ = run_json(version, ALIAS_SCRIPT, env, [library_path, str(model_files["state"]), str(min_runs), "4",
+                                                         memory], timeout=300)
     assert result["ort_version"] == version and result["providers"][0] == "EpAbiExecutionProvider"
     first = 1 + min_runs
     assert result["after"] == [[float(first + k)] * 4 for k in range(4)], result["after"]

@@ -280,15 +280,22 @@ def test_recapture_policy_releases_and_captures_the_new_bindings(host: epabi.Hos
             session.run_with_iobinding(b2, _policy("error"))
 
 
-def test_recapture_needs_release_captured_graph(library_path: str, software_adapter: None) -> None:
+def test_recapture_needs_release_captured_graph(library_path: str, software_adapter: None,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # API 26 captures on the software adapter only in its own memory (host memory needs API 30)
+    monkeypatch.setenv("EPABI_SOFTWARE_DEVICE_MEMORY", "device")
     with epabi.Host(api_version=26, hardware=[epabi.cpu_device()]) as host:
         host.register_execution_provider_library("epabi", library_path)
         with _session(host, _add_model()) as session:
-            ins, outs = _values({"x": X, "y": Y}, {"z": [3, 2]})
-            session.run_with_iobinding(_binding(session, ins, outs))
-            _, other = _values({}, {"z": [3, 2]})
+            def device(a: np.ndarray) -> epabi.OrtValue:
+                return epabi.OrtValue.ortvalue_from_numpy(a, "cuda", 0, host=host)
+
+            ins = {"x": device(X), "y": device(Y)}
+            session.run_with_iobinding(_binding(session, ins, {"z": device(np.zeros((3, 2), np.float32))}))
             with pytest.raises(epabi.StaleReplayError, match="recapture needs OrtEp::ReleaseCapturedGraph"):
-                session.run_with_iobinding(_binding(session, ins, other), _policy("recapture"))
+                session.run_with_iobinding(_binding(session, ins, {"z": device(np.zeros((3, 2), np.float32))}),
+                                           _policy("recapture"))
+            del ins
 
 
 def test_replay_policy_replays_stale_like_onnxruntime(host: epabi.Host) -> None:

@@ -103,7 +103,6 @@ def test_io_binding_writes_into_bound_output(host: epabi.Host) -> None:
         ({"x": np.zeros((1, 8), np.float64)}, "Unexpected input data type"),
         ({"x": np.zeros((2, 8), np.float32)}, "invalid dimensions for input: x"),
         ({"x": np.zeros((8,), np.float32)}, "Invalid rank for input: x"),
-        ({}, r"Required inputs \(\['x'\]\) are missing"),
         ({"x": np.zeros((1, 8), np.float32), "z": np.zeros(1, np.float32)}, "Invalid input name: z"),
     ],
 )
@@ -112,6 +111,13 @@ def test_bad_feeds_are_clear_errors(host: epabi.Host, feeds: dict[str, np.ndarra
         with pytest.raises(epabi.OrtStatusError, match=text) as info:
             session.run(None, feeds)
         assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+
+
+def test_missing_feed_is_a_value_error(host: epabi.Host) -> None:
+    """As onnxruntime's Python binding, run() refuses a feed without a required input before the run starts."""
+    with _session(host, mlp(layers=1, width=8)) as session:
+        with pytest.raises(ValueError, match=r"Required inputs \(\['x'\]\) are missing from input feed \(\[\]\)"):
+            session.run(None, {})
 
 
 def test_nan_propagates(host: epabi.Host) -> None:
@@ -304,6 +310,125 @@ def test_onnxruntime_style_keywords(host: epabi.Host) -> None:
         assert s.get_providers() == ["CPUExecutionProvider"]
         with pytest.raises(TypeError, match="RunOptions"):
             s.run(None, {"x": np.zeros((1, 4), np.float32)}, run_options="gpu_graph_id=1")
+
+
+@pytest.mark.parametrize("options", [{"enable_cuda_graph": 1}, {"enable_cuda_graph": None}, {1: "1"},
+                                     [("enable_cuda_graph", "1")]])
+def test_add_provider_for_devices_takes_str_options_only(host: epabi.Host, options: object) -> None:
+    # onnxruntime 1.32.0's binding takes dict[str, str]: ints, None and pairs are a TypeError there too
+    with pytest.raises(TypeError, match="add_provider_for_devices"):
+        epabi.SessionOptions().add_provider_for_devices(host.get_ep_devices(), options)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("devices", [["not a device"], "x", (d for d in [])])
+def test_add_provider_for_devices_takes_a_sequence_of_ep_devices(host: epabi.Host, devices: object) -> None:
+    with pytest.raises(TypeError, match="add_provider_for_devices"):
+        epabi.SessionOptions().add_provider_for_devices(devices, {})  # type: ignore[arg-type]
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(tuple(host.get_ep_devices()), {})  # a tuple is a sequence, as in onnxruntime
+    assert so.provider_devices == host.get_ep_devices()
+
+
+def test_the_same_ep_added_twice_fails_session_creation(host: epabi.Host) -> None:
+    # onnxruntime 1.32.0: "[ONNXRuntimeError] : 1 : FAIL : Provider EpAbiExecutionProvider has already been
+    # registered." when the session is created (the second call's options are not silently taken instead)
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(host.get_ep_devices(), {})
+    so.add_provider_for_devices(host.get_ep_devices(), {"force_cpu_nodes": "relu0"})
+    mark = len(host.trace)
+    with pytest.raises(epabi.OrtStatusError, match=f"Provider {epabi.get_ep_name()} has already been registered") \
+            as info:
+        epabi.InferenceSession(mlp(layers=1, width=4), so)
+    assert info.value.code == epabi.OrtErrorCode.FAIL
+    assert "OrtEpFactory::CreateEp" not in host.trace[mark:]
+
+
+def _identity(elem_type: int, shape: list[int] | None) -> onnx.ModelProto:
+    return _model([helper.make_node("Identity", ["x"], ["y"], name="id")], [helper.make_tensor_value_info(
+        "x", elem_type, shape)], [helper.make_tensor_value_info("y", elem_type, shape)])
+
+
+@pytest.mark.parametrize(("elem_type", "feed", "want"), [
+    (T.FLOAT, [1, 2], np.array([1, 2], np.float32)), (T.FLOAT, [1.5, 2.5], np.array([1.5, 2.5], np.float32)),
+    (T.FLOAT, [True, False], np.array([1, 0], np.float32)), (T.FLOAT, ["1", "2"], np.array([1, 2], np.float32)),
+    (T.INT64, [1.5, 2.5], np.array([1, 2], np.int64)), (T.BOOL, [1, 0], np.array([True, False]))])
+def test_a_list_feed_takes_the_inputs_element_type(host: epabi.Host, elem_type: int, feed: list, want: np.ndarray
+                                                   ) -> None:
+    # onnxruntime 1.24.4 and 1.32.0 make a list into a tensor of the input's type (an array keeps its own dtype)
+    with _session(host, _identity(elem_type, [2])) as session:
+        (out,) = session.run(None, {"x": feed})
+    assert out.dtype == want.dtype
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("feed", [1.5, 1, np.float32(2), (1.0, 2.0), ["a", "b"], [[1.0], [1.0, 2.0]]])
+def test_feeds_onnxruntime_cannot_make_a_tensor_of_are_refused(host: epabi.Host, feed: object) -> None:
+    # 1.32.0: "Unable to handle object of type <class 'float'>", "Input must be a list of dictionaries or a single
+    # numpy array", "Could not create tensor from given input list": RuntimeErrors, as OrtStatusError is
+    shape: list[int] = [2] if isinstance(feed, list | tuple) else []
+    with _session(host, _identity(T.FLOAT, shape)) as session:
+        with pytest.raises(epabi.OrtStatusError, match="input 'x'") as info:
+            session.run(None, {"x": feed})
+    assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+
+
+def test_a_rank_0_input_takes_any_shape_as_in_onnxruntime(host: epabi.Host) -> None:
+    # ORT checks the shape of a feed only against a model input of rank 1 or more (1.24.4 and 1.32.0 run a [2]
+    # array for a scalar input, warning only about the output's shape)
+    with _session(host, _identity(T.FLOAT, [])) as session:
+        (out,) = session.run(None, {"x": np.array([1.5, 2], np.float32)})
+        np.testing.assert_array_equal(out, [1.5, 2])
+    with _session(host, _identity(T.FLOAT, [2])) as session:
+        with pytest.raises(epabi.OrtStatusError, match="Invalid rank for input: x Got: 0 Expected: 1"):
+            session.run(None, {"x": np.array(1.5, np.float32)})
+
+
+def test_options_objects_have_onnxruntimes_fields_and_no_others() -> None:
+    # onnxruntime 1.32.0's defaults; a misspelt field is an AttributeError there (pybind11 classes have no
+    # __dict__), so it must not be silently kept here
+    so = epabi.SessionOptions()
+    assert (so.intra_op_num_threads, so.inter_op_num_threads, so.log_severity_level, so.logid,
+            so.optimized_model_filepath, so.enable_mem_pattern, so.use_deterministic_compute) == (0, 0, -1, "", "",
+                                                                                                 True, False)
+    so.intra_op_num_threads = 2
+    assert so.intra_op_num_threads == 2
+    with pytest.raises(AttributeError):
+        so.enable_profilling = True  # type: ignore[attr-defined]
+    ro = epabi.RunOptions()
+    assert (ro.terminate, ro.log_severity_level, ro.logid, ro.only_execute_path_to_fetches) == (False, -1, "", False)
+    with pytest.raises(AttributeError):
+        ro.terminated = True  # type: ignore[attr-defined]
+
+
+def test_a_run_with_the_terminate_flag_fails_as_in_onnxruntime(host: epabi.Host) -> None:
+    model = mlp(layers=1, width=4)
+    ro = epabi.RunOptions()
+    ro.terminate = True
+    mark = len(host.trace)
+    with _session(host, model) as session:
+        with pytest.raises(epabi.OrtStatusError, match="Exiting due to terminate flag being set to true") as info:
+            session.run(None, {"x": np.zeros((1, 4), np.float32)}, ro)
+        assert info.value.code == epabi.OrtErrorCode.FAIL
+        # ORT's executor checks the flag before each node: the EP is started and ended, nothing computed
+        calls = [c for c in host.trace[mark:] if c.startswith(("OrtEp::OnRun", "OrtNodeComputeInfo::Compute"))]
+        assert calls == ["OrtEp::OnRunStart", "OrtEp::OnRunEnd"]
+        ro.terminate = False
+        session.run(None, {"x": np.zeros((1, 4), np.float32)}, ro)
+
+
+def test_run_with_ort_values_as_in_onnxruntime(host: epabi.Host) -> None:
+    model = mlp(layers=2, width=4, batch=3)
+    feeds = sample_inputs(model, seed=5)
+    with _session(host, model) as session:
+        (want,) = session.run(None, feeds)
+        (got,) = session.run_with_ort_values(None, {k: epabi.OrtValue.ortvalue_from_numpy(v) for k, v in feeds.items()})
+        assert isinstance(got, epabi.OrtValue) and got.data_type() == "tensor(float)" and got.shape() == [3, 4]
+        np.testing.assert_array_equal(got.numpy(), want)
+        with pytest.raises(TypeError, match="not OrtValues"):  # onnxruntime 1.32.0 fails on arrays too
+            session.run_with_ort_values(None, feeds)
+        with pytest.raises(ValueError, match="Required inputs"):  # as onnxruntime 1.32.0's Python binding
+            session.run_with_ort_values(["y"], {})
+    assert epabi.OrtValue.ortvalue_from_numpy(np.zeros(2, np.int64)).data_type() == "tensor(int64)"
 
 
 def test_string_tensors_through_the_cpu_fallback(host: epabi.Host) -> None:

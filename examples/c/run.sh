@@ -14,22 +14,28 @@
 # GPU gets the plugin's CPU software adapter.
 #
 # Output: "== minimal_host" and "== ort_consumer", each followed by that program's output. Exit status: that of
-# the first program that failed; 77 when a C compiler, CMake, epabi or an ONNX Runtime library is missing (the
-# test suite then skips).
+# the first program that failed; 2 for a bad argument (an option without its value, an --ort or --model file that
+# does not exist); 77 when a C compiler, CMake, epabi or an ONNX Runtime library is missing (the test suite then
+# skips).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 python="${PYTHON:-python3}"
 ort="" model="" build="$here/build" no_ort=0
+usage() { echo "run.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
+    --ort|--model|--build-dir) [ $# -ge 2 ] && [ -n "$2" ] || usage "$1 needs a value" ;;&
     --ort) ort="$2"; shift 2 ;;
     --no-ort) no_ort=1; shift ;;
     --model) model="$2"; shift 2 ;;
     --build-dir) build="$2"; shift 2 ;;
     --) shift; break ;;
-    *) echo "run.sh: unknown argument '$1'" >&2; exit 2 ;;
+    *) usage "unknown argument '$1'" ;;
   esac
 done
+# what was asked for by name must exist: a skip (77) is only for what the machine lacks
+[ -z "$ort" ] || [ -f "$ort" ] || usage "--ort $ort: no such file"
+[ -z "$model" ] || [ -f "$model" ] || usage "--model $model: no such file"
 
 skip() { echo "run.sh: skipped: $*" >&2; exit 77; }
 command -v cmake >/dev/null 2>&1 || skip "no cmake"

@@ -148,7 +148,11 @@ static OrtStatus* compute_begin(const struct epabi_api* api, const struct epabi_
     if (!epabi_cuda_enter(d, &cuda))
         return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": cannot make GPU %d current", d->ordinal);
     *scope = (struct epabi_compute_scope){d, cuda.pushed};
-    if (stream == NULL || epabi_stream_is_capturing(stream)) return NULL;
+    if (stream == NULL) return NULL;
+    /* a user's stream its owner captures around the run (graph capture off): our kernels are recorded into the
+     * owner's graph, so nothing below waits or reads back (stream.h); one driver query, user streams only */
+    epabi_stream_check_external_capture(stream);
+    if (epabi_stream_in_capture(stream)) return NULL;
     void* host_stream = NULL;
     OrtStatus* q = api->ort->KernelContext_GetGPUComputeStream(context, &host_stream);
     if (q != NULL) {
@@ -159,10 +163,11 @@ static OrtStatus* compute_begin(const struct epabi_api* api, const struct epabi_
 }
 
 /* Outside a capture window the outputs must be complete when Compute returns (the host copies them with its own
- * synchronous data transfer); then no queued work uses the arena's blocks any more. */
+ * synchronous data transfer); then no queued work uses the arena's blocks any more. Inside one (ours, or the
+ * user's stream captured by its owner) the work is only recorded: nothing to wait for. */
 static OrtStatus* compute_end(const struct epabi_api* api, const struct epabi_backend_ep* ep,
                               struct epabi_stream* stream, struct epabi_compute_scope* scope, OrtStatus* st) {
-    if (stream != NULL && !epabi_stream_is_capturing(stream)) {
+    if (stream != NULL && !epabi_stream_in_capture(stream)) {
         OrtStatus* sync = epabi_stream_synchronize(stream);
         if (st == NULL) st = sync;
         else if (sync != NULL) api->ort->ReleaseStatus(sync);

@@ -86,6 +86,7 @@ static void load(void) {
     LOAD_OPTIONAL(MemPoolSetAttribute, "cuMemPoolSetAttribute");
     LOAD_OPTIONAL(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");   /* relaxed arena growth */
     LOAD_OPTIONAL(GraphGetNodes, "cuGraphGetNodes");   /* diagnostics: a captured graph's node count */
+    LOAD_OPTIONAL(StreamIsCapturing, "cuStreamIsCapturing");   /* a user's stream the caller captures */
 #undef LOAD_OPTIONAL
     epabi_cu_result r = d.Init(0);
     if (r != 0) {

@@ -7,7 +7,8 @@
  * nothing from the CUDA toolkit is needed at build time. Versioned entry points (_v2, _ptsz...) are
  * looked up by the names CUDA 12 and 13 both export. Every member is required (a driver without one is not used)
  * except the optional ones, NULL when the driver lacks them, which turns their feature off: the memory-pool
- * calls (arena.use_cuda_mempool), ThreadExchangeStreamCaptureMode (arena growth inside a capture) and
+ * calls (arena.use_cuda_mempool), ThreadExchangeStreamCaptureMode (arena growth inside a capture),
+ * StreamIsCapturing (a user's stream the caller captures: taken as never captured without it) and
  * GraphGetNodes (a captured graph's node count in diagnostics).
  * Thread-safety: loaded once (pthread_once); the table is read-only afterwards.
  */
@@ -33,6 +34,7 @@ enum {
     EPABI_CU_STREAM_NON_BLOCKING = 1,               /* CU_STREAM_NON_BLOCKING */
     EPABI_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1,  /* CU_STREAM_CAPTURE_MODE_THREAD_LOCAL */
     EPABI_CU_STREAM_CAPTURE_MODE_RELAXED = 2,       /* CU_STREAM_CAPTURE_MODE_RELAXED */
+    EPABI_CU_STREAM_CAPTURE_STATUS_NONE = 0,        /* CU_STREAM_CAPTURE_STATUS_NONE (ACTIVE 1, INVALIDATED 2) */
     EPABI_CU_DEVICE_ATTRIBUTE_CC_MAJOR = 75,        /* CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR */
     EPABI_CU_DEVICE_ATTRIBUTE_CC_MINOR = 76,
     EPABI_CU_DEVICE_ATTRIBUTE_MEMPOOLS_SUPPORTED = 115,
@@ -76,6 +78,7 @@ struct epabi_cuda_driver {
     epabi_cu_result (*StreamBeginCapture)(epabi_cu_stream stream, int mode);
     epabi_cu_result (*StreamEndCapture)(epabi_cu_stream stream, epabi_cu_graph* graph);
     epabi_cu_result (*ThreadExchangeStreamCaptureMode)(int* mode);
+    epabi_cu_result (*StreamIsCapturing)(epabi_cu_stream stream, int* status);
     epabi_cu_result (*EventCreate)(epabi_cu_event* event, unsigned flags);
     epabi_cu_result (*EventDestroy)(epabi_cu_event event);
     epabi_cu_result (*EventRecord)(epabi_cu_event event, epabi_cu_stream stream);

@@ -44,13 +44,13 @@
 #define EP_HAVE_OFFSETOF 0
 #endif
 // BEGIN GENERATED LAYOUT CHECK
-static_assert(sizeof(ew_args) == 360, "ew_args layout");
+static_assert(sizeof(ew_args) == 376, "ew_args layout");
 static_assert(sizeof(un_args) == 72, "un_args layout");
 static_assert(sizeof(cast_args) == 40, "cast_args layout");
 static_assert(sizeof(copy_args) == 32, "copy_args layout");
 static_assert(sizeof(epabi_strided_copy) == 168, "epabi_strided_copy layout");
 static_assert(sizeof(concat_args) == 1056, "concat_args layout");
-static_assert(sizeof(gather_args) == 64, "gather_args layout");
+static_assert(sizeof(gather_args) == 80, "gather_args layout");
 static_assert(sizeof(shape_args) == 80, "shape_args layout");
 static_assert(sizeof(matmul_launch) == 264, "matmul_launch layout");
 static_assert(sizeof(gemm_launch) == 120, "gemm_launch layout");
@@ -86,7 +86,9 @@ static_assert(EP_OFF(ew_args, out) == 328, "ew_args.out");
 static_assert(EP_OFF(ew_args, out_esize) == 336, "ew_args.out_esize");
 static_assert(EP_OFF(ew_args, epilogue) == 344, "ew_args.epilogue");
 static_assert(EP_OFF(ew_args, pad_) == 348, "ew_args.pad_");
-static_assert(EP_OFF(ew_args, pool) == 352, "ew_args.pool");
+static_assert(EP_OFF(ew_args, err_word) == 352, "ew_args.err_word");
+static_assert(EP_OFF(ew_args, err_site) == 360, "ew_args.err_site");
+static_assert(EP_OFF(ew_args, pool) == 368, "ew_args.pool");
 static_assert(EP_OFF(un_args, op) == 0, "un_args.op");
 static_assert(EP_OFF(un_args, dtype) == 4, "un_args.dtype");
 static_assert(EP_OFF(un_args, in) == 8, "un_args.in");
@@ -128,6 +130,8 @@ static_assert(EP_OFF(gather_args, outer) == 32, "gather_args.outer");
 static_assert(EP_OFF(gather_args, n_indices) == 40, "gather_args.n_indices");
 static_assert(EP_OFF(gather_args, axis_dim) == 48, "gather_args.axis_dim");
 static_assert(EP_OFF(gather_args, block_bytes) == 56, "gather_args.block_bytes");
+static_assert(EP_OFF(gather_args, err_word) == 64, "gather_args.err_word");
+static_assert(EP_OFF(gather_args, err_site) == 72, "gather_args.err_site");
 static_assert(EP_OFF(shape_args, dst) == 0, "shape_args.dst");
 static_assert(EP_OFF(shape_args, n) == 8, "shape_args.n");
 static_assert(EP_OFF(shape_args, dims) == 16, "shape_args.dims");
@@ -443,6 +447,13 @@ struct op_sticky_f {
     __device__ float operator()(float a, float b) const { return sticky_combine(a, b); }
 };
 
+/* A launch that meets bad data stores its node's site and the error's kind into the stream's error word (pinned,
+ * mapped host memory; launch_args.h), read by the host at the stream's synchronize. A plain store: any of the
+ * reporting threads' values names the node. */
+EP_DEV void report_error(uint64_t* word, uint64_t site) {
+    if (word != nullptr) *(volatile uint64_t*)word = site;
+}
+
 /* ---- elementwise (struct ew_args) ------------------------------------------------------------------- */
 
 /* Element offsets of the first NOPS operands at output index i (row-major over dims). The general walk is
@@ -528,9 +539,14 @@ template <typename T, int OP> EP_DEV void ew_arith_loop(const ew_args& a, int64_
     GRID_LOOP(i, n) {
         int64_t off[2];
         ew_offsets<2>(a, i, off);
-        T v = arith<T, OP>(A[off[0]], B[off[1]]);
+        const T b = B[off[1]];
+        T v = arith<T, OP>(A[off[0]], b);
         if (relu && v < T(0)) v = T(0);
         O[i] = v;
+        /* an integer Div or Mod by zero gives 0 (no trap) and is reported (err_word is set only for those) */
+        if constexpr (!ep_traits<T>::is_float && (OP == OP_DIV || OP == OP_MOD || OP == OP_FMOD)) {
+            if (b == T(0)) report_error(a.err_word, a.err_site);
+        }
     }
 }
 
@@ -1067,7 +1083,7 @@ EP_KERNEL concat_8(const EP_GC concat_args a, int64_t total_row) { concat_copy<u
 EP_KERNEL concat_16(const EP_GC concat_args a, int64_t total_row) { concat_copy<ep_b16>(a, total_row); }
 
 /* struct gather_args: item e of n = outer * n_indices * units is unit u of slice (o, i), units =
- * block_bytes / sizeof(T). A bad index (outside [-axis_dim, axis_dim)) zero-fills its slice. */
+ * block_bytes / sizeof(T). A bad index (outside [-axis_dim, axis_dim)) zero-fills its slice and is reported. */
 template <typename T> EP_DEV void gather_copy(const gather_args& a, int64_t n, int64_t units) {
     const T* src = (const T*)a.src;
     T* dst = (T*)a.dst;
@@ -1078,6 +1094,7 @@ template <typename T> EP_DEV void gather_copy(const gather_args& a, int64_t n, i
         if (v < 0) v += a.axis_dim;
         if (v < 0 || v >= a.axis_dim) {
             dst[e] = T{};
+            if (u == 0) report_error(a.err_word, a.err_site);
         } else {
             dst[e] = src[(o * a.axis_dim + v) * units + u];
         }

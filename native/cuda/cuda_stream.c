@@ -23,6 +23,7 @@ struct cuda_stream {
     epabi_cu_ptr workspace;                 /* cuBLAS workspace, owned */
     epabi_cu_mempool pool;                  /* the device's default pool, for alloc_async */
     epabi_cu_event order;                   /* for epabi_stream_cuda_wait_for */
+    uint64_t* error_word;                   /* base.error_word: pinned host memory kernels write (cuMemAllocHost) */
     int graph_timing_runs;                  /* EPABI_CUDA_GRAPH_TIMING, read once at creation */
 };
 
@@ -169,6 +170,7 @@ static void cuda_destroy(struct epabi_stream* s) {
     if (c->cublaslt != NULL) c->dev->libs->cublaslt->Destroy(c->cublaslt);
     if (c->order != NULL) c->cu->EventDestroy(c->order);
     if (c->workspace != 0) c->cu->MemFree(c->workspace);
+    if (c->error_word != NULL) c->cu->MemFreeHost(c->error_word);
     if (c->cs != NULL && !s->user_owned) c->cu->StreamDestroy(c->cs);   /* a user's stream is never destroyed */
     epabi_cuda_leave(&scope);
     free(c);
@@ -199,6 +201,17 @@ static OrtStatus* cuda_write_from_host(struct epabi_stream* s, void* dst, const 
     return r == 0 ? NULL : epabi_cuda_status(s->api, r, "copying a host-resident input to the GPU");
 }
 
+/* Runs only for a user's stream (stream.h): the owner may be capturing it. Without cuStreamIsCapturing: never. */
+static bool cuda_captured_now(struct epabi_stream* s) {
+    struct cuda_stream* c = cs_of(s);
+    int status = EPABI_CU_STREAM_CAPTURE_STATUS_NONE;
+    struct epabi_cuda_scope scope;
+    if (c->cu->StreamIsCapturing == NULL || !epabi_cuda_enter(c->dev, &scope)) return false;
+    epabi_cu_result r = c->cu->StreamIsCapturing(c->cs, &status);
+    epabi_cuda_leave(&scope);
+    return r == 0 && status != EPABI_CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 static const struct epabi_stream_ops kCudaOps = {
     .backend = EPABI_STREAM_CUDA,
     .name = "cuda",
@@ -215,10 +228,11 @@ static const struct epabi_stream_ops kCudaOps = {
     .free_async = cuda_free_async,
     .read_to_host = cuda_read_to_host,
     .write_from_host = cuda_write_from_host,
+    .captured_now = cuda_captured_now,
 };
 
 OrtStatus* epabi_stream_cuda_wait_for(struct epabi_stream* s, epabi_cu_stream producer) {
-    if (s == NULL || s->ops != &kCudaOps || producer == NULL) return NULL;
+    if (s == NULL || s->ops != &kCudaOps || producer == NULL || epabi_stream_in_capture(s)) return NULL;
     struct cuda_stream* c = cs_of(s);
     if (producer == c->cs) return NULL;
     struct epabi_cuda_scope scope;
@@ -251,6 +265,10 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
         *status = epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": cannot make GPU %d current", device->ordinal);
         return NULL;
     }
+    /* a thread's first run may come while the caller captures its own stream (user_compute_stream): the setup's
+     * allocations and module load are not stream work, so this thread relaxes the capture rules for them */
+    int mode = EPABI_CU_STREAM_CAPTURE_MODE_RELAXED;
+    bool exchanged = c->cu->ThreadExchangeStreamCaptureMode != NULL && c->cu->ThreadExchangeStreamCaptureMode(&mode) == 0;
     OrtStatus* st = epabi_cuda_module_get(api, device, &c->module);
     epabi_cu_result r = 0;
     if (st == NULL) {
@@ -262,6 +280,16 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
         }
     }
     c->base.handle = (uintptr_t)c->cs;
+    /* page-locked and, with unified addressing (every 64-bit GPU), mapped at the same address for the device:
+     * kernels store an error there and the host reads it after a synchronize with one load (stream.h) */
+    void* word = NULL;
+    if (st == NULL && (r = c->cu->MemAllocHost(&word, sizeof(uint64_t))) != 0) {
+        word = NULL;
+        st = epabi_cuda_status(api, r, "cuMemAllocHost (the stream's error word)");
+    }
+    c->error_word = word;
+    if (c->error_word != NULL) *c->error_word = 0;
+    c->base.error_word = c->error_word;
     if (st == NULL && (r = c->cu->EventCreate(&c->order, EPABI_CU_EVENT_DISABLE_TIMING)) != 0) {
         c->order = NULL;
         st = epabi_cuda_status(api, r, "cuEventCreate");
@@ -285,6 +313,7 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
     /* cuBLASLt only with the workspace cuBLAS set up: a matmul inside a capture must not allocate one */
     if (st == NULL && libs->cublaslt != NULL && c->workspace != 0 && libs->cublaslt->Create(&c->cublaslt) != 0)
         c->cublaslt = NULL;   /* large linear steps use cuBLAS and an epilogue kernel */
+    if (exchanged) c->cu->ThreadExchangeStreamCaptureMode(&mode);
     epabi_cuda_leave(&scope);
     if (st != NULL) {
         cuda_destroy(&c->base);

@@ -330,6 +330,17 @@ static void relu_row(ONNXTensorElementDataType dtype, void* row, int64_t n) {
     }
 }
 
+/* An integer divisor row holding a zero (err_word is set only for integer Div and Mod). */
+static bool divisor_has_zero(size_t esize, const unsigned char* p, int64_t stride, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const unsigned char* e = p + i * stride * (int64_t)esize;
+        bool zero = true;
+        for (size_t k = 0; k < esize && zero; ++k) zero = e[k] == 0;
+        if (zero) return true;
+    }
+    return false;
+}
+
 /* One row of n elements: operand k at p[k] with stride s[k] along the row. */
 static void ew_row(const struct ew_args* a, const unsigned char* const* p, const int64_t* s, void* o, int64_t n) {
     switch (a->op) {
@@ -348,6 +359,8 @@ static void ew_row(const struct ew_args* a, const unsigned char* const* p, const
     case OP_MOD:
     case OP_FMOD:
         mod_row(a->op, a->dtype, p[0], s[0], p[1], s[1], o, n);
+        if (a->err_word != NULL && divisor_has_zero(a->esize[1], p[1], s[1], n))
+            epabi_launch_report(a->err_word, a->err_site);
         break;
     case OP_LESS:
     case OP_GREATER:
@@ -365,6 +378,8 @@ static void ew_row(const struct ew_args* a, const unsigned char* const* p, const
         }
         arith_row(a->op, a->dtype, p[0], s[0], p[1], s[1], o, n);
         if (a->epilogue == EPABI_EPILOGUE_RELU) relu_row(a->dtype, o, n);
+        if (a->err_word != NULL && divisor_has_zero(a->esize[1], p[1], s[1], n))
+            epabi_launch_report(a->err_word, a->err_site);
         break;
     }
 }
@@ -714,6 +729,12 @@ static OrtStatus* run_binary(struct epabi_exec* ex, enum ew_op op, const struct 
     args.dtype = in[0]->dtype;
     args.dtype1 = in[1]->dtype;
     args.epilogue = epabi_exec_epilogue(ex);
+    /* an integer zero divisor the host could not see before the launch (a replay, device data) is reported by
+     * the launch itself (run_div, run_mod check what the host can read) */
+    if ((op == OP_DIV || op == OP_MOD || op == OP_FMOD) && !is_floating(in[1]->dtype)) {
+        args.err_word = epabi_exec_error_word(ex);
+        args.err_site = epabi_exec_error_site(ex, EPABI_LAUNCH_ERR_DIV_ZERO);
+    }
     return launch(ex, &args, in, 2, out);
 }
 

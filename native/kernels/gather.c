@@ -81,6 +81,7 @@ static void gather_launch(const void* p) {
             if (v < 0) v += a->axis_dim;
             if (v < 0 || v >= a->axis_dim) {
                 memset(dst, 0, a->block_bytes);
+                epabi_launch_report(a->err_word, a->err_site);
                 continue;
             }
             memcpy(dst, a->src + (size_t)(o * a->axis_dim + v) * a->block_bytes, a->block_bytes);
@@ -121,7 +122,8 @@ static OrtStatus* gather_run(struct epabi_exec* ex, const void* state, const str
     /* Indices are validated here when the host can read them (the host stream, where earlier launches have
      * already run, also while capturing; constants and host-computed values on CUDA), so a bad index is an
      * error rather than silently zero-filled output. Indices only a device holds are not read back (no host
-     * synchronization per Gather); the launch bounds-checks and zero-fills, and so does a replay. */
+     * synchronization per Gather), and a replay runs no run() at all: there the launch bounds-checks, zero-fills
+     * and reports the bad index through the stream's error word, which fails the run at its synchronize. */
     const int64_t n_indices = epabi_numel(idx->rank, idx->dims);
     const int64_t axis_dim = x->dims[axis];
     for (int64_t i = 0; idx->host != NULL && i < n_indices; ++i) {
@@ -144,6 +146,8 @@ static OrtStatus* gather_run(struct epabi_exec* ex, const void* state, const str
         .n_indices = epabi_numel(idx->rank, idx->dims),
         .axis_dim = x->dims[axis],
         .block_bytes = (size_t)inner * epabi_dtype_size(x->dtype),
+        .err_word = epabi_exec_error_word(ex),
+        .err_site = epabi_exec_error_site(ex, EPABI_LAUNCH_ERR_INDEX),
     };
     return epabi_exec_launch(ex, EPABI_LAUNCH_GATHER, gather_launch, &a, sizeof a);
 }

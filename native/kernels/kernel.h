@@ -123,6 +123,16 @@ struct epabi_pool* epabi_exec_pool(const struct epabi_exec* ex);
 /* The API block, for error statuses: epabi_error(epabi_exec_api(ex), ...). */
 const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex);
 
+/* Errors a launch finds in its data while it runs (launch_args.h: err_word, err_site): the word it reports to (the
+ * run's stream's, or the executor's own when launches execute at once; read when the run's work is done) and the
+ * running step's site with the error's kind. A kernel puts both into its launch block; its launch function calls
+ * epabi_launch_report when the data is bad (any thread may; the last store wins). */
+uint64_t* epabi_exec_error_word(struct epabi_exec* ex);
+uint64_t epabi_exec_error_site(const struct epabi_exec* ex, enum epabi_launch_error kind);
+static inline void epabi_launch_report(uint64_t* word, uint64_t site) {
+    if (word != NULL) __atomic_store_n(word, site, __ATOMIC_RELAXED);
+}
+
 struct epabi_linear_lead;   /* linear.h */
 
 /* Everything the rest of the plugin knows about an op is on its descriptor; nothing outside native/kernels/

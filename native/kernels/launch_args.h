@@ -95,6 +95,12 @@ enum epabi_launch_kind {
 enum ew_op { OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_POW, OP_MAX, OP_MIN, OP_EQUAL, OP_WHERE, OP_COPY,
              OP_MOD, OP_FMOD, OP_LESS, OP_GREATER, OP_LESS_EQUAL, OP_GREATER_EQUAL, OP_AND, OP_OR };
 
+/* Errors a launch finds in the data while it runs (a device, or a graph replay, where no host code looks at the
+ * data first): it stores err_site | the kind into *err_word (stream.h), and the stream's next synchronize turns it
+ * into an ORT_INVALID_ARGUMENT naming the node. err_site is the node's site (an 8-aligned address, so the low bits
+ * carry the kind); err_word NULL: nothing is reported. */
+enum epabi_launch_error { EPABI_LAUNCH_ERR_INDEX = 1, EPABI_LAUNCH_ERR_DIV_ZERO = 2, EPABI_LAUNCH_ERR_MASK = 7 };
+
 /* What a launch applies to each result before storing it (a node the plan fused into its producer; epilogue.h has
  * the formulas). A kernel descriptor's `epilogues` mask has bit k set for the kinds k its launch applies. */
 enum epabi_epilogue {
@@ -118,6 +124,8 @@ struct ew_args {
     size_t out_esize;
     int32_t epilogue;                   /* enum epabi_epilogue; float and double Add/Sub/Mul/Div/Max/Min only */
     int32_t pad_;
+    uint64_t* err_word;                 /* integer Div/Mod by zero (enum epabi_launch_error) */
+    uint64_t err_site;
     struct epabi_pool* pool;            /* the software adapter's pool for long runs (elementwise.c); NULL on devices */
 };
 
@@ -183,6 +191,8 @@ struct gather_args {
     int64_t n_indices;
     int64_t axis_dim;
     size_t block_bytes;             /* one index's slice: the inner dims */
+    uint64_t* err_word;             /* an index outside [-axis_dim, axis_dim) (enum epabi_launch_error) */
+    uint64_t err_site;
 };
 
 struct shape_args {

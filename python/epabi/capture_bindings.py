@@ -91,7 +91,8 @@ class BindingLayout:
                 found.append((label, "value", _show_value(old, was.get(label)), _show_value(new, is_.get(label))))
                 continue
             if old is None or new is None:
-                found.append((label, "address", _show_address(old), _show_address(new)))
+                is_input = label.startswith("input")
+                found.append((label, "address", _show_address(old, is_input), _show_address(new, is_input)))
                 continue
             for what, i, show in (("address", 0, hex), ("shape", 1, list), ("dtype", 2, str)):
                 if old[i] != new[i]:
@@ -114,7 +115,9 @@ class BindingLayout:
             f"epabi.graph_capture.on_binding_change=recapture{note}"))
 
 
-def _show_address(entry: _Entry) -> str:
+def _show_address(entry: _Entry, is_input: bool = False) -> str:
+    if entry is None and is_input:  # only an overridable initializer may be left unfed
+        return "none (not fed: the initializer's own value)"
     if entry is None:
         return "none (the host allocates a fresh buffer: plain run() or an output bound without a buffer)"
     return f"{hex(entry[0])} ({entry[2]}{list(entry[1])})"

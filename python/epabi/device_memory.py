@@ -3,8 +3,9 @@ through the plugin's ``OrtDataTransferImpl``.
 
 When the EP device registers a DEFAULT memory info, the session asks the factory for an allocator for it
 (``OrtEpFactory::CreateAllocator``); fused-node inputs are copied from host memory into buffers of that
-allocator with ``CopyTensors`` (after ``CanCopy``), fused-node outputs are allocated there, and values read by
-CPU nodes or returned to the caller are copied back. The host never dereferences device memory.
+allocator with ``CopyTensors`` (after ``CanCopy``, asked before every copy), fused-node outputs are allocated
+there, and values read by CPU nodes or returned to the caller are copied back. The host never dereferences
+device memory.
 Thread-safety: the allocator and data transfer are called from the run's thread; the plugin's own objects
 are required to be thread-safe, as in ORT.
 """
@@ -17,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._ffi import ffi
-from .errors import ConductError
+from .errors import ConductError, OrtErrorCode, OrtStatusError
 from .gating import host_reads
 from .objects import EpDevice, KeyValuePairs, MemoryInfo, OrtDeviceMemoryType, OrtMemoryInfoDeviceType
-from .values import ONNX_TO_NUMPY, OrtValue, TensorTypeAndShapeInfo, onnx_type_of
+from .values import ONNX_TO_NUMPY, OrtValue, TensorTypeAndShapeInfo, onnx_type_of, update_source
 from .versions import ALLOCATOR_STATS_SINCE
 
 if TYPE_CHECKING:
@@ -68,6 +69,7 @@ class DeviceValue(OrtValue):
         self._allocator = None
         self._nbytes = math.prod(self._shape) * ONNX_TO_NUMPY[elem_type].itemsize
         self.device_ptr: Any = ffi.NULL
+        self.released = False  # by release(): the buffer is gone, the value may not be read or run again
         self.ptr: Any = ffi.NULL
 
     @classmethod
@@ -87,11 +89,18 @@ class DeviceValue(OrtValue):
         return value
 
     def release(self) -> None:
-        """Frees the buffer through the plugin's allocator (only one the host allocated); idempotent."""
+        """Frees the buffer through the plugin's allocator (only one the host allocated); idempotent. Afterwards
+        ``numpy()``, ``update_inplace()`` and runs refuse the value (ValueError, INVALID_ARGUMENT)."""
         allocator, pointer = self._allocator, self.device_ptr
         self.device_ptr = ffi.NULL
+        self.released = True
         if allocator is not None and pointer != ffi.NULL:
             allocator.free(pointer)
+
+    def check_alive(self, what: str) -> None:
+        """Raises ValueError when :meth:`release` freed the buffer (the plugin would be handed NULL)."""
+        if self.released and self._nbytes:
+            raise ValueError(f"{what}: this DeviceValue ({self.memory_info.name}) was released")
 
     def __del__(self) -> None:
         try:
@@ -105,6 +114,7 @@ class DeviceValue(OrtValue):
         return self._owner
 
     def _live_transfer(self, what: str) -> DataTransfer:
+        self.check_alive(what)
         if self.transfer is None:
             raise TypeError(f"{what}: this DeviceValue ({self.memory_info.name}) has no data transfer; the session "
                             "copies it for you")
@@ -132,14 +142,11 @@ class DeviceValue(OrtValue):
         """Copies host ``array`` into this value's device buffer (same address), through the data transfer.
 
         Raises:
-            ValueError: shape or dtype differ from the value's.
-            TypeError, RuntimeError: as :meth:`numpy`.
+            ValueError: another element count or dtype (as :meth:`OrtValue.update_inplace`).
+            TypeError, RuntimeError: neither a numpy array nor an OrtValue; as :meth:`numpy`.
         """
-        array = np.asarray(array)
-        dtype = ONNX_TO_NUMPY[self._elem_type]
-        if list(array.shape) != self._shape or array.dtype != dtype:
-            raise ValueError(f"update_inplace: got {array.dtype}{list(array.shape)}, the value is "
-                             f"{dtype}{self._shape}")
+        array = update_source(array, ONNX_TO_NUMPY[self._elem_type], int(np.prod(self._shape, dtype=np.int64)))
+        array = array.reshape(self._shape)
         transfer = self._live_transfer("update_inplace()")
         if self._nbytes:
             transfer.copy(OrtValue(np.require(array, requirements="C")), self)
@@ -233,29 +240,42 @@ class DeviceAllocator:
 
 
 class DataTransfer:
-    """Host <-> EP device copies through the factory's ``OrtDataTransferImpl``.
+    """Host <-> EP device copies through an ``OrtDataTransferImpl`` of the factory: the one it made at
+    registration (``factory.data_transfer``, for copies outside a session) or a session's own (``impl``).
+    ``device_memory`` None: copies between host buffers only.
 
-    ``device_memory`` None: copies between host buffers only (the caller asked ``CanCopy(CPU, CPU)`` itself)."""
+    As ORT's ``DataTransferManager``, every copy first asks ``CanCopy(src device, dst device)``; a refusal fails
+    the copy (ORT has no other data transfer for EP device memory)."""
 
-    def __init__(self, host: Host, factory: Factory, device_memory: MemoryInfo | None) -> None:
+    def __init__(self, host: Host, factory: Factory, device_memory: MemoryInfo | None, impl: Any = None) -> None:
         self.host = host
         self.factory = factory
-        self.impl = factory.data_transfer
+        self.device_memory = device_memory
+        self.impl = factory.data_transfer if impl is None else impl
         if self.impl == ffi.NULL:
             raise ConductError(f"{factory.name}: the EP device registers device memory but CreateDataTransfer "
                                "returned no OrtDataTransferImpl")
-        if device_memory is None:
-            return
-        cpu, dev = host.cpu_memory.device_ptr, device_memory.device_ptr
-        for src, dst, what in ((cpu, dev, "host -> device"), (dev, cpu, "device -> host")):
-            with host.calling(factory.library, "OrtDataTransferImpl::CanCopy"):
-                ok = self.impl.CanCopy(self.impl, src, dst)
-            if not ok:
-                raise ConductError(f"{factory.name}: OrtDataTransferImpl::CanCopy refuses {what} copies for its "
-                                   "own device memory")
 
-    def copy(self, src: OrtValue, dst: OrtValue) -> None:
-        """Copies one tensor; both must have the same shape and element type."""
+    def can_copy(self, src: Any, dst: Any) -> bool:
+        """``OrtDataTransferImpl::CanCopy`` for two ``OrtMemoryDevice*``."""
+        with self.host.calling(self.factory.library, "OrtDataTransferImpl::CanCopy"):
+            return bool(self.impl.CanCopy(self.impl, src, dst))
+
+    def _memory_device(self, value: OrtValue) -> tuple[Any, str]:
+        info = value.memory_info if isinstance(value, DeviceValue) else self.host.cpu_memory
+        return info.device_ptr, info.name
+
+    def copy(self, src: OrtValue, dst: OrtValue, probed: bool = False) -> None:
+        """Copies one tensor; both must have the same shape and element type. ``probed``: the caller has asked
+        ``CanCopy`` already.
+
+        Raises:
+            OrtStatusError: FAIL when ``CanCopy`` refuses the pair of devices, or the plugin's CopyTensors error.
+        """
+        (src_dev, src_name), (dst_dev, dst_name) = self._memory_device(src), self._memory_device(dst)
+        if not probed and not self.can_copy(src_dev, dst_dev):
+            raise OrtStatusError(OrtErrorCode.FAIL, f"There's no data transfer registered for copying tensors from "
+                                 f"'{src_name}' to '{dst_name}'", f"{self.factory.name}: CopyTensors")
         handles = [self.host.handles.issue(v, "OrtValue*") for v in (src, dst)]
         try:
             srcs = ffi.new("OrtValue*[]", [handles[0]])

@@ -23,13 +23,16 @@ try:
     _libc.dlopen  # noqa: B018 - probes that the symbol exists
 except (OSError, AttributeError):  # older glibc: libdl
     _libc = _dl.dlopen("libdl.so.2")
+# Each function is looked up now: cffi resolves a lib attribute with dlsym on first use, and a dlsym between a
+# failed dlopen and dlerror would clear the loader's message.
+_dlopen, _dlsym, _dlclose, _dlerror = _libc.dlopen, _libc.dlsym, _libc.dlclose, _libc.dlerror
 
 #: glibc's RTLD_NOW | RTLD_LOCAL, the flags ORT's Env::LoadDynamicLibrary uses on Linux.
 _MODE = getattr(os, "RTLD_NOW", 2) | getattr(os, "RTLD_LOCAL", 0)
 
 
 def _error() -> str:
-    message = _libc.dlerror()
+    message = _dlerror()
     return "unknown dlerror" if message == _dl.NULL else _dl.string(message).decode("utf-8", "replace")
 
 
@@ -39,7 +42,7 @@ class SharedLibrary:
     Raises OSError (the loader's message) when the file cannot be loaded."""
 
     def __init__(self, path: str) -> None:
-        handle = _libc.dlopen(path.encode(), _MODE)
+        handle = _dlopen(path.encode(), _MODE)
         if handle == _dl.NULL:
             raise OSError(_error())
         self._handle: Any = handle
@@ -49,8 +52,8 @@ class SharedLibrary:
         """The symbol ``name`` as the function ort_abi.h declares. Raises AttributeError when it is missing."""
         if self._handle is None:
             raise AttributeError(f"{name}: {self.path} was closed")
-        _libc.dlerror()
-        address = _libc.dlsym(self._handle, name.encode())
+        _dlerror()
+        address = _dlsym(self._handle, name.encode())
         if address == _dl.NULL:
             raise AttributeError(f"{name}: {_error()}")
         return ffi.cast(function_pointer_type(name), int(_dl.cast("uintptr_t", address)))
@@ -59,4 +62,4 @@ class SharedLibrary:
         """``dlclose``; idempotent. The loader may keep the library mapped while other references exist."""
         handle, self._handle = self._handle, None
         if handle is not None:
-            _libc.dlclose(handle)
+            _dlclose(handle)

@@ -77,7 +77,8 @@ class ValueInfoView:
 class NodeView:
     """``OrtNode``: one node of a graph view."""
 
-    def __init__(self, graph: GraphView, proto: onnx.NodeProto, node_id: int, since_version: int) -> None:
+    def __init__(self, graph: GraphView, proto: onnx.NodeProto, node_id: int, since_version: int,
+                 defaults: Iterable[onnx.AttributeProto] = (), schema_attributes: Iterable[str] = ()) -> None:
         self.graph = graph
         self.proto = proto
         self.id = node_id
@@ -91,7 +92,13 @@ class NodeView:
         self.inputs: list[ValueInfoView | None] = []
         self.outputs: list[ValueInfoView | None] = []
         self.implicit_inputs: list[ValueInfoView] = []
+        # ORT's graph resolution gives a node every attribute its schema has a default for (graph.cc,
+        # VerifyNodeAndOpMatch): the model's own ones, then the defaults
+        given = {a.name for a in proto.attribute}
         self.attributes = [OpAttrView(a) for a in proto.attribute]
+        self.attributes += [OpAttrView(a) for a in defaults if a.name not in given]
+        #: every attribute the node's schema defines (``Node_GetAttributeByName`` answers NULL for those unset)
+        self.schema_attributes = frozenset(schema_attributes)
         graph_kinds = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
         self.subgraphs = [a for a in proto.attribute if a.type in graph_kinds]
         self.ep_name = ""
@@ -104,12 +111,16 @@ class NodeView:
 
 
 class GraphView:
-    """``OrtGraph``: nodes (topological order), inputs, outputs, initializers of a (sub)graph."""
+    """``OrtGraph``: nodes, inputs, outputs, initializers of a (sub)graph.
+
+    ``nodes`` are in the model's order (their ``id``s, as ORT's node indices); ``order`` is the order ORT's
+    ``Graph_GetNodes`` gives them (:func:`ort_topological_order`), or the given order with ``keep_order`` (a
+    fused node's graph, which ORT shows in the order of the graph it was cut from)."""
 
     def __init__(self, name: str, nodes: Iterable[onnx.NodeProto], inputs: list[str], outputs: list[str],
                  initializers: dict[str, np.ndarray], value_types: dict[str, onnx.TypeProto],
                  opsets: dict[str, int], ir_version: int, model_path: str = "",
-                 constant_initializers: set[str] | None = None) -> None:
+                 constant_initializers: set[str] | None = None, keep_order: bool = False) -> None:
         self.name = name
         self.c_name = ffi.new("char[]", name.encode())
         self.model_path = model_path
@@ -134,11 +145,14 @@ class GraphView:
             return self.values[name]
 
         self.inputs = [value(n) for n in inputs]
+        # an initializer listed among the inputs can be overridden by a feed from IR version 4 on (ORT's
+        # Graph::CanOverrideInitializer); in older models it is a constant that merely appears among the inputs
+        overridable = ir_version >= 4
         for v in self.inputs:
-            if v.name in initializers:
-                v.optional_graph_input = True
-            else:
+            if v.name not in initializers:
                 v.required_graph_input = True
+            elif overridable:
+                v.optional_graph_input = True
         self.outputs = [value(n) for n in outputs]
         for v in self.outputs:
             v.graph_output = True
@@ -155,8 +169,11 @@ class GraphView:
         self.nodes: list[NodeView] = []
         for node_id, proto in enumerate(nodes):
             domain = proto.domain or ""
-            since = _schema_since(proto.op_type, domain, self.opsets.get(domain if domain != "ai.onnx" else "", 0))
-            node = NodeView(self, proto, node_id, since)
+            opset = self.opsets.get(domain if domain != "ai.onnx" else "", 0)
+            schema = _schema(proto.op_type, domain, opset)
+            since = schema.since_version if schema is not None else opset
+            node = NodeView(self, proto, node_id, since, _default_attributes(schema),
+                            schema.attributes if schema is not None else ())
             for i, name in enumerate(proto.input):
                 if name == "":
                     node.inputs.append(None)
@@ -177,6 +194,38 @@ class GraphView:
                 v.producer = (node, i)
                 node.outputs.append(v)
             self.nodes.append(node)
+        self.order = list(self.nodes) if keep_order else ort_topological_order(self.nodes)
+
+
+def ort_topological_order(nodes: list[NodeView]) -> list[NodeView]:
+    """The nodes in the order ORT's ``GraphViewer`` lists them (``ExecutionOrder::DEFAULT``, what
+    ``Graph_GetNodes`` returns; ORT 1.24-1.32 ``graph_viewer.cc``/``graph.cc``): a depth-first walk up from the
+    nodes no other node consumes (in index order, the last one first), each node's producers visited highest index
+    first, a node listed when everything it reads from other nodes (inputs and a subgraph's outer-scope values) is
+    listed. ``nodes`` are in index order."""
+    position = {id(n): i for i, n in enumerate(nodes)}
+    producers: list[list[int]] = []
+    consumed = [False] * len(nodes)
+    for node in nodes:
+        feeding = {position[id(v.producer[0])] for v in (*node.inputs, *node.implicit_inputs)
+                   if v is not None and v.producer is not None and id(v.producer[0]) in position}
+        producers.append(sorted(feeding))
+        for i in feeding:
+            consumed[i] = True
+    stack = [(i, False) for i in range(len(nodes)) if not consumed[i]]
+    visited = [False] * len(nodes)
+    order: list[NodeView] = []
+    while stack:
+        i, leaving = stack.pop()
+        if leaving:
+            order.append(nodes[i])
+            continue
+        if visited[i]:
+            continue
+        visited[i] = True
+        stack.append((i, True))
+        stack.extend((j, False) for j in producers[i])
+    return order
 
 
 def outer_scope_names(node: onnx.NodeProto) -> list[str]:
@@ -200,13 +249,22 @@ def outer_scope_names(node: onnx.NodeProto) -> list[str]:
     return found
 
 
-def _schema_since(op_type: str, domain: str, opset: int) -> int:
+def _schema(op_type: str, domain: str, opset: int) -> Any:
+    """The ONNX schema a node resolves to (None: no ONNX schema; ORT's own domains are not known here)."""
     if domain == "com.ms.internal.nhwc":  # ORT's layout-transformed ops take their ONNX schema
         domain = ""
     try:
-        return onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain).since_version
-    except Exception:  # unknown op: ORT would fail graph resolution; report the opset
-        return opset
+        return onnx.defs.get_schema(op_type, max_inclusive_version=opset, domain=domain)
+    except Exception:  # unknown op: ORT would fail graph resolution
+        return None
+
+
+def _default_attributes(schema: Any) -> list[onnx.AttributeProto]:
+    """The attributes a schema has defaults for (ORT adds them to every node lacking them)."""
+    if schema is None:
+        return []
+    return [a.default_value for _, a in sorted(schema.attributes.items())
+            if not a.required and a.default_value.name]
 
 
 def model_graph(model: onnx.ModelProto, model_path: str = "") -> GraphView:

@@ -34,7 +34,7 @@ from ._ffi import ffi
 from .api_table import Logger, served_api
 from .conduct import Conduct
 from .ep import Ep
-from .errors import ConductError, OrtStatusError
+from .errors import ConductError, HostLimitationError, OrtErrorCode, OrtStatusError
 from .graph_view import GraphView
 from .handles import PROCESS_HANDLES, HostHandles, address
 from .hardware import discover_hardware
@@ -70,6 +70,20 @@ def _process_object(name: str) -> Any:
         return _process_objects[name]
 
 
+def _env_config(config: dict[str, str] | None) -> dict[str, str]:
+    """A copy of ``Host(env_config=...)``, checked: the entries become C strings for ``GetEnvConfigEntries``."""
+    if config is None:
+        return {}
+    if not isinstance(config, dict):
+        raise TypeError(f"env_config must be a dict of str to str, not {type(config).__name__}")
+    for key, value in config.items():
+        if not isinstance(key, str) or not isinstance(value, str):
+            raise TypeError(f"env_config entry {key!r}: {value!r}: keys and values must be str")
+        if "\0" in key or "\0" in value:
+            raise ValueError(f"env_config entry {key!r}: {value!r}: a C string cannot hold a NUL character")
+    return dict(config)
+
+
 class Host:
     """An emulated ONNX Runtime host.
 
@@ -86,7 +100,8 @@ class Host:
             docstring); False (default) reports them in :meth:`conduct_report` and proceeds as ORT does.
 
     Raises:
-        ValueError: api_version is malformed or outside the emulated range.
+        ValueError: api_version is malformed or outside the emulated range; an env_config string holds a NUL.
+        TypeError: env_config is not a dict of str to str; a hardware entry is not a HardwareDevice.
     """
 
     def __init__(self, api_version: int | str | None = None, hardware: list[HardwareDevice] | None = None,
@@ -102,11 +117,15 @@ class Host:
         self.api_requests: list[int] = []
         #: Names plugins asked ``GetExperimentalFunction`` for (epabi answers NULL to every one).
         self.experimental_requests: list[str] = []
-        self.env_config = dict(env_config or {})
+        self.env_config = _env_config(env_config)
         self._libraries: dict[str, PluginLibrary] = {}
         self._enumerating: Factory | None = None
         self._registering: str | None = None
         self.hardware = list(discover_hardware() if hardware is None else hardware)
+        wrong = [hw for hw in self.hardware if not isinstance(hw, HardwareDevice)]
+        if wrong:
+            raise TypeError(f"hardware: {wrong[0]!r} is not a HardwareDevice (make one with epabi.cpu_device() or "
+                            "epabi.hardware.parse_hardware('cpu:intel'))")
         self._hardware_issued = False
         self._issue_host_hardware()
         #: The process's tables for this API version (shared with every host of that version).
@@ -132,13 +151,14 @@ class Host:
         A name ending in ``.virtual`` sets env config ``allow_virtual_devices=1`` for it, as ORT does.
 
         Raises:
+            TypeError: the name is not a str.
             ValueError: the name is already registered.
             PluginLoadError: the file cannot be loaded or lacks a required export.
             OrtStatusError: the plugin refused (e.g. host older than its minimum).
             ConductError: the plugin broke the contract.
         """
-        if not isinstance(registration_name, str) or not registration_name:
-            raise ValueError(f"registration name {registration_name!r}: a non-empty string is required")
+        if not isinstance(registration_name, str):  # "" is a name, as in onnxruntime 1.24.4 and 1.32.0
+            raise TypeError(f"registration name {registration_name!r}: a str is required")
         if registration_name in self._libraries:
             raise ValueError(f"EP library is already registered under {registration_name}")
         self._issue_host_hardware()
@@ -178,14 +198,28 @@ class Host:
 
         Raises:
             ValueError: no provider devices were added, or they come from a library no longer registered.
-            OrtStatusError, ConductError: as raised by the plugin's CreateEp and the checks after it.
+            OrtStatusError: FAIL when one EP was added twice (as ORT); as raised by the plugin's CreateEp.
+            HostLimitationError: several plugin EPs were added (the host runs one per session).
+            ConductError: as raised by the checks after CreateEp.
         """
         devices = session_options.provider_devices
         if not devices:
             raise ValueError("create_ep: the session options select no EP devices (add_provider_for_devices)")
+        repeated = next((n for i, n in enumerate(session_options.provider_eps) if n in
+                         session_options.provider_eps[:i]), None)
+        if repeated is not None:  # ORT's ExecutionProviders::Add refuses the second registration
+            raise OrtStatusError(OrtErrorCode.FAIL, f"Provider {repeated} has already been registered.")
+        if len(session_options.provider_eps) > 1:
+            raise HostLimitationError(f"the session options add several plugin EPs ({session_options.provider_eps}); "
+                                      "epabi's host runs one plugin EP per session")
         factory = devices[0].factory
-        if any(d.factory is not factory for d in devices) or factory.library.name not in self._libraries:
-            raise ValueError("create_ep: the EP devices must come from one factory of a registered library")
+        # by identity: devices kept from an unregistered library name a released factory even when that name is
+        # registered again (CreateEp on it would call into freed memory)
+        if any(d.factory is not factory for d in devices) or \
+                self._libraries.get(factory.library.name) is not factory.library:
+            raise ValueError("create_ep: the EP devices must come from one factory of a registered library (devices "
+                             "of an unregistered library stay invalid after it is registered again: take them anew "
+                             "from get_ep_devices())")
         return Ep.create(factory, session_options)
 
     def close(self) -> None:

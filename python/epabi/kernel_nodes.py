@@ -335,11 +335,7 @@ class KernelNodes:
         """A sync stream for the EP's device memory when the factory is stream aware (OrtEp's
         CreateSyncStreamForDevice preferred over the factory's), as ORT registers one per device."""
         factory = self.ep.factory
-        if "IsStreamAware" not in factory.members:
-            return None
-        with self.host.calling(factory.library, "OrtEpFactory::IsStreamAware"):
-            aware = bool(factory.members["IsStreamAware"](factory.ptr))
-        if not aware:
+        if not factory.is_stream_aware():
             return None
         device = self.allocator.memory_info.device_ptr
         out = ffi.new("OrtSyncStreamImpl**")

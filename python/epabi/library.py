@@ -2,8 +2,9 @@
 
 Registration (``PluginLibrary.load``): dlopen; resolve ``CreateEpFactories`` and ``ReleaseEpFactory`` (both
 required); ``CreateEpFactories(name, api_base, logger, factories, max=4, &n)`` (zero factories is accepted, as
-ORT accepts it); per factory: check the table, ``GetSupportedDevices(..., max_ep_devices=8)``, then
-``CreateDataTransfer``. Unregistration (``close``): release EP devices and data transfers, ``ReleaseEpFactory``
+ORT accepts it); per factory: check the table, ``GetSupportedDevices(..., max_ep_devices=8)``, an allocator for
+each EP device's device memory, then ``CreateDataTransfer``. Unregistration (``close``): release EP devices, the
+data transfer, then the allocators, ``ReleaseEpFactory``
 per factory (a failure is logged and the factory treated as released, as ORT does), check for leaked statuses,
 dlclose. Not thread-safe: the host serialises registration.
 """
@@ -72,6 +73,35 @@ class Factory:
             transfer = self._transfers[id(memory_info)] = DataTransfer(self.library.host, self, memory_info)
         return transfer
 
+    def create_data_transfer(self) -> Any:
+        """``OrtEpFactory::CreateDataTransfer``: the ``OrtDataTransferImpl*`` (NULL: the factory copies nothing),
+        which the caller releases with its ``Release``. ORT asks at registration (the environment's copies) and
+        again for every session (the session's copies, released with the session; observed on 1.24.4-1.32.0).
+        Raises OrtStatusError, or ConductError for a table with version 0 or a NULL member."""
+        out = ffi.new("OrtDataTransferImpl**")
+        self.call_status("CreateDataTransfer", out)
+        impl = out[0]
+        if impl != ffi.NULL:
+            if int(impl.ort_version_supported) == 0:
+                raise ConductError(f"{self.name}: OrtDataTransferImpl has ort_version_supported 0")
+            for member in ("Release", "CanCopy", "CopyTensors"):
+                if getattr(impl, member) == ffi.NULL:
+                    raise ConductError(f"{self.name}: OrtDataTransferImpl::{member} is NULL")
+        return impl
+
+    def is_stream_aware(self) -> bool:
+        """``OrtEpFactory::IsStreamAware`` (False when the member is NULL), which ORT asks for every session when it
+        registers the session's stream handlers."""
+        if "IsStreamAware" not in self.members:
+            return False
+        return bool(self.call("IsStreamAware"))
+
+    def release_data_transfer(self, impl: Any) -> None:
+        """``OrtDataTransferImpl::Release`` of one :meth:`create_data_transfer` returned (NULL: nothing)."""
+        if impl != ffi.NULL:
+            with self.library.host.calling(self.library, "OrtDataTransferImpl::Release"):
+                impl.Release(impl)
+
     def _text(self, member: str) -> str:
         value = pystr(self.call(member))
         if value is None:
@@ -132,10 +162,10 @@ class PluginLibrary:
         try:
             self._resolve()
             self._create_factories()
-            for factory in self.factories:
+            for factory in self.factories:  # ORT's order (observed on 1.24.4, 1.26.0 and 1.32.0)
                 self._list_devices(factory)
-                self._register_data_transfer(factory)
                 self._create_shared_allocators(factory)
+                self._register_data_transfer(factory)
         except BaseException:
             self.close(check_leaks=False)
             raise
@@ -196,16 +226,7 @@ class PluginLibrary:
             factory.ep_devices.append(device)
 
     def _register_data_transfer(self, factory: Factory) -> None:
-        out = ffi.new("OrtDataTransferImpl**")
-        factory.call_status("CreateDataTransfer", out)
-        impl = out[0]
-        if impl != ffi.NULL:
-            if int(impl.ort_version_supported) == 0:
-                raise ConductError(f"{factory.name}: OrtDataTransferImpl has ort_version_supported 0")
-            for member in ("Release", "CanCopy", "CopyTensors"):
-                if getattr(impl, member) == ffi.NULL:
-                    raise ConductError(f"{factory.name}: OrtDataTransferImpl::{member} is NULL")
-        factory.data_transfer = impl
+        factory.data_transfer = factory.create_data_transfer()
 
     def _create_shared_allocators(self, factory: Factory) -> None:
         """ORT creates an allocator for each EP device's DEFAULT device memory when the library is registered
@@ -229,14 +250,13 @@ class PluginLibrary:
             for device in factory.ep_devices:
                 host.forget_ep_device(device)
             factory.ep_devices = []
+            factory._transfers = {}
+            # as ORT: the environment's data transfer goes before its shared allocators (observed, 1.24.4-1.32.0)
+            factory.release_data_transfer(factory.data_transfer)
+            factory.data_transfer = ffi.NULL
             for allocator in factory.shared_allocators:
                 allocator.close()
             factory.shared_allocators = []
-            factory._transfers = {}
-            if factory.data_transfer != ffi.NULL:
-                with host.calling(self, "OrtDataTransferImpl::Release"):
-                    factory.data_transfer.Release(factory.data_transfer)
-                factory.data_transfer = ffi.NULL
         factories, self.factories = self.factories, []
         findings: list[str] = []
         if self._release is not None:

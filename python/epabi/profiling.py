@@ -7,8 +7,8 @@ closes), which writes ``<profile_file_prefix>_<local time>.json``: a JSON array 
 (``"ph": "X"``) with ``cat`` (Session, Node, Kernel, Api), ``pid``, ``tid`` (the kernel's thread id), ``ts`` (the
 start, microseconds since the profiling start) and ``dur`` (microseconds, truncated), ``name`` and string ``args``;
 the session's events in the order they ended, then each EP profiler's (:mod:`epabi.ep_profiler`) as it handed them.
-The time is ``%Y-%m-%d_%H-%M-%S``, followed by ``_<milliseconds>`` on hosts whose behaviour row says so (1.26.0 and
-1.32.0 observed; 1.24.4 writes none). At most :data:`MAX_EVENTS` session events are kept, as in ORT.
+The time is ``%Y-%m-%d_%H-%M-%S``, followed by ``_<milliseconds>`` (3 digits) on hosts whose behaviour row says so
+(1.26.0 and 1.32.0 observed; 1.24.4 writes none). At most :data:`MAX_EVENTS` session events are kept, as in ORT.
 
 The session's events: ``model_loading_uri`` / ``model_loading_array``, ``session_initialization``, per execution
 ``model_run`` (also per graph replay) and ``SequentialExecutor::Execute``, per unit run ``<name>_kernel_time``
@@ -75,7 +75,7 @@ class SessionProfiler:
         self._start_ns = time.monotonic_ns()
         self.start_time_ns = time.time_ns()
         local = time.localtime(self.start_time_ns // 10**9)
-        suffix = f"_{self.start_time_ns // 10**6 % 1000}" if millisecond_names else ""
+        suffix = f"_{self.start_time_ns // 10**6 % 1000:03d}" if millisecond_names else ""  # ORT pads to 3
         self._path = f"{prefix}_{time.strftime('%Y-%m-%d_%H-%M-%S', local)}{suffix}.json"
         self.enabled = True
 
@@ -131,10 +131,10 @@ class SessionProfiler:
 
     def end_profiling(self) -> str:
         """Collects the EP profilers' events, writes the file and stops profiling; returns its path ("" when not
-        profiling, as ORT, which also logs that the profiler is disabled). Raises OSError when the file cannot
-        be written."""
+        profiling, as ORT, which also logs at VERBOSE that the profiler is disabled). Raises OSError when the file
+        cannot be written."""
         if not self.enabled:
-            _log.warning("Profiler is disabled.")
+            _log.debug("Profiler is disabled.")  # ORT logs it at VERBOSE
             return ""
         self.enabled = False
         with self._lock:

@@ -8,12 +8,27 @@ from ._ffi import ffi
 
 
 class RunOptions:
-    """Per-run configuration, read by the plugin through ``OrtApi::GetRunConfigEntry``. Not thread-safe."""
+    """Per-run configuration, read by the plugin through ``OrtApi::GetRunConfigEntry``. Not thread-safe, except
+    ``terminate``, which another thread may set during a run.
+
+    onnxruntime's fields, with its defaults: ``terminate`` (True fails a run before its next node, FAIL "Exiting
+    due to terminate flag being set to true.", as ORT's executor), ``log_severity_level``, ``log_verbosity_level``,
+    ``logid``, ``only_execute_path_to_fetches`` (kept, not used by the host). Other attributes raise
+    AttributeError, as on onnxruntime's binding.
+    """
+
+    __slots__ = ("config", "_c_values", "ptr", "terminate", "log_severity_level", "log_verbosity_level", "logid",
+                 "only_execute_path_to_fetches")
 
     def __init__(self) -> None:
         self.config: dict[str, str] = {}
         self._c_values: dict[str, Any] = {}
         self.ptr: Any = ffi.NULL
+        self.terminate = False
+        self.log_severity_level = -1
+        self.log_verbosity_level = 0
+        self.logid = ""
+        self.only_execute_path_to_fetches = False
 
     def add_run_config_entry(self, key: str, value: str) -> None:
         """Sets one entry. Raises TypeError unless key and value are str."""

@@ -106,7 +106,7 @@ class GraphApi:
         return self._set(out, len(self._graph(g).nodes))
 
     def Graph_GetNodes(self, g: Any, dst: Any, n: int) -> Any:
-        return self._fill("Graph_GetNodes", self._graph(g).nodes, dst, n)
+        return self._fill("Graph_GetNodes", self._graph(g).order, dst, n)
 
     def Graph_GetParentNode(self, g: Any, out: Any) -> Any:
         return self._set(out, _null_or(self._graph(g).parent_node))
@@ -155,11 +155,16 @@ class GraphApi:
         from .objects import pystr
 
         key = pystr(name)
-        for attr in self._node(n).attributes:
+        node = self._node(n)
+        for attr in node.attributes:
             if attr.name == key:
                 return self._set(out, attr.ptr)
+        # observed on 1.24.4, 1.26.0 and 1.32.0: an attribute the node's schema defines but the node lacks (one
+        # without a default) is NULL with success; one the schema does not know is ORT_NOT_FOUND
+        if key in node.schema_attributes:
+            return self._set(out, ffi.NULL)
         out[0] = ffi.NULL
-        return self.s.error(OrtErrorCode.NOT_FOUND, f"Attribute '{key}' not found in node '{self._node(n).name}'")
+        return self.s.error(OrtErrorCode.NOT_FOUND, f"Attribute '{key}' not found in node '{node.name}'")
 
     def Node_GetNumSubgraphs(self, n: Any, out: Any) -> Any:
         return self._set(out, len(self._node(n).subgraphs))
@@ -205,7 +210,9 @@ class GraphApi:
         elif kind == _ATTR["FLOATS"]:
             payload = struct.pack(f"<{len(p.floats)}f", *p.floats)
         elif kind == _ATTR["STRING"]:
-            payload = p.s + b"\0"
+            # the string's bytes without a terminating NUL, and their count (observed on 1.24.4, 1.26.0 and
+            # 1.32.0; ORT's sources before that counted and wrote a NUL)
+            payload = p.s
         elif kind == _ATTR["STRINGS"]:
             payload = b"".join(s + b"\0" for s in p.strings)
         else:

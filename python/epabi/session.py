@@ -37,7 +37,7 @@ from .graph_view import GraphView, NodeView, model_graph
 from .io_binding import IOBinding
 from .kernel_nodes import KernelNodes
 from .layout import transform_layout
-from .model_checks import check_node_inputs, check_opsets
+from .model_checks import check_ir_version, check_node_inputs, check_opsets, topological_order
 from .objects import MemoryInfo, OrtDeviceMemoryType
 from .partition import FusedGroup, Unit, build_groups, non_convex_groups, order_units
 from .profiling import SessionProfiler
@@ -56,16 +56,29 @@ _log = logging.getLogger("epabi.session")
 _NO_EVENT = contextlib.nullcontext()  # reusable: what a unit's run is wrapped in when the session does not profile
 
 
+#: ONNX's names of the tensor element types, as ORT's messages write them ("tensor(float)").
+_ONNX_TYPE_NAMES = {1: "float", 2: "uint8", 3: "int8", 4: "uint16", 5: "int16", 6: "int32", 7: "int64", 8: "string",
+                    9: "bool", 10: "float16", 11: "double", 12: "uint32", 13: "uint64", 14: "complex64",
+                    15: "complex128", 16: "bfloat16", 17: "float8e4m3fn", 18: "float8e4m3fnuz", 19: "float8e5m2",
+                    20: "float8e5m2fnuz", 21: "uint4", 22: "int4", 23: "float4e2m1"}
+
+
+def _ort_type_name(elem_type: int) -> str:
+    return f"tensor({_ONNX_TYPE_NAMES.get(int(elem_type), str(elem_type))})"
+
+
 def _invalid(message: str) -> OrtStatusError:
     return OrtStatusError(OrtErrorCode.INVALID_ARGUMENT, message)
 
 
 def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
                release: HostBehaviour | None = None) -> tuple[onnx.ModelProto, str]:
-    """Parses and shape-infers a model, its Constant nodes turned into initializers as ORT does
-    (:mod:`epabi.constant_nodes`), refusing what the ONNX Runtime ``release`` refuses at load (opsets above its
-    maximum, node inputs nothing provides: :mod:`epabi.model_checks`). Raises OrtStatusError (NO_SUCHFILE,
-    INVALID_PROTOBUF, INVALID_GRAPH, FAIL, INVALID_ARGUMENT)."""
+    """Parses and shape-infers a model (ONNX's inference without data propagation, which is what ORT's own
+    inference shows an EP most closely), its Constant nodes turned into initializers as ORT does
+    (:mod:`epabi.constant_nodes`) and its nodes in topological order, refusing what the ONNX Runtime ``release``
+    refuses at load (IR versions and opsets above its maxima, node inputs nothing provides, duplicate names and
+    definitions, cycles: :mod:`epabi.model_checks`). Raises OrtStatusError (NO_SUCHFILE, INVALID_PROTOBUF,
+    INVALID_GRAPH, FAIL, INVALID_ARGUMENT)."""
     model_path = ""
     if isinstance(path_or_bytes, onnx.ModelProto):
         model = path_or_bytes
@@ -86,14 +99,23 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
     if not model.graph.node and not model.graph.output:
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, "the model has an empty graph (truncated or not a model?)")
     if release is not None:
+        check_ir_version(model, release, model_path or "memory")
         check_opsets(model, release, model_path or "memory")
     check_node_inputs(model, model_path or "memory")
+    order = topological_order(model, model_path or "memory")
+    if order is not None:  # ORT presents the nodes sorted; a copy, so the caller's ModelProto stays as it was
+        nodes = [model.graph.node[i] for i in order]
+        sorted_model = onnx.ModelProto()
+        sorted_model.CopyFrom(model)
+        del sorted_model.graph.node[:]
+        sorted_model.graph.node.extend(nodes)
+        model = sorted_model
     try:
         onnx.checker.check_model(model)
     except Exception as exc:  # ORT accepts some models the checker rejects (untyped outputs)
         _log.warning("onnx.checker: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     try:
-        model = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        model = onnx.shape_inference.infer_shapes(model, data_prop=False)
     except Exception as exc:
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, f"the model is not valid ONNX: {exc}") from exc
     constants_to_initializers(model)  # in the inferred copy: the caller's ModelProto stays as it was
@@ -154,6 +176,7 @@ class InferenceSession:
         self._exposed: list[GraphView] = []
         self._allocator: DeviceAllocator | None = None
         self._transfer: DataTransfer | None = None
+        self._session_transfer: Any = ffi.NULL  # this session's OrtDataTransferImpl (CreateDataTransfer)
         self._device_initializers: dict[str, DeviceValue] = {}
         self._cpu: CpuFallback | None = None
         self._kernels: KernelNodes | None = None
@@ -172,8 +195,11 @@ class InferenceSession:
         with self._profile.event(EventCategory.SESSION, loading):
             self.model, model_path = load_model(path_or_bytes, release)
         self.graph = model_graph(self.model, model_path)
-        self._inputs = [NodeArg(vi) for vi in self.model.graph.input
-                        if vi.name not in {t.name for t in self.model.graph.initializer}]
+        initializer_names = {t.name for t in self.model.graph.initializer}
+        self._inputs = [NodeArg(vi) for vi in self.model.graph.input if vi.name not in initializer_names]
+        # as ORT from IR 4: an initializer that is also a graph input may be fed, replacing its value for a run
+        self._overridable = [NodeArg(vi) for vi in self.model.graph.input if vi.name in initializer_names] \
+            if self.model.ir_version >= 4 else []
         self._outputs = [NodeArg(vi) for vi in self.model.graph.output]
         self.node_assignment: dict[str, str] = {}
         try:
@@ -181,17 +207,29 @@ class InferenceSession:
                 self._create_ep()
             if self._init_start is None and self._profile.enabled:
                 self._init_start = self._profile.begin()
-            self._units = order_units(self.graph, self._groups, frozenset(n.id for n in self._kernel_nodes))
-            if self._kernel_nodes:
-                self._kernels.create(self.graph, self._kernel_nodes, self._units, self._allocator, self._transfer)
-            self._host_handed = _host_handed_values(self.graph, self._units)
-            self._cpu = CpuFallback(self.model, self.graph, self._units)
+            self._units = order_units(self.graph, self._groups, frozenset(n.id for n in self._kernel_nodes),
+                                      copies=self._allocator is not None)
             for unit in self._units:
                 if unit.cpu_node is not None:
                     node = unit.cpu_node
                     self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = "CPUExecutionProvider"
+            # ORT's order after partitioning (facts sheet, section 9; observed on 1.24.4, 1.26.0 and 1.32.0):
+            # the graph-capture checks, the session state's streams (IsStreamAware), 1.32's second
+            # IsGraphCaptureEnabled, then the kernels: CreateState of each fused node
             self.graph_capture = GraphCapture(self._ep, self.graph, self.node_assignment, self.options.config)
-            names = [i.name for i in self._inputs]
+            if self._kernel_nodes:
+                self._kernels.create(self.graph, self._kernel_nodes, self._units, self._allocator, self._transfer)
+            elif self._ep is not None:
+                self._ep.factory.is_stream_aware()
+            if self._ep is not None and self.host.behaviour.requeries_graph_capture and \
+                    "IsGraphCaptureEnabled" in self._ep.members:
+                self._ep.call("IsGraphCaptureEnabled")
+            self._host_handed = _host_handed_values(self.graph, self._units)
+            # graph inputs only fused nodes read: ORT copies these feeds into EP memory before the first node
+            self._fed_to_ep = {name for g in self._groups for name in g.inputs} - self._host_handed
+            self._cpu = CpuFallback(self.model, self.graph, self._units)
+            self._create_states()
+            names = [i.name for i in (*self._inputs, *self._overridable)]
             self._binding_layout = BindingLayout(names, [o.name for o in self._outputs], inputs_feeding_shape_inputs(
                 (n.proto for n in self.graph.nodes), names)) if self.graph_capture.enabled else None
             if self._profile.enabled:
@@ -207,19 +245,22 @@ class InferenceSession:
         host = self.host
         self._ep = host.create_ep(self.options)
         ep = self._ep
-        # ORT asks for the EP's profiler when the session registers the EP, profiling on or off; its
-        # session_initialization event starts after that
+        ep.factory.library.sessions.add(self)
+        self._kernels = KernelNodes.for_ep(ep)
+        # ORT's session state takes the EP's data transfer (one per session, released with it), then asks for
+        # the EP's profiler (profiling on or off; its session_initialization event starts after that), then makes
+        # the session's allocators, all before it partitions; a kernel-registry EP may set itself up there
+        # (order observed with the differential tests' tracing shim, 1.32.0)
+        self._session_transfer = ep.factory.create_data_transfer()
         self._profile.add_ep_profiler(EpProfiler.create(ep))
         if self._profile.enabled:
             self._init_start = self._profile.begin()
-        ep.factory.library.sessions.add(self)
-        self._kernels = KernelNodes.for_ep(ep)
         memory = self.options.provider_devices[0].memory_info(OrtDeviceMemoryType.DEFAULT)
-        if memory is not None and self._kernels is not None:
-            # ORT makes a session's allocators before it partitions; a kernel-registry EP may set itself up there
+        if memory is not None:
             self._allocator = DeviceAllocator(host, ep.factory, memory, ep)
-            self._transfer = DataTransfer(host, ep.factory, memory)
-            self._kernels.open_initializer_allocator()
+            self._transfer = DataTransfer(host, ep.factory, memory, self._session_transfer)
+            if self._kernels is not None:
+                self._kernels.open_initializer_allocator()
         support = self._get_capability()
         self._kernel_nodes = list(support.single_nodes)
         if support.single_nodes and self._kernels is not None and self._kernels.preferred_layout_nhwc() and \
@@ -236,9 +277,6 @@ class InferenceSession:
             raise OrtStatusError(OrtErrorCode.NOT_IMPLEMENTED, f"Could not find an implementation for "
                                  f"{node.op_type}({node.since_version}) node with name '{node.name}': {ep.name} "
                                  "claimed it as a single node but has no kernel registry")
-        if memory is not None and self._allocator is None:  # the EP computes in its own memory: through the plugin
-            self._allocator = DeviceAllocator(host, ep.factory, memory, ep)
-            self._transfer = DataTransfer(host, ep.factory, memory)
         for node in self._kernel_nodes:
             node.assign(ep.name)
             self.node_assignment[node.name or f"{node.op_type}_{node.id}"] = ep.name
@@ -296,8 +334,11 @@ class InferenceSession:
         for t in self.model.graph.initializer:
             types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
         initializers = {name: g.values[name].initializer.array for name in group.constant_inputs}
-        sub = GraphView(group.name, [n.proto for n in group.nodes], group.inputs, group.outputs, initializers, types,
-                        g.opsets, g.ir_version, g.model_path, constant_initializers=set(initializers))
+        # ORT shows a fused node's graph in the order of the graph it was cut from
+        position = {id(n): i for i, n in enumerate(g.order)}
+        nodes = sorted(group.nodes, key=lambda n: position[id(n)])
+        sub = GraphView(group.name, [n.proto for n in nodes], group.inputs, group.outputs, initializers, types,
+                        g.opsets, g.ir_version, g.model_path, constant_initializers=set(initializers), keep_order=True)
         sub.metadata = g.metadata  # Graph_GetModelMetadata on a fused node's graph answers for the model
         for name in initializers:
             sub.values[name].external = g.values[name].external
@@ -327,6 +368,11 @@ class InferenceSession:
                                    "CreateState/Compute")
             if ep_context[i] != ffi.NULL:
                 host.conduct.limitation("EPContext nodes from Compile are not supported by the epabi host")
+
+    def _create_states(self) -> None:
+        """``OrtNodeComputeInfo::CreateState`` of each fused node, as ORT creates the kernels of its session state."""
+        host = self.host
+        ep = self._ep
         for i, group in enumerate(self._groups):
             ctx = NodeComputeContext(group.name)
             ctx.ptr = host.handles.issue(ctx, "OrtNodeComputeContext*")
@@ -367,9 +413,14 @@ class InferenceSession:
     def get_outputs(self) -> list[NodeArg]:
         return list(self._outputs)
 
+    def get_overridable_initializers(self) -> list[NodeArg]:
+        """Initializers that are also graph inputs (IR >= 4): a feed of one replaces its value for that run."""
+        return list(self._overridable)
+
     def input_arg(self, name: str) -> NodeArg:
-        """The model input ``name``. Raises OrtStatusError (INVALID_ARGUMENT) naming the inputs there are."""
-        for arg in self._inputs:
+        """The model input (or overridable initializer) ``name``. Raises OrtStatusError (INVALID_ARGUMENT) naming
+        the inputs there are."""
+        for arg in (*self._inputs, *self._overridable):
             if arg.name == name:
                 return arg
         raise _invalid(f"Invalid input name: {name}; the model's inputs are {[i.name for i in self._inputs]}")
@@ -389,12 +440,19 @@ class InferenceSession:
         """Runs the model; returns the requested outputs (all when ``output_names`` is None) as arrays.
 
         Raises:
-            OrtStatusError: INVALID_ARGUMENT for unknown/missing inputs, wrong dtype or shape; the plugin's
-                error for a failed Compute.
+            ValueError: a required input is missing (onnxruntime's Python binding checks that first).
+            OrtStatusError: INVALID_ARGUMENT for unknown inputs, wrong dtype or shape; the plugin's error for a
+                failed Compute.
         """
         _check_run_options(run_options)
+        # as onnxruntime's Python binding checks before it calls into ORT (InferenceSession._validate_input)
+        missing = [i.name for i in self._inputs if i.name not in input_feed and not i.type.startswith("optional")]
+        if missing:
+            raise ValueError(f"Required inputs ({missing}) are missing from input feed ({list(input_feed)}).")
         feeds = {name: self._feed_value(name, value) for name, value in input_feed.items()}
         names = [o.name for o in self._outputs] if not output_names else list(output_names)
+        if not names:
+            raise _invalid("At least one output should be requested.")
         for name in names:
             self.output_arg(name)
         results = self._run(feeds, {}, run_options, copy_outputs=True)
@@ -403,11 +461,31 @@ class InferenceSession:
             return []
         return [results[name] for name in names]
 
+    def run_with_ort_values(self, output_names: list[str] | None, input_dict_ort_values: dict[str, OrtValue],
+                            run_options: RunOptions | None = None) -> list[OrtValue]:
+        """As :meth:`run`, with ``OrtValue`` inputs and outputs (onnxruntime's ``run_with_ort_values``): the
+        outputs are new host-memory values.
+
+        Raises:
+            TypeError: an input is not an OrtValue (onnxruntime fails on it too).
+            ValueError, OrtStatusError: as :meth:`run`.
+        """
+        wrong = [name for name, value in input_dict_ort_values.items() if not isinstance(value, OrtValue)]
+        if wrong:
+            raise TypeError(f"run_with_ort_values: input(s) {wrong} are not OrtValues")
+        return [OrtValue(np.require(a, requirements="C")) if isinstance(a, np.ndarray) else as_ortvalue(a)
+                for a in self.run(output_names, input_dict_ort_values, run_options)]
+
     def run_with_iobinding(self, binding: IOBinding, run_options: RunOptions | None = None) -> None:
         """Runs with bound inputs; bound outputs are written in place, unbound ones allocated."""
         _check_run_options(run_options)
+        if not binding.outputs:
+            raise _invalid("At least one output should be requested.")
         feeds = {name: self._feed_value(name, value) for name, value in binding.inputs.items()}
         prealloc = {name: v for name, v in binding.outputs.items() if v is not None}
+        released = [name for name, v in prealloc.items() if isinstance(v, DeviceValue) and v.released and v.nbytes]
+        if released:
+            raise _invalid(f"output(s) {released}: the DeviceValue bound to it was released")
         results = self._run(feeds, prealloc, run_options)
         if results is None:
             unbound = [name for name in binding.outputs if name not in prealloc]
@@ -450,19 +528,20 @@ class InferenceSession:
                 profile.end_profiling()
             except OSError as exc:
                 _log.error("cannot write the profile: %s", exc)
-        if profile is not None:
-            profile.close()  # before ReleaseEp, as ORT releases the EP profiler first
         ep = self._ep
         if ep is not None and ep.ptr != ffi.NULL:
+            # ORT's order (observed with the differential tests' tracing shim on 1.24.4 and 1.32.0): the session
+            # state's data transfer and kernels, its allocators, the EP's profiler, then the EP itself (its
+            # compute infos, then ReleaseEp)
             lib = ep.factory.library
+            ep.factory.release_data_transfer(self._session_transfer)
+            self._session_transfer = ffi.NULL
             for i, state in enumerate(self._states):
                 info = self._infos[i]
                 if info.ReleaseState != ffi.NULL:
                     with self.host.calling(lib, "OrtNodeComputeInfo::ReleaseState"):
                         info.ReleaseState(info, state)
             self._states = []
-            if self._groups and "ReleaseNodeComputeInfos" in ep.members and self._infos != ffi.NULL:
-                ep.call("ReleaseNodeComputeInfos", self._infos, len(self._groups))
             for value in self._device_initializers.values():
                 value.release()
             self._device_initializers = {}
@@ -470,7 +549,13 @@ class InferenceSession:
                 self._kernels.close()
             if self._allocator is not None:
                 self._allocator.close()
+            if profile is not None:
+                profile.close()
+            if self._groups and "ReleaseNodeComputeInfos" in ep.members and self._infos != ffi.NULL:
+                ep.call("ReleaseNodeComputeInfos", self._infos, len(self._groups))
             ep.close()
+        elif profile is not None:
+            profile.close()
         for graph in self._exposed:
             self.host.unexpose_graph(graph)
         self._exposed = []
@@ -492,15 +577,26 @@ class InferenceSession:
     # -- running --------------------------------------------------------------------------------------
 
     def _feed_value(self, name: str, value: Any) -> Any:
-        """Checks one feed against the model input (dtype, rank, fixed dims); returns it unchanged."""
+        """Checks one feed against the model input (dtype, rank, fixed dims); returns it (a list as a new array of
+        the input's element type). Raises OrtStatusError (INVALID_ARGUMENT) as ORT's binding and session do."""
         arg = self.input_arg(name)
         if arg.elem_type == 0:  # sequences, maps, optionals: handed to the CPU fallback as they are
             return value
         if isinstance(value, DeviceValue):
+            if value.released and value.nbytes:
+                raise _invalid(f"input '{name}': the DeviceValue bound to it was released")
             self._check_feed_meta(name, arg, ONNX_TO_NUMPY[value.element_type()], value.shape())
             return value
-        array = value.array if isinstance(value, OrtValue) else np.asarray(value)
         expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
+        if isinstance(value, list):  # as ORT's binding: a list becomes a tensor of the input's element type
+            try:
+                value = np.array(value, dtype=expected)
+            except (TypeError, ValueError) as exc:
+                raise _invalid(f"Could not create tensor from given input list for input '{name}': {exc}") from None
+        elif not isinstance(value, OrtValue | np.ndarray):  # ORT refuses scalars, tuples, ... the same way
+            raise _invalid(f"Unable to handle object of type {type(value)} for input '{name}': feed a numpy array, "
+                           "a list or an OrtValue")
+        array = value.array if isinstance(value, OrtValue) else value
         if expected == np.dtype(object) and array.dtype.kind in "US":  # str tensors, as onnxruntime accepts
             array = array.astype(object)
             value = array
@@ -509,16 +605,21 @@ class InferenceSession:
 
     @staticmethod
     def _check_feed_meta(name: str, arg: NodeArg, dtype: np.dtype, shape: list[int]) -> None:
+        """ORT's checks of a feed (``InferenceSession::ValidateInputs``), with its messages."""
         expected = onnx.helper.tensor_dtype_to_np_dtype(arg.elem_type)
         if dtype != expected:
-            raise _invalid(f"Unexpected input data type for '{name}'. Actual: ({dtype}), expected: ({expected})")
-        if arg.shape is not None:
+            actual = onnx.helper.np_dtype_to_tensor_dtype(dtype) if dtype != np.dtype(object) else 8
+            raise _invalid(f"Unexpected input data type. Actual: ({_ort_type_name(actual)}) , expected: "
+                           f"({_ort_type_name(arg.elem_type)})")
+        if arg.shape:  # as ORT, a model input of rank 0 takes a feed of any shape
             if len(shape) != len(arg.shape):
-                raise _invalid(f"Invalid rank for input: {name} Got: {len(shape)} Expected: {len(arg.shape)}")
+                raise _invalid(f"Invalid rank for input: {name} Got: {len(shape)} Expected: {len(arg.shape)} "
+                               "Please fix either the inputs/outputs or the model.")
             bad = [i for i, d in enumerate(arg.shape) if isinstance(d, int) and d != shape[i]]
             if bad:
-                raise _invalid(f"Got invalid dimensions for input: {name} for the following indices index: "
-                               f"{bad[0]} Got: {shape[bad[0]]} Expected: {arg.shape[bad[0]]}")
+                lines = "".join(f"\n index: {i} Got: {shape[i]} Expected: {arg.shape[i]}" for i in bad)
+                raise _invalid(f"Got invalid dimensions for input: {name} for the following indices{lines}\n"
+                               " Please fix either the inputs/outputs or the model.")
 
     def _run(self, feeds: dict[str, Any], prealloc: dict[str, OrtValue],
              run_options: RunOptions | None, copy_outputs: bool = False) -> dict[str, Any] | None:
@@ -570,6 +671,8 @@ class InferenceSession:
     def _unit_event_spec(self, unit: Unit) -> tuple[str, dict[str, str]] | None:
         """The profile event of one unit's run, as ORT names a node's: ``<name>_kernel_time``."""
         ep_name = self._ep.name if self._ep is not None else ""
+        if unit.copy is not None:  # ORT's Memcpy nodes: not profiled here
+            return None
         if unit.group is not None:
             group = unit.group
             return f"{group.name}_kernel_time", {"op_name": group.name, "provider": ep_name,
@@ -613,32 +716,59 @@ class InferenceSession:
         out: dict[str, Any] = {}
         if ep is not None:
             run_options.ptr = host.handles.issue(run_options, "OrtRunOptions*")
+        started = False
         try:
             if ep is not None and "OnRunStart" in ep.members:
                 ep.call_status("OnRunStart", run_options.ptr)
-            with self._profile.event(EventCategory.SESSION, "SequentialExecutor::Execute"):
-                for index, unit in enumerate(self._units):
-                    with self._unit_event(index):
-                        if unit.cpu_node is not None:
-                            self._run_cpu(unit, run)
-                        elif unit.kernel_node is not None:
-                            self._kernels.run(unit.kernel_node, run)
-                        else:
-                            self._run_fused(unit, run, prealloc)
+                started = True
+            try:
+                if self._allocator is not None and self._groups:
+                    for name in feeds:
+                        if name in self._fed_to_ep:
+                            self._device_value(name, run)
+                with self._profile.event(EventCategory.SESSION, "SequentialExecutor::Execute"):
+                    for index, unit in enumerate(self._units):
+                        if run_options.terminate:  # as ORT's executor, before each node
+                            _log.warning("Exiting due to terminate flag being set to true.")
+                            raise OrtStatusError(OrtErrorCode.FAIL, "Exiting due to terminate flag being set to true.")
+                        with self._unit_event(index):
+                            if unit.cpu_node is not None:
+                                self._run_cpu(unit, run)
+                            elif unit.kernel_node is not None:
+                                self._kernels.run(unit.kernel_node, run)
+                            elif unit.copy == "from_host":
+                                self._device_value(unit.inputs[0], run)
+                            elif unit.copy == "to_host":
+                                self._host_value(unit.inputs[0], run)
+                            else:
+                                self._run_fused(unit, run, prealloc)
+                # the outputs reach the caller's memory inside the execution, before OnRunEnd, as in ORT
+                for arg in self._outputs:
+                    target = prealloc.get(arg.name)
+                    result = run.values[arg.name]
+                    if target is not None and result is not target:
+                        self._copy_into(arg.name, result, target)
+                        result = target
+                    elif isinstance(result, DeviceValue) and target is None:
+                        # unbound: the caller gets host memory; a CPU node's copy serves (ORT copies a value once)
+                        result = OrtValue(run.on_host[arg.name] if arg.name in run.on_host else self._to_host(result))
+                    # copies: an output may be a feed or an initializer passed straight through
+                    out[arg.name] = _fresh(result) if copy_outputs else result
+                # the run's device buffers go before OnRunEnd, as ORT's execution frame releases them
+                temps, run.temps = run.temps, []
+                for value in temps:
+                    value.release()
+            except BaseException:
+                # as ORT, an EP whose OnRunStart succeeded hears OnRunEnd also after a failed run (e.g. to close
+                # the capture that run opened); the run's error is the one raised
+                if started and "OnRunEnd" in ep.members:
+                    with contextlib.suppress(OrtStatusError, ConductError):
+                        ep.call_status("OnRunEnd", run_options.ptr, True)
+                raise
             if ep is not None and "OnRunEnd" in ep.members:
                 ep.call_status("OnRunEnd", run_options.ptr, True)
             if self._kernels is not None:
                 self._kernels.end_run()
-            for arg in self._outputs:
-                target = prealloc.get(arg.name)
-                result = run.values[arg.name]
-                if target is not None and result is not target:
-                    self._copy_into(arg.name, result, target)
-                    result = target
-                elif isinstance(result, DeviceValue) and target is None:
-                    result = OrtValue(self._to_host(result))  # unbound: the caller gets host memory
-                # copies: an output may be a feed or an initializer passed straight through
-                out[arg.name] = _fresh(result) if copy_outputs else result
             return out, run
         finally:
             for value in run.temps:
@@ -715,8 +845,18 @@ class InferenceSession:
     def _device_value(self, name: str, run: _Run) -> OrtValue:
         x = run.values[name]
         if self._allocator is not None and name in self._host_handed:
-            # as onnxruntime 1.24-1.32 hand it over: its CPU-EP MemcpyFromHost kernel copies into CPU memory
-            return as_ortvalue(self._host_value(name, run))
+            # as onnxruntime 1.24-1.32 hand it over: its CPU-EP MemcpyFromHost kernel copies into CPU memory, which
+            # its data transfer manager first offers the EP's data transfer (CanCopy CPU -> CPU, refused)
+            value = as_ortvalue(self._host_value(name, run))
+            if name not in run.probed:
+                run.probed.add(name)
+                cpu = self.host.cpu_memory.device_ptr
+                if self._transfer.can_copy(cpu, cpu):  # the EP's data transfer takes host copies too: it copies
+                    copy = OrtValue(np.empty(value.shape(), dtype=ONNX_TO_NUMPY[value.element_type()]))
+                    self._transfer.copy(value, copy, probed=True)
+                    run.on_host[name] = copy.array
+                    value = copy
+            return value
         if self._in_ep_memory(x):
             return x  # bound in the EP's own memory: handed over as it is, never copied
         if isinstance(x, DeviceValue):  # another device's memory: through the host
@@ -803,6 +943,7 @@ class _Run:
         self.on_device: dict[str, OrtValue] = {}
         self.temps: list[DeviceValue] = []
         self.host_allocated: list[tuple[OrtValue, str]] = []  # fused-node and kernel outputs in host memory
+        self.probed: set[str] = set()  # host-handed values whose copy was offered to the EP's data transfer
 
 
 def _fresh(x: Any) -> Any:

@@ -131,8 +131,9 @@ class OrtValue:
             ValueError: unknown device type, or no registered EP device has such memory.
             MemoryError: the plugin's allocator failed.
         """
+        if not isinstance(array, np.ndarray):  # ORT makes no value of a list or a scalar either
+            raise TypeError(f"ortvalue_from_numpy needs a numpy array, not {type(array).__name__}")
         if device_type.lower() == "cpu":
-            array = np.asarray(array)
             if not array.flags.c_contiguous:
                 return OrtValue(np.array(array, copy=True, order="C"))
             value = OrtValue.__new__(OrtValue)
@@ -141,7 +142,7 @@ class OrtValue:
         from .device_memory import device_value_from_numpy, find_device_memory
 
         memory = find_device_memory(device_type, device_id, vendor_id, _host_of(host))
-        return device_value_from_numpy(memory, np.asarray(array))
+        return device_value_from_numpy(memory, array)
 
     @staticmethod
     def ortvalue_from_shape_and_type(shape: list[int] | tuple[int, ...], element_type: Any = np.float32,
@@ -182,17 +183,16 @@ class OrtValue:
         value: writes through it change the value)."""
         return self._array
 
-    def update_inplace(self, array: np.ndarray) -> None:
-        """Copies ``array`` into this value's buffer, keeping its address.
+    def update_inplace(self, array: np.ndarray | OrtValue) -> None:
+        """Copies ``array`` (a numpy array or an OrtValue, as onnxruntime 1.32's) into this value's buffer, keeping
+        its address and shape. As in onnxruntime, the element count must match, not the shape.
 
         Raises:
-            ValueError: shape or dtype differ from the value's.
+            TypeError: ``array`` is neither.
+            ValueError: another element count, or another dtype (ORT copies the bytes regardless).
         """
-        array = np.asarray(array)
-        if array.shape != self._array.shape or array.dtype != self._array.dtype:
-            raise ValueError(f"update_inplace: got {array.dtype}{list(array.shape)}, the value is "
-                             f"{self._array.dtype}{list(self._array.shape)}")
-        np.copyto(self._array, array)
+        array = update_source(array, self._array.dtype, self._array.size)
+        np.copyto(self._array, array.reshape(self._array.shape))
 
     def data_ptr(self) -> int:
         """Address of the first element."""
@@ -211,6 +211,11 @@ class OrtValue:
     def element_type(self) -> int:
         """The ONNX element type (1 = float, 7 = int64, ...)."""
         return self._elem_type
+
+    def data_type(self) -> str:
+        """The value's type as onnxruntime names it, e.g. ``tensor(float)``."""
+        name = onnx_helper.tensor_dtype_to_string(self.element_type()).split(".")[-1].lower()
+        return f"tensor({name})"
 
     def device_name(self) -> str:
         return self._device_type
@@ -240,6 +245,20 @@ class OrtValue:
 
     def __repr__(self) -> str:
         return f"OrtValue({self._array.dtype}{list(self._array.shape)}, {self._device_type})"
+
+
+def update_source(data: Any, dtype: np.dtype, size: int) -> np.ndarray:
+    """The host array ``update_inplace(data)`` copies into a value of ``dtype`` and ``size`` elements.
+
+    Raises TypeError (neither a numpy array nor an OrtValue) and ValueError (another count or dtype)."""
+    if isinstance(data, OrtValue):
+        data = data.numpy()
+    elif not isinstance(data, np.ndarray):
+        raise TypeError(f"update_inplace: data must be a numpy.ndarray or an OrtValue, not {type(data).__name__}")
+    if data.size != size or data.dtype != dtype:
+        raise ValueError(f"update_inplace: got {data.dtype}{list(data.shape)} ({data.size} elements), the value "
+                         f"holds {size} {dtype} elements")
+    return data
 
 
 def as_ortvalue(x: Any) -> OrtValue:

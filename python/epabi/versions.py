@@ -41,9 +41,15 @@ class HostBehaviour:
             1.26.0 and 1.27.0 accept even 0 (observed with the misbehaving test plugin on each release's wheel).
         max_onnx_opset: the newest ``ai.onnx`` opset a model may import; newer ones fail the load with ORT_FAIL
             (observed on each release's wheel; ``ai.onnx.ml`` is capped at 5 on all of them).
+        max_ir_version: the newest model IR version the release loads; newer ones fail the load with ORT_FAIL
+            "Unsupported model IR version: N, max supported IR version: M" (observed: 13 on 1.24.4 and 1.26.0, 14 on
+            1.32.0; 1.25 lies between two releases that read 13). None: not observed, not checked.
         checks_factory_count: ``CreateEpFactories`` reporting more factories than ``max_factories`` fails the
             registration with ORT_FAIL (1.31.1, 1.32.0: "CreateEpFactories returned N factories but the supplied
             capacity was 4."); older releases abort the process on an assertion (observed).
+        requeries_graph_capture: session creation asks ``OrtEp::IsGraphCaptureEnabled`` a second time, after
+            ``IsStreamAware`` and before the kernels (``CreateState``). Observed on 1.32.0 (facts sheet, section 9,
+            and the differential tests' traces); 1.26.0 asks once; 1.27-1.31 were not traced, and are taken to ask once.
         limits_kernel_ep_version: creating a kernel of a kernel-registry EP fails (``ORT_FAIL``) when the EP's
             ``ort_version_supported`` is 0 or above the host's API. Observed on 1.26.0 (the WebGPU plugin, which
             declares 30, runs on 1.24.4 and 1.32.0 but not there); the facts sheet finds the check in no other
@@ -58,8 +64,10 @@ class HostBehaviour:
     syncs_after_replay: bool
     max_onnx_opset: int
     min_ep_version: int = 0
+    max_ir_version: int | None = None
     checks_factory_count: bool = False
     limits_kernel_ep_version: bool = False
+    requeries_graph_capture: bool = False
     profile_name_ms: bool = True
 
     @property
@@ -72,9 +80,11 @@ class HostBehaviour:
 BEHAVIOURS: tuple[HostBehaviour, ...] = (
     HostBehaviour(22, "1.22.0", syncs_after_replay=False, max_onnx_opset=22, profile_name_ms=False),
     HostBehaviour(23, "1.23.2", syncs_after_replay=False, max_onnx_opset=23, profile_name_ms=False),
-    HostBehaviour(24, "1.24.4", syncs_after_replay=False, max_onnx_opset=25, profile_name_ms=False),
-    HostBehaviour(25, "1.25.1", syncs_after_replay=False, max_onnx_opset=26, profile_name_ms=False),
-    HostBehaviour(26, "1.26.0", syncs_after_replay=False, max_onnx_opset=26,
+    HostBehaviour(24, "1.24.4", syncs_after_replay=False, max_onnx_opset=25, max_ir_version=13,
+                  profile_name_ms=False),
+    HostBehaviour(25, "1.25.1", syncs_after_replay=False, max_onnx_opset=26, max_ir_version=13,
+                  profile_name_ms=False),
+    HostBehaviour(26, "1.26.0", syncs_after_replay=False, max_onnx_opset=26, max_ir_version=13,
                   limits_kernel_ep_version=True),
     HostBehaviour(27, "1.27.0", syncs_after_replay=True, max_onnx_opset=26),
     HostBehaviour(28, "1.28.0", syncs_after_replay=True, max_onnx_opset=26, min_ep_version=22),
@@ -82,8 +92,8 @@ BEHAVIOURS: tuple[HostBehaviour, ...] = (
     HostBehaviour(30, "1.30.0", syncs_after_replay=True, max_onnx_opset=26, min_ep_version=22),
     HostBehaviour(31, "1.31.1", syncs_after_replay=True, max_onnx_opset=26, min_ep_version=22,
                   checks_factory_count=True),
-    HostBehaviour(32, "1.32.0", syncs_after_replay=True, max_onnx_opset=28, min_ep_version=22,
-                  checks_factory_count=True),
+    HostBehaviour(32, "1.32.0", syncs_after_replay=True, max_onnx_opset=28, min_ep_version=22, max_ir_version=14,
+                  checks_factory_count=True, requeries_graph_capture=True),
 )
 _BY_API = {b.api: b for b in BEHAVIOURS}
 

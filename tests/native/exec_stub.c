@@ -278,3 +278,12 @@ struct epabi_pool* epabi_exec_pool(const struct epabi_exec* ex) {
 const struct epabi_api* epabi_exec_api(const struct epabi_exec* ex) {
     return ex->api;
 }
+
+uint64_t* epabi_exec_error_word(struct epabi_exec* ex) {
+    return &ex->error_word;
+}
+
+uint64_t epabi_exec_error_site(const struct epabi_exec* ex, enum epabi_launch_error kind) {
+    (void)ex;
+    return (uint64_t)kind;   /* no plan: the kind alone */
+}

@@ -125,6 +125,7 @@ struct epabi_exec {
     int n_launch;
     struct exec_stub_launch launch[EXEC_STUB_MAX_LAUNCH];
     char contract[256];           /* the first contract breach seen, "" if none */
+    uint64_t error_word;          /* what launches report (epabi_exec_error_word): a site's kind bits only */
 };
 
 /* A context for a kernel with n_out outputs (1..EPABI_MAX_NODE_IO); opt is copied. Aborts when out of memory. */

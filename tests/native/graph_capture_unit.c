@@ -5,12 +5,14 @@
  * parsing as ORT core does it, user-stream adoption, attach/detach, and (with threads) the release of an EP
  * freeing its contexts on every thread at once: an idle thread's graphs and capture-pool memory of a released
  * EP go at the release, while the thread keeps using a live EP; a thread looking contexts up and adding new
- * ones while another thread releases EPs it had used; a thread exiting while the last EP is released.
+ * ones while another thread releases EPs it had used; a thread exiting while the last EP is released; the
+ * allocator-block registry (holds, deferred frees, allocators released while graphs hold their blocks) and a
+ * captured graph holding a block until it is released.
  * Build and run from native/ (add -fsanitize=thread instead of address,undefined for ThreadSanitizer):
  *
  *   gcc -std=c11 -D_GNU_SOURCE -g -fsanitize=address,undefined -Wall -Wextra -Iinclude -I. -Ikernels \
  *       ../tests/native/graph_capture_unit.c stream.c graph_capture.c thread_context.c capture_policy.c \
- *       ep_profiler.c arena.c api.c -lpthread -o /tmp/gc_unit
+ *       ep_profiler.c arena.c alloc_registry.c api.c -lpthread -o /tmp/gc_unit
  *   /tmp/gc_unit     # exit status 0 and "all unit checks passed"
  */
 #include <pthread.h>
@@ -21,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc_registry.h"
 #include "capture_policy.h"
 #include "graph_capture.h"
 #include "thread_context.h"
@@ -64,6 +67,9 @@ static void expect(OrtStatus* st, OrtErrorCode code, const char* needle) {
 
 struct add_args { const float* a; float* out; int n; };
 static void add_one(const void* p) { const struct add_args* a = p; for (int i = 0; i < a->n; ++i) a->out[i] = a->a[i] + 1; }
+/* a launch that checks its data as a kernel does: a negative input is reported through the stream's error word */
+struct checked_args { const float* a; uint64_t* word; uint64_t site; };
+static void check_sign(const void* p) { const struct checked_args* c = p; if (c->a[0] < 0) epabi_launch_report(c->word, c->site); }
 
 /* ---- threads: a release frees the EP's contexts on every thread ------------------------------------------- */
 
@@ -265,6 +271,96 @@ static void test_thread_exit_races_last_release(struct epabi_api* api) {
     epabi_arena_release(ar);
 }
 
+/* ---- the allocator-block registry ------------------------------------------------------------------------ */
+
+struct fake_owner { struct epabi_alloc_owner base; int released; void* last; int gone; struct epabi_alloc_registry* r; };
+static void fake_release(struct epabi_alloc_owner* o, void* p) { struct fake_owner* f = (struct fake_owner*)o; f->released++; f->last = p; }
+/* gone may call the registry (an allocator drops its reference there): it runs outside the registry's lock */
+static void fake_gone(struct epabi_alloc_owner* o) {
+    struct fake_owner* f = (struct fake_owner*)o;
+    size_t live = 0;
+    epabi_alloc_registry_counts(f->r, &live, NULL);
+    f->gone++;
+}
+
+static void test_alloc_registry(struct epabi_api* api, struct epabi_arena* arena) {
+    struct epabi_alloc_registry* r = epabi_alloc_registry_create();
+    CHECK(r != NULL);
+    if (r == NULL) return;
+    struct fake_owner f = {{fake_release, fake_gone, 0}, 0, NULL, 0, r};
+    static char mem[8][256];
+    size_t live = 0, held = 0;
+    /* an unheld block is freed at once; a foreign pointer is unknown */
+    CHECK(epabi_alloc_registry_add(r, &f.base, mem[0], 100));
+    CHECK(epabi_alloc_registry_free(r, mem[0]) == EPABI_FREE_NOW);
+    CHECK(epabi_alloc_registry_free(r, mem[0]) == EPABI_FREE_UNKNOWN);
+    CHECK(epabi_alloc_registry_hold(r, mem[0], 1) == NULL);
+    /* a hold on an interior range names the block; a range past its end holds nothing */
+    CHECK(epabi_alloc_registry_add(r, &f.base, mem[1], 100));
+    CHECK(epabi_alloc_registry_hold(r, mem[1] + 10, 20) == mem[1]);
+    CHECK(epabi_alloc_registry_hold(r, mem[1] + 90, 20) == NULL);
+    epabi_alloc_registry_counts(r, &live, &held);
+    CHECK(live == 1 && held == 1);
+    /* the host's Free of a held block is deferred (twice: ignored) until the hold goes */
+    CHECK(epabi_alloc_registry_free(r, mem[1]) == EPABI_FREE_DEFERRED);
+    CHECK(epabi_alloc_registry_free(r, mem[1]) == EPABI_FREE_DEFERRED && f.released == 0);
+    CHECK(epabi_alloc_registry_hold(r, mem[1], 8) == NULL);   /* freed: no new capture may take it */
+    epabi_alloc_registry_drop(r, mem[1]);
+    CHECK(f.released == 1 && f.last == mem[1] && f.gone == 0);
+    epabi_alloc_registry_counts(r, &live, &held);
+    CHECK(live == 0 && held == 0);
+    /* two holds: the block goes with the second drop */
+    CHECK(epabi_alloc_registry_add(r, &f.base, mem[2], 64));
+    CHECK(epabi_alloc_registry_hold(r, mem[2], 64) == mem[2] && epabi_alloc_registry_hold(r, mem[2], 4) == mem[2]);
+    CHECK(epabi_alloc_registry_free(r, mem[2]) == EPABI_FREE_DEFERRED);
+    epabi_alloc_registry_drop(r, mem[2]);
+    CHECK(f.released == 1);
+    epabi_alloc_registry_drop(r, mem[2]);
+    CHECK(f.released == 2 && f.last == mem[2]);
+    /* an allocator released while a graph holds its blocks: unheld ones are forgotten, the owner stays until the
+     * last held one goes (freed first when the host had freed it) */
+    CHECK(epabi_alloc_registry_add(r, &f.base, mem[3], 64) && epabi_alloc_registry_add(r, &f.base, mem[4], 64) &&
+          epabi_alloc_registry_add(r, &f.base, mem[5], 64));
+    CHECK(epabi_alloc_registry_hold(r, mem[4], 64) == mem[4] && epabi_alloc_registry_hold(r, mem[5], 64) == mem[5]);
+    CHECK(epabi_alloc_registry_free(r, mem[5]) == EPABI_FREE_DEFERRED);
+    CHECK(epabi_alloc_registry_detach(r, &f.base) == 2);
+    CHECK(epabi_alloc_registry_free(r, mem[3]) == EPABI_FREE_UNKNOWN);
+    epabi_alloc_registry_drop(r, mem[5]);
+    CHECK(f.released == 3 && f.last == mem[5] && f.gone == 0);
+    epabi_alloc_registry_drop(r, mem[4]);
+    CHECK(f.released == 3 && f.gone == 1);
+    /* growth: many blocks in and out */
+    struct fake_owner g = {{fake_release, fake_gone, 0}, 0, NULL, 0, r};
+    static char many[3000];
+    for (int i = 0; i < 3000; ++i) CHECK(epabi_alloc_registry_add(r, &g.base, many + i, 1));
+    CHECK(epabi_alloc_registry_hold(r, many + 2999, 1) == many + 2999);
+    for (int i = 0; i < 3000; ++i)
+        CHECK(epabi_alloc_registry_free(r, many + i) == (i == 2999 ? EPABI_FREE_DEFERRED : EPABI_FREE_NOW));
+    epabi_alloc_registry_drop(r, many + 2999);
+    epabi_alloc_registry_counts(r, &live, &held);
+    CHECK(live == 0 && held == 0 && g.released == 1);
+
+    /* a captured graph holds the host's block for its life: freed while the graph lives, released with it */
+    struct epabi_stream* s = epabi_stream_host_create(api, false, 0);
+    struct epabi_graph_manager* m = epabi_graph_manager_create(api, s, arena, r, 0);
+    CHECK(epabi_alloc_registry_add(r, &g.base, mem[6], 128) && epabi_alloc_registry_add(r, &g.base, mem[7], 128));
+    CHECK(!epabi_graph_manager_hold(m, mem[6], 8));   /* outside a capture window nothing is held */
+    CHECK(epabi_graph_manager_capture_begin(m, 1) == NULL);
+    CHECK(epabi_graph_manager_hold(m, mem[6] + 16, 64) && !epabi_graph_manager_hold(m, many, 1));
+    CHECK(epabi_graph_manager_hold(m, mem[7], 128));
+    epabi_graph_manager_capture_abort(m);   /* an aborted capture lets go at once */
+    epabi_alloc_registry_counts(r, &live, &held);
+    CHECK(live == 2 && held == 0);
+    CHECK(epabi_graph_manager_capture_begin(m, 1) == NULL && epabi_graph_manager_hold(m, mem[6], 128));
+    CHECK(epabi_graph_manager_capture_end(m, 1) == NULL);
+    CHECK(epabi_alloc_registry_free(r, mem[6]) == EPABI_FREE_DEFERRED && g.released == 1);
+    CHECK(epabi_alloc_registry_free(r, mem[7]) == EPABI_FREE_NOW);
+    CHECK(epabi_graph_manager_release(m, 1) && g.released == 2 && g.last == mem[6]);
+    epabi_graph_manager_destroy(m);
+    epabi_stream_destroy(s);
+    epabi_alloc_registry_release(r);
+}
+
 int main(void) {
     OrtApi ort; memset(&ort, 0, sizeof ort);
     ort.CreateStatus = create_status; ort.GetErrorCode = get_code; ort.GetErrorMessage = get_msg;
@@ -290,8 +386,24 @@ int main(void) {
     expect(epabi_stream_replay(s2, sg, true), ORT_INVALID_ARGUMENT, "captured it");
     epabi_stream_graph_destroy(sg);
 
+    /* errors found by a launch in a replay fail that replay's synchronize, naming the node; then the word is clear */
+    static const struct epabi_error_site site = {"g1", "Gather", "fused"};
+    float val[1] = {1};
+    struct checked_args ca = {val, s->error_word, (uint64_t)(uintptr_t)&site | EPABI_LAUNCH_ERR_INDEX};
+    CHECK(epabi_stream_begin_capture(s) == NULL);
+    CHECK(epabi_stream_launch(s, EPABI_LAUNCH_GATHER, check_sign, &ca, sizeof ca) == NULL);
+    CHECK(epabi_stream_end_capture(s, &sg) == NULL);
+    CHECK(epabi_stream_replay(s, sg, true) == NULL);
+    val[0] = -1;
+    expect(epabi_stream_replay(s, sg, true), ORT_INVALID_ARGUMENT,
+           "node 'g1' (Gather) in 'fused': an index is out of range (found by the kernel while replaying");
+    CHECK(epabi_stream_synchronize(s) == NULL);   /* reported once */
+    val[0] = 2;
+    CHECK(epabi_stream_replay(s, sg, true) == NULL);
+    epabi_stream_graph_destroy(sg);
+
     /* manager: counting, allowed, nested, duplicate, missing, abort leaves nothing */
-    struct epabi_graph_manager* m = epabi_graph_manager_create(&api, s, arena, 2);
+    struct epabi_graph_manager* m = epabi_graph_manager_create(&api, s, arena, NULL, 2);
     CHECK(!epabi_graph_manager_capture_allowed(m, 1));
     epabi_graph_manager_count_regular_run(m, 1);
     CHECK(!epabi_graph_manager_capture_allowed(m, 1));
@@ -320,7 +432,7 @@ int main(void) {
     epabi_graph_manager_destroy(m);
     /* graph set: a second graph under an id is an error naming the id */
     struct epabi_graph_set set = {0};
-    struct epabi_graph* g1 = calloc(1, 64), *g2 = calloc(1, 64);   /* opaque here; only stored */
+    struct epabi_graph* g1 = calloc(1, 256), *g2 = calloc(1, 256);   /* opaque here; only stored */
     CHECK(epabi_graph_set_put(&api, &set, 4, g1) == NULL);
     expect(epabi_graph_set_put(&api, &set, 4, g2), ORT_FAIL, "annotation id 4");
     free(g2);
@@ -371,6 +483,7 @@ int main(void) {
     epabi_threads_detach(&o);
     CHECK(o.serial == 0 && epabi_thread_find(&o) == NULL);
 
+    test_alloc_registry(&api, arena);
     test_release_frees_idle_threads(&api);
     test_release_while_thread_runs(&api);
     test_thread_exit_races_last_release(&api);
