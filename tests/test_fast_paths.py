@@ -423,3 +423,34 @@ def test_parallel_copies_equal_numpy(session, threads: int) -> None:
             a[:, 1:66:2, :, 3:100:3], a.reshape(67, -1)]
     for name, g, w in zip(outs, got, want):
         assert g.shape == w.shape and np.array_equal(g, w), name
+
+
+# -- the GPU EP device (CUDA; skipped without an NVIDIA GPU) ------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("act", ["relu", "silu", "leaky", "hard_sigmoid", "hard_swish", "tanh", "sigmoid"])
+def test_gpu_conv_epilogues(library_path: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+                            act: str) -> None:
+    """A Conv with each fused activation on the CUDA kernels (the conv, then the epilogue as an in-place unary
+    pass) equals the CPU EP within the GPU tolerances, and the plan reports the fusion."""
+    import logging
+
+    if epabi.hardware.cuda_gpu_count() == 0:
+        pytest.skip("no NVIDIA GPU with a working driver")
+    monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
+    monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
+    model, feeds = conv_model("3x3_stride2", act)
+    with epabi.Host() as host:
+        host.register_execution_provider_library("epabi", library_path)
+        gpus = [d for d in host.get_ep_devices()
+                if d.ep_name == epabi.get_ep_name() and d.ep_metadata.get("device_kind") == "gpu"]
+        assert gpus, host.get_ep_devices()
+        so = epabi.SessionOptions()
+        so.log_severity_level = 0
+        so.add_provider_for_devices(gpus[:1], {})
+        with caplog.at_level(logging.DEBUG, logger="epabi"), epabi.InferenceSession(model, so) as sess:
+            (got,) = sess.run(None, feeds)
+    records = [r.getMessage() for r in caplog.records]
+    fused = 2 if act == "silu" else 1
+    assert any(f"{fused} activation nodes fused" in r for r in records if "compiled '" in r), records[-5:]
+    np.testing.assert_allclose(got, _cpu_ep(model, feeds)[0], rtol=1e-4, atol=1e-4)

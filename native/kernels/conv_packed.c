@@ -347,7 +347,17 @@ void epabi_convp_launch(const struct conv_launch* L) {
     im.blocks = (im.panels + im.block - 1) / im.block;
     const double macs = (double)L->n * (double)L->m * (double)(L->oh * L->ow) * (double)im.kdim;
     struct epabi_pool* pool = macs < 2.0 * EPABI_PARALLEL_MIN_MACS ? NULL : L->pool;
-    const int64_t threads = epabi_pool_threads(pool), jobs = L->group * im.blocks;
+    const int64_t threads = epabi_pool_threads(pool);
+    if (threads > 1 && L->group * im.blocks * im.g.tiles < 8 * threads) {
+        /* few tiles (a small image): cut the panels finer too, or 9 tiles on 2 threads leave one thread a tile more */
+        int64_t want = (8 * threads + L->group * im.g.tiles - 1) / (L->group * im.g.tiles);
+        if (want > im.panels) want = im.panels;
+        if (want > im.blocks) {
+            im.block = (im.panels + want - 1) / want;
+            im.blocks = (im.panels + im.block - 1) / im.block;
+        }
+    }
+    const int64_t jobs = L->group * im.blocks;
     im.runs = threads > 1 && jobs < 8 * threads ? (8 * threads + jobs - 1) / jobs : 1;
     if (im.runs > im.g.tiles) im.runs = im.g.tiles;
     im.run_tiles = (im.g.tiles + im.runs - 1) / im.runs;
