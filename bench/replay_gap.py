@@ -236,8 +236,8 @@ def print_result(name: str, r: dict[str, Any]) -> None:
     print(f"  {'graph: ReplayGraph launch + wait':<58}{p['graph']:>9.3f}{p['graph'] / r['wall_mean_us']:>8.1%}")
     print(f"  {'ours: every callback but the graph':<58}{p['ours']:>9.3f}{p['ours'] / r['wall_mean_us']:>8.1%}")
     if "graph_alone_us" in r:
-        print(f"  {'graph alone (EPABI_CUDA_GRAPH_TIMING, %d nodes)' % r['graph_nodes']:<58}"
-              f"{r['graph_alone_us']:>9.3f}")
+        label = f"graph alone (EPABI_CUDA_GRAPH_TIMING, {r['graph_nodes']} nodes)"
+        print(f"  {label:<58}{r['graph_alone_us']:>9.3f}")
 
 
 def main() -> int:

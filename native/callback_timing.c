@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 struct timed_call {
@@ -38,12 +37,6 @@ static const char* const kNames[EPABI_CB_COUNT] = {
     [EPABI_CB_SYNC] = "Sync",
     [EPABI_CB_COMPUTE] = "Compute",
 };
-
-int64_t epabi_callback_now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 struct epabi_callback_timer* epabi_callback_timer_create(void) {
     const char* path = getenv("EPABI_CALLBACK_TIMING");
