@@ -23,7 +23,10 @@ or under the 90th percentile of wall time (preempted runs dropped), so the parts
 Informational, not a test; it measures whatever device the plugin offers first (``--device``), the software
 adapter with ``EPABI_ALLOW_SOFTWARE_ADAPTER=1`` (set by default here):
 
-    python bench/replay_gap.py [--runs 2000] [--device auto|gpu|software] [--models mlp8,mlp32,magika,yolo] [--json]
+    python bench/replay_gap.py [--runs 2000] [--device auto|gpu|software] [--models mlp8,mlp32,magika,yolo,ocr]
+                               [--fused-gemm 1] [--json]
+
+``bench/graph_replay.py`` (``python -m epabi bench``) adds the three totals of each model to its rows and summary.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-MODELS = ("mlp8", "mlp32", "magika", "yolo")
+MODELS = ("mlp8", "mlp32", "magika", "yolo", "ocr")
 KEEP_QUANTILE = 0.9
 PHASES = ("launch", "wait", "error_check", "profiler")
 
@@ -111,14 +114,16 @@ def build_model(name: str) -> tuple[Any, dict[str, np.ndarray], list[int]]:
         data = Path(__file__).read_bytes()
         beg, end = list(data[:1024]), list(data[-1024:])
         return path, {"bytes": np.array([beg + end], dtype=np.int32)}, [1, 214]
-    if name == "yolo":
+    if name in ("yolo", "ocr"):
         sys.path.insert(0, str(HERE.parent / "tests"))
-        from real_models import yolo_detector
+        from real_models import ocr_detector, yolo_detector
 
         size = 640
+        image = {"x": rng.uniform(0, 1, (1, 3, size, size)).astype(np.float32)}
+        if name == "ocr":
+            return ocr_detector(size=size), image, [1, 1, size, size]
         cells = sum((size // s) ** 2 for s in (8, 16, 32))
-        return yolo_detector(size=size), {"x": rng.uniform(0, 1, (1, 3, size, size)).astype(np.float32)}, \
-            [1, 84, cells]
+        return yolo_detector(size=size), image, [1, 84, cells]
     raise ValueError(f"unknown model {name!r} (one of {', '.join(MODELS)})")
 
 
