@@ -21,6 +21,9 @@ unfolded BatchNormalization, squeeze-excite, ConvTranspose; 640x640, 231 nodes);
 * PyTorch CUDA graphs (MLPs): ``torch.cuda.CUDAGraph`` of the same layers, replay + synchronise per run (and
   PyTorch eager, for reference).
 
+* the split of a replay through real onnxruntime (``bench/replay_gap.py``, a child process per model): the host's
+  time (Python binding and ORT's Run), our callbacks' and the graph's, and the graph alone as captured there;
+
 Ratios: eager/replay per host, replay/floor and replay/fused floor for every replay, and replay/PyTorch's replay
 (below 1: faster than PyTorch). A summary table at the end gives, per model, kernels per replay, our replay through
 real onnxruntime, PyTorch's replay, the fused floor and those ratios. Each timing is a run + synchronisation as a
