@@ -26,6 +26,11 @@ struct cuda_stream {
     uint64_t* error_word;                   /* base.error_word: pinned host memory kernels write (cuMemAllocHost) */
     int graph_timing_runs;                  /* EPABI_CUDA_GRAPH_TIMING, read once at creation */
     bool pdl;                               /* programmatic dependent launch (launch env .pdl) */
+    /* Nothing was queued on cs since its last completed synchronize, so the next one has nothing to wait for:
+     * ONNX Runtime >= 1.27 calls OrtEp::Sync right after each ReplayGraph, which already synchronized. Cleared by
+     * everything that queues work (launches, replays, captures, async copies and allocations, cross-stream waits);
+     * never trusted for a user's stream, where its owner queues work too. */
+    bool idle;
 };
 
 struct cuda_graph {
@@ -45,6 +50,7 @@ static OrtStatus* cuda_launch(struct epabi_stream* s, enum epabi_launch_kind kin
     (void)fn;   /* the host function is the software adapter's; the kind selects the CUDA kernels */
     (void)args_size;
     struct cuda_stream* c = cs_of(s);
+    c->idle = false;
     struct epabi_cuda_launch_env env = {.api = s->api, .libs = c->dev->libs, .module = c->module, .stream = c->cs,
                                         .cublas = c->cublas, .cublaslt = c->cublaslt,
                                         .workspace = (void*)(uintptr_t)c->workspace,
@@ -55,6 +61,7 @@ static OrtStatus* cuda_launch(struct epabi_stream* s, enum epabi_launch_kind kin
 
 static OrtStatus* cuda_begin_capture(struct epabi_stream* s) {
     struct cuda_stream* c = cs_of(s);
+    c->idle = false;
     struct epabi_cuda_scope scope;
     epabi_cuda_enter(c->dev, &scope);
     epabi_cu_result r = c->cu->StreamBeginCapture(c->cs, EPABI_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
@@ -128,6 +135,7 @@ static OrtStatus* cuda_replay(struct epabi_stream* s, const struct epabi_stream_
     struct cuda_stream* c = cs_of(s);
     const struct cuda_graph* cg = (const struct cuda_graph*)g;
     struct epabi_cuda_scope scope;
+    c->idle = false;
     epabi_cuda_enter(c->dev, &scope);
     if (c->graph_timing_runs > 0) time_graph(c, (struct cuda_graph*)(uintptr_t)cg);
     epabi_cu_result r = c->cu->GraphLaunch(cg->exec, c->cs);
@@ -139,10 +147,12 @@ static OrtStatus* cuda_replay(struct epabi_stream* s, const struct epabi_stream_
 
 static OrtStatus* cuda_synchronize(struct epabi_stream* s) {
     struct cuda_stream* c = cs_of(s);
+    if (c->idle && !s->user_owned) return NULL;   /* the last synchronize already waited for everything queued */
     struct epabi_cuda_scope scope;
     epabi_cuda_enter(c->dev, &scope);
     epabi_cu_result r = c->cu->StreamSynchronize(c->cs);
     epabi_cuda_leave(&scope);
+    c->idle = r == 0;
     return r == 0 ? NULL : epabi_cuda_status(s->api, r, "cuStreamSynchronize");
 }
 
@@ -181,12 +191,14 @@ static void cuda_destroy(struct epabi_stream* s) {
 static void* cuda_alloc_async(struct epabi_stream* s, size_t bytes) {
     struct cuda_stream* c = cs_of(s);
     epabi_cu_ptr p = 0;
+    c->idle = false;
     epabi_cu_result r = c->cu->MemAllocFromPoolAsync(&p, bytes > 0 ? bytes : 1, c->pool, c->cs);
     return r == 0 ? (void*)(uintptr_t)p : NULL;
 }
 
 static void cuda_free_async(struct epabi_stream* s, void* p) {
     struct cuda_stream* c = cs_of(s);
+    c->idle = false;
     c->cu->MemFreeAsync((epabi_cu_ptr)(uintptr_t)p, c->cs);
 }
 
@@ -199,6 +211,7 @@ static OrtStatus* cuda_read_to_host(struct epabi_stream* s, void* dst, const voi
 
 static OrtStatus* cuda_write_from_host(struct epabi_stream* s, void* dst, const void* src, size_t bytes) {
     struct cuda_stream* c = cs_of(s);
+    c->idle = false;
     epabi_cu_result r = bytes > 0 ? c->cu->MemcpyHtoDAsync((epabi_cu_ptr)(uintptr_t)dst, src, bytes, c->cs) : 0;
     return r == 0 ? NULL : epabi_cuda_status(s->api, r, "copying a host-resident input to the GPU");
 }
@@ -237,6 +250,7 @@ OrtStatus* epabi_stream_cuda_wait_for(struct epabi_stream* s, epabi_cu_stream pr
     if (s == NULL || s->ops != &kCudaOps || producer == NULL || epabi_stream_in_capture(s)) return NULL;
     struct cuda_stream* c = cs_of(s);
     if (producer == c->cs) return NULL;
+    c->idle = false;
     struct epabi_cuda_scope scope;
     epabi_cuda_enter(c->dev, &scope);
     epabi_cu_result r = c->cu->EventRecord(c->order, producer);
