@@ -2,8 +2,8 @@
 library (``--library PATH [--ep NAME]``) on that library's devices.
 
 Hosts: ``emulated`` (epabi's own host of the ``--host-version`` release, default the newest; ``--hardware``
-injects the hardware it offers) or ``onnxruntime`` (a pip-installed onnxruntime in this environment). Prints each output's shape, dtype and checksums (sum, mean),
-the EP device, which EP ran each node, and per-run times.
+injects the hardware it offers) or ``onnxruntime`` (a pip-installed onnxruntime in this environment). Prints
+each output's shape, dtype and checksums (sum, mean), the EP device, which EP ran each node, and per-run times.
 """
 
 from __future__ import annotations
