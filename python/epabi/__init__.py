@@ -23,6 +23,7 @@ from .errors import (
     OrtStatusError,
     PluginLoadError,
     StaleReplayError,
+    UnknownProviderError,
     UnknownReleaseError,
 )
 from .hardware import cpu_device, discover_hardware, nvidia_gpu_device
@@ -107,7 +108,7 @@ __all__ = [
     "ConductError", "Ep", "EpDevice", "HardwareDevice", "Host", "HostLimitationError", "MemoryInfo",
     "NEWEST_EMULATED", "OLDEST_EMULATED", "OrtAllocatorType", "OrtDeviceMemoryType", "OrtErrorCode",
     "OrtHardwareDeviceType", "OrtMemoryInfoDeviceType", "OrtStatusError", "PluginLoadError", "RELEASES",
-    "StaleReplayError", "ConfigEntryNotFoundError", "UnknownReleaseError",
+    "StaleReplayError", "ConfigEntryNotFoundError", "UnknownProviderError", "UnknownReleaseError",
     "ExecutionMode", "ExecutionOrder", "GraphOptimizationLevel",
     "SessionOptions", "InferenceSession", "RunOptions", "OrtValue", "IOBinding", "NodeArg",
     "cpu_device", "discover_hardware", "get_cmake_dir", "get_ep_name", "get_include", "get_library_path",

@@ -7,6 +7,7 @@
 - :class:`PluginLoadError` - the library could not be loaded or lacks a required export.
 - :class:`HostLimitationError` - the plugin called an ``OrtApi`` function this host does not emulate.
 - :class:`ConfigEntryNotFoundError` - (a ``RuntimeError``) a session or run config entry asked for is absent.
+- :class:`UnknownProviderError` - (a ``RuntimeError``) ``providers`` names an EP the host cannot select.
 - :class:`UnknownReleaseError` - (a ``ValueError``) a host version names no ONNX Runtime release epabi emulates.
 - :class:`CheckArgumentError` - ``epabi.check`` / ``epabi check`` was given arguments it cannot work with.
 """
@@ -80,3 +81,8 @@ class UnknownReleaseError(ValueError):
         self.value = value
         self.known = known
         super().__init__(message)
+
+
+class UnknownProviderError(RuntimeError):
+    """``InferenceSession(providers=[...])`` / ``set_providers`` naming an EP that is neither the CPU nor a plugin
+    EP the host can select by name; a RuntimeError with onnxruntime's message ("Unknown Provider Type: NAME")."""

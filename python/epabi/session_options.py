@@ -78,6 +78,17 @@ class SessionOptions:
         #: (the host keeps the pointer, not a copy), read back by ``SessionOptionsGetWeightlessSourceModelBuffer``.
         self.weightless_source: tuple[Any, int] | None = None
 
+    def copy_without_providers(self) -> SessionOptions:
+        """A copy of these options (fields and config entries) without their EP selection: what a session made
+        with ``providers=[...]`` starts from (``InferenceSession``, ``set_providers``; epabi's, not in onnxruntime,
+        which ignores the selection of the same object). The config entries stay, ``ep.<ep name>.<key>`` too."""
+        copy = SessionOptions()
+        for name in _DEFAULTS:
+            setattr(copy, "_" + name, getattr(self, "_" + name))
+        copy.config = dict(self.config)
+        copy.weightless_source = self.weightless_source
+        return copy
+
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Sets one config entry (``session.compile_only``, ``ep.epabiexecutionprovider.enable_cuda_graph``, ...).
 
