@@ -35,21 +35,12 @@ struct epabi_linear_state* epabi_linear_state_new(const struct epabi_linear_lead
 /* As Gemm's host launch: C broadcast into Y, the product added with beta; then the activation. */
 static void linear_launch_fn(const void* p) {
     const struct linear_launch* L = p;
-    float beta = 0.0f;
-    if (L->c != NULL) {
-        for (int64_t i = 0; i < L->m; ++i) {
-            const float* crow = L->c + (L->c_rows == 1 ? 0 : i * L->c_cols);
-            float* yrow = L->y + i * L->n;
-            if (L->c_cols == 1) {
-                for (int64_t j = 0; j < L->n; ++j) yrow[j] = crow[0];
-            } else {
-                memcpy(yrow, crow, sizeof(float) * (size_t)L->n);
-            }
-        }
-        beta = L->beta;
-    }
-    epabi_sgemm_pool(L->pool, L->trans_a, L->trans_b, L->m, L->n, L->k, L->alpha, L->a, L->lda, L->b, L->ldb, beta,
-                     L->y, L->n, L->pack);
+    const struct gemm_launch g = {
+        .a = L->a, .b = L->b, .c = L->c, .y = L->y, .pack = L->pack, .trans_a = L->trans_a, .trans_b = L->trans_b,
+        .m = L->m, .n = L->n, .k = L->k, .lda = L->lda, .ldb = L->ldb, .alpha = L->alpha, .beta = L->beta,
+        .c_rows = L->c_rows, .c_cols = L->c_cols, .pool = L->pool,
+    };
+    epabi_gemm_host(&g);
     if (L->activation >= 0) epabi_activate_f32(L->activation, L->y, L->m * L->n);
 }
 

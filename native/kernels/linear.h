@@ -55,6 +55,12 @@ extern const struct epabi_kernel epabi_kernel_linear;
  * LINEAR_PATH_SMALL_IF_FEW_ROWS when only M is unknown and K, N fit, LINEAR_PATH_BLAS otherwise. */
 int32_t epabi_linear_path(int64_t m, int64_t k, int64_t n);
 
+struct gemm_launch;
+
+/* The host's Gemm (matmul.c): Y = alpha * op(A) op(B) + beta * C, C broadcast into Y first; what Gemm launches and
+ * what a linear step computes before its activation. Thread-safe on distinct Y (the pool splits the product). */
+void epabi_gemm_host(const struct gemm_launch* L);
+
 /* A malloc'ed state (NULL when out of memory). */
 struct epabi_linear_state* epabi_linear_state_new(const struct epabi_linear_lead* lead, bool bias, int32_t activation,
                                                   int32_t path, bool weights_const);
