@@ -21,6 +21,7 @@ struct cuda_stream {
     epabi_cublas_handle cublas;             /* NULL without cuBLAS */
     epabi_cublaslt_handle cublaslt;         /* NULL without cuBLASLt; shares the workspace (same stream) */
     epabi_cu_ptr workspace;                 /* cuBLAS workspace, owned */
+    struct epabi_cudnn_stream* cudnn;       /* NULL without cuDNN (cudnn=0, not loaded, or set-up failed) */
     epabi_cu_mempool pool;                  /* the device's default pool, for alloc_async */
     epabi_cu_event order;                   /* for epabi_stream_cuda_wait_for */
     uint64_t* error_word;                   /* base.error_word: pinned host memory kernels write (cuMemAllocHost) */
@@ -47,7 +48,8 @@ static OrtStatus* cuda_launch(struct epabi_stream* s, enum epabi_launch_kind kin
     struct epabi_cuda_launch_env env = {.api = s->api, .libs = c->dev->libs, .module = c->module, .stream = c->cs,
                                         .cublas = c->cublas, .cublaslt = c->cublaslt,
                                         .workspace = (void*)(uintptr_t)c->workspace,
-                                        .workspace_bytes = c->workspace != 0 ? EPABI_CUBLAS_WORKSPACE_BYTES : 0};
+                                        .workspace_bytes = c->workspace != 0 ? EPABI_CUBLAS_WORKSPACE_BYTES : 0,
+                                        .cudnn = c->cudnn};
     return epabi_cuda_launch(&env, kind, args);
 }
 
@@ -168,6 +170,7 @@ static void cuda_destroy(struct epabi_stream* s) {
     if (c->cs != NULL) c->cu->StreamSynchronize(c->cs);
     if (c->cublas != NULL) c->dev->libs->cublas->Destroy(c->cublas);
     if (c->cublaslt != NULL) c->dev->libs->cublaslt->Destroy(c->cublaslt);
+    epabi_cudnn_stream_destroy(c->cudnn);   /* before the stream it is bound to */
     if (c->order != NULL) c->cu->EventDestroy(c->order);
     if (c->workspace != 0) c->cu->MemFree(c->workspace);
     if (c->error_word != NULL) c->cu->MemFreeHost(c->error_word);
@@ -244,7 +247,8 @@ OrtStatus* epabi_stream_cuda_wait_for(struct epabi_stream* s, epabi_cu_stream pr
 }
 
 struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const struct epabi_cuda_device* device,
-                                              bool adopt_user, uintptr_t user_handle, OrtStatus** status) {
+                                              bool adopt_user, uintptr_t user_handle,
+                                              const struct epabi_cuda_stream_extras* extras, OrtStatus** status) {
     *status = NULL;
     const struct epabi_cuda_libs* libs = device->libs;
     struct cuda_stream* c = calloc(1, sizeof *c);
@@ -313,6 +317,14 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
     /* cuBLASLt only with the workspace cuBLAS set up: a matmul inside a capture must not allocate one */
     if (st == NULL && libs->cublaslt != NULL && c->workspace != 0 && libs->cublaslt->Create(&c->cublaslt) != 0)
         c->cublaslt = NULL;   /* large linear steps use cuBLAS and an epilogue kernel */
+    if (st == NULL && extras != NULL && extras->cudnn != NULL) {
+        char why[320];
+        c->cudnn = epabi_cudnn_stream_create(extras->cudnn, c->cu, c->cs, api, extras->logger, why, sizeof why);
+        if (c->cudnn == NULL)   /* Conv runs our own kernels on this stream */
+            EPABI_LOG(api, extras->logger, ORT_LOGGING_LEVEL_WARNING,
+                      EPABI_EP_NAME ": cuDNN cannot run on GPU %d's stream (%s); Conv uses epabi's kernels there",
+                      device->ordinal, why);
+    }
     epabi_cuda_unrelax(c->cu, &relaxed);
     epabi_cuda_leave(&scope);
     if (st != NULL) {
