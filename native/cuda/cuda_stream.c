@@ -317,7 +317,15 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
     /* cuBLASLt only with the workspace cuBLAS set up: a matmul inside a capture must not allocate one */
     if (st == NULL && libs->cublaslt != NULL && c->workspace != 0 && libs->cublaslt->Create(&c->cublaslt) != 0)
         c->cublaslt = NULL;   /* large linear steps use cuBLAS and an epilogue kernel */
-    if (st == NULL && extras != NULL && extras->cudnn != NULL) {
+    /* cuDNN's set-up is not stream work a caller's capture of its own stream may see (cudnnCreate's allocations and
+     * launches are unknown to us); cuda_cudnn.c needs cuStreamIsCapturing to keep first runs out of captures */
+    int capturing = EPABI_CU_STREAM_CAPTURE_STATUS_NONE;
+    if (st == NULL && extras != NULL && extras->cudnn != NULL && c->cu->StreamIsCapturing != NULL &&
+        (c->cu->StreamIsCapturing(c->cs, &capturing) != 0 || capturing != EPABI_CU_STREAM_CAPTURE_STATUS_NONE)) {
+        EPABI_LOG(api, extras->logger, ORT_LOGGING_LEVEL_INFO,
+                  EPABI_EP_NAME ": the caller captures its stream while this thread's first run sets it up: Conv "
+                  "uses epabi's kernels on it, not cuDNN");
+    } else if (st == NULL && extras != NULL && extras->cudnn != NULL && c->cu->StreamIsCapturing != NULL) {
         char why[320];
         c->cudnn = epabi_cudnn_stream_create(extras->cudnn, c->cu, c->cs, api, extras->logger, why, sizeof why);
         if (c->cudnn == NULL)   /* Conv runs our own kernels on this stream */
