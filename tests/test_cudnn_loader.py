@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+import epabi
+
 sys.path.insert(0, str(Path(__file__).resolve().parent / "native"))
 import harness_build
 
@@ -114,6 +116,22 @@ def test_cudnn_9_loads_with_its_sublibraries(unit: Path, cc: str, tmp_path: Path
     assert (out["create"], int(out["handle"], 16)) == ("0", 0x5EED)
     assert out["sublibraries"] == "2"
     assert [out[f"open {s}"] for s in subs] == ["1", "1", "0"]
+
+
+@pytest.mark.parametrize("value", ["0", "1", "true", "FALSE"])
+def test_the_cudnn_option_takes_a_bool(host: epabi.Host, value: str) -> None:
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(host.get_ep_devices(), {"cudnn": value})
+    with host.create_ep(so) as ep:
+        assert ep.name == epabi.get_ep_name()
+
+
+def test_a_bad_cudnn_value_is_refused(host: epabi.Host) -> None:
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(host.get_ep_devices(), {"cudnn": "maybe"})
+    with pytest.raises(epabi.OrtStatusError, match=r"'ep.epabiexecutionprovider.cudnn' has value 'maybe'") as info:
+        host.create_ep(so)
+    assert info.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
 
 
 def test_epabi_cudnn_0_leaves_it_unloaded(unit: Path, cc: str, tmp_path: Path) -> None:
