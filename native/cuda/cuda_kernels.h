@@ -45,6 +45,7 @@ struct epabi_cuda_launch_env {
     void* workspace;              /* cuBLAS's workspace, shared by cuBLASLt (both run in `stream`'s order) */
     size_t workspace_bytes;
     struct epabi_cudnn_stream* cudnn;   /* bound to `stream` (cuda_cudnn.h); NULL: Conv runs our own kernels */
+    bool pdl;                     /* launch our kernels with programmatic stream serialization (cuda_launch.c) */
 };
 
 /* Issues the kernels of one launch block on env->stream (asynchronously; no host synchronization, no
