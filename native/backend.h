@@ -40,6 +40,7 @@ struct epabi_backend_ep_config {
     int ordinal;                       /* the GPU (device_id, else the EP device's); 0 for the software adapter */
     bool ordinal_given;                /* device_id was set: a GPU the driver does not know is an error */
     bool use_mempool;                  /* arena.use_cuda_mempool=1 */
+    bool cudnn;                        /* option cudnn (CUDA): Conv through cuDNN where it loads */
     const OrtMemoryDevice* memory;     /* the EP device's DEFAULT memory; NULL: it computes in host memory */
     struct epabi_arena* host_arena;    /* the factory's arena (the software adapter's memory) */
 };
@@ -53,6 +54,8 @@ struct epabi_backend_ep {
     struct epabi_plan_device plan;     /* upload NULL: plans compute in host memory (plan.h) */
     bool thread_streams;               /* fused nodes run on each thread's stream, with graph capture or without */
     bool mempool;                      /* run memory is stream-ordered */
+    const void* cudnn;                 /* CUDA: the cuDNN its streams run Conv on (cuda_cudnn.h); NULL: our kernels */
+    const OrtLogger* logger;           /* the session's: the streams' set-up lines */
 };
 
 /* Around one fused node's Compute. */

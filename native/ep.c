@@ -695,7 +695,7 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
     if (backend != NULL) {
         struct epabi_backend_ep_config config = {
             logger, opts.device_id_given ? opts.device_id : device->ordinal, opts.device_id_given,
-            opts.use_cuda_mempool, device->memory, f->arena};
+            opts.use_cuda_mempool, opts.cudnn, device->memory, f->arena};
         OrtStatus* st = backend->ep_open(api, &config, &ep->be);
         if (st != NULL) {
             epabi_options_release(&ep->options);

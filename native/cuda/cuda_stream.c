@@ -21,6 +21,7 @@ struct cuda_stream {
     epabi_cublas_handle cublas;             /* NULL without cuBLAS */
     epabi_cublaslt_handle cublaslt;         /* NULL without cuBLASLt; shares the workspace (same stream) */
     epabi_cu_ptr workspace;                 /* cuBLAS workspace, owned */
+    struct epabi_cudnn_stream* cudnn;       /* NULL without cuDNN (cudnn=0, not loaded, or set-up failed) */
     epabi_cu_mempool pool;                  /* the device's default pool, for alloc_async */
     epabi_cu_event order;                   /* for epabi_stream_cuda_wait_for */
     uint64_t* error_word;                   /* base.error_word: pinned host memory kernels write (cuMemAllocHost) */
@@ -55,7 +56,7 @@ static OrtStatus* cuda_launch(struct epabi_stream* s, enum epabi_launch_kind kin
                                         .cublas = c->cublas, .cublaslt = c->cublaslt,
                                         .workspace = (void*)(uintptr_t)c->workspace,
                                         .workspace_bytes = c->workspace != 0 ? EPABI_CUBLAS_WORKSPACE_BYTES : 0,
-                                        .pdl = c->pdl};
+                                        .cudnn = c->cudnn, .pdl = c->pdl};
     return epabi_cuda_launch(&env, kind, args);
 }
 
@@ -180,6 +181,7 @@ static void cuda_destroy(struct epabi_stream* s) {
     if (c->cs != NULL) c->cu->StreamSynchronize(c->cs);
     if (c->cublas != NULL) c->dev->libs->cublas->Destroy(c->cublas);
     if (c->cublaslt != NULL) c->dev->libs->cublaslt->Destroy(c->cublaslt);
+    epabi_cudnn_stream_destroy(c->cudnn);   /* before the stream it is bound to */
     if (c->order != NULL) c->cu->EventDestroy(c->order);
     if (c->workspace != 0) c->cu->MemFree(c->workspace);
     if (c->error_word != NULL) c->cu->MemFreeHost(c->error_word);
@@ -260,7 +262,8 @@ OrtStatus* epabi_stream_cuda_wait_for(struct epabi_stream* s, epabi_cu_stream pr
 }
 
 struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const struct epabi_cuda_device* device,
-                                              bool adopt_user, uintptr_t user_handle, OrtStatus** status) {
+                                              bool adopt_user, uintptr_t user_handle,
+                                              const struct epabi_cuda_stream_extras* extras, OrtStatus** status) {
     *status = NULL;
     const struct epabi_cuda_libs* libs = device->libs;
     struct cuda_stream* c = calloc(1, sizeof *c);
@@ -332,6 +335,22 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
     /* cuBLASLt only with the workspace cuBLAS set up: a matmul inside a capture must not allocate one */
     if (st == NULL && libs->cublaslt != NULL && c->workspace != 0 && libs->cublaslt->Create(&c->cublaslt) != 0)
         c->cublaslt = NULL;   /* large linear steps use cuBLAS and an epilogue kernel */
+    /* cuDNN's set-up is not stream work a caller's capture of its own stream may see (cudnnCreate's allocations and
+     * launches are unknown to us); cuda_cudnn.c needs cuStreamIsCapturing to keep first runs out of captures */
+    int capturing = EPABI_CU_STREAM_CAPTURE_STATUS_NONE;
+    if (st == NULL && extras != NULL && extras->cudnn != NULL && c->cu->StreamIsCapturing != NULL &&
+        (c->cu->StreamIsCapturing(c->cs, &capturing) != 0 || capturing != EPABI_CU_STREAM_CAPTURE_STATUS_NONE)) {
+        EPABI_LOG(api, extras->logger, ORT_LOGGING_LEVEL_INFO,
+                  EPABI_EP_NAME ": the caller captures its stream while this thread's first run sets it up: Conv "
+                  "uses epabi's kernels on it, not cuDNN");
+    } else if (st == NULL && extras != NULL && extras->cudnn != NULL && c->cu->StreamIsCapturing != NULL) {
+        char why[320];
+        c->cudnn = epabi_cudnn_stream_create(extras->cudnn, c->cu, c->cs, api, extras->logger, why, sizeof why);
+        if (c->cudnn == NULL)   /* Conv runs our own kernels on this stream */
+            EPABI_LOG(api, extras->logger, ORT_LOGGING_LEVEL_WARNING,
+                      EPABI_EP_NAME ": cuDNN cannot run on GPU %d's stream (%s); Conv uses epabi's kernels there",
+                      device->ordinal, why);
+    }
     epabi_cuda_unrelax(c->cu, &relaxed);
     epabi_cuda_leave(&scope);
     if (st != NULL) {
