@@ -174,8 +174,9 @@ static struct epabi_chain_state* build_state(const struct epabi_plan* p, const u
         link.out = -1;
         c->ops[c->n_ops++] = link;
         if (extra_relu) {
-            c->ops[c->n_ops++] =
-                (struct chain_op){.kind = CHAIN_UNARY, .op = UN_RELU, .a = c->n_ops - 1, .out = -1};
+            const int32_t sum = c->n_ops - 1;
+            c->ops[c->n_ops] = (struct chain_op){.kind = CHAIN_UNARY, .op = UN_RELU, .a = sum, .out = -1};
+            c->n_ops++;
         }
         reg_of_step[m] = c->n_ops - 1;
         const int y = s->out[0];
