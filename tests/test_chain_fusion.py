@@ -162,9 +162,10 @@ def node_by_node(host: epabi.Host, model: onnx.ModelProto, feeds: dict[str, np.n
     consts = {t.name: t for t in model.graph.initializer}
     for node in model.graph.node:
         ins = [n for n in node.input if n and n not in consts]
+        infos = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(env[n].dtype), env[n].shape)
+                 for n in ins]
         graph = helper.make_graph(
-            [node], "one",
-            [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(env[n].dtype), env[n].shape) for n in ins],
+            [node], "one", infos,
             [helper.make_tensor_value_info(o, 0, None) for o in node.output],
             [consts[n] for n in node.input if n in consts])
         one = helper.make_model(graph, opset_imports=list(model.opset_import))
