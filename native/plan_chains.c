@@ -66,6 +66,8 @@ static bool candidate(const struct epabi_plan* p, int si, struct chain_op* link,
     if (*extra_relu && link->kind != CHAIN_BINARY) return false;
     const int n = operand_count(link);
     if (s->n_in < n) return false;
+    for (int j = n; j < s->n_in; ++j)   /* what the link consumed (Clip's bounds) is constant */
+        if (s->in[j] >= 0 && p->values[s->in[j]].kind != VK_CONST) return false;
     int rank = 0;
     int64_t dims[EPABI_MAX_RANK];
     for (int t = 0; t < n; ++t) {
@@ -329,11 +331,7 @@ OrtStatus* epabi_plan_fuse_chains(struct epabi_plan* p) {
             bool joined = false;
             if (reads && !tainted && owner[r] < 0 && candidate(p, r, &link, &extra_relu) &&
                 same_shape(&p->values[s->out[0]], shape)) {
-                /* Clip's bounds are constants (its link checked), so only the operands count */
-                bool others_ok = true;
-                for (int j = operand_count(&link); j < s->n_in && others_ok; ++j)
-                    others_ok = s->in[j] < 0 || p->values[s->in[j]].kind == VK_CONST;
-                if (others_ok && fits(p, member, g, r, &link, extra_relu)) {
+                if (fits(p, member, g, r, &link, extra_relu)) {
                     add_member(p, member, g, r, &link, extra_relu);
                     joined = true;
                 }

@@ -156,8 +156,10 @@ def compile_log(host: epabi.Host, caplog: pytest.LogCaptureFixture) -> Iterator:
         s.close()
 
 
-def node_by_node(host: epabi.Host, model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every value of the graph, computed one single-node session per node on our EP: the unfused kernels."""
+def node_by_node(host: epabi.Host, model: onnx.ModelProto, feeds: dict[str, np.ndarray],
+                 devices: list | None = None) -> dict[str, np.ndarray]:
+    """Every value of the graph, computed one single-node session per node on our EP (``devices``: the host's, or
+    these): the unfused kernels."""
     env = dict(feeds)
     consts = {t.name: t for t in model.graph.initializer}
     for node in model.graph.node:
@@ -171,7 +173,7 @@ def node_by_node(host: epabi.Host, model: onnx.ModelProto, feeds: dict[str, np.n
         one = helper.make_model(graph, opset_imports=list(model.opset_import))
         one.ir_version = model.ir_version
         so = epabi.SessionOptions()
-        so.add_provider_for_devices(host.get_ep_devices(), {})
+        so.add_provider_for_devices(devices or host.get_ep_devices(), {})
         with epabi.InferenceSession(one, so) as sess:
             assert set(sess.node_assignment.values()) == {epabi.get_ep_name()}, sess.node_assignment
             for name, value in zip(node.output, sess.run(None, {n: env[n] for n in ins})):
@@ -254,7 +256,8 @@ def test_real_ort_chains(version: str, library_path: str, tmp_path: Path) -> Non
                                   "read_outside"])
 def test_gpu_chains(library_path: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
                     case: str) -> None:
-    """chain_f32 on the GPU: the plan fuses as on the host; values match the CPU EP, NaN and infinities included."""
+    """chain_f32 on the GPU: the plan fuses as on the host; values equal the unfused CUDA kernels bit for bit (NaN and
+    infinities included) and match the CPU EP."""
     monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
     monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
     build, steps, chains, chained = CASES[case]
@@ -274,5 +277,9 @@ def test_gpu_chains(library_path: str, monkeypatch: pytest.MonkeyPatch, caplog: 
                 got = sess.run(None, feeds)
             counts = [m.groups() for m in (SUMMARY.search(r.getMessage()) for r in caplog.records) if m]
             assert [tuple(int(g) for g in c) for c in counts] == [(steps, chains, chained)]
-            for value, want in zip(got, _cpu_ep(model, feeds)):
-                np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-5, equal_nan=True, err_msg=case)
+            ref = node_by_node(host, model, feeds, gpus[:1])
+            for out, value in zip(model.graph.output, got):
+                np.testing.assert_array_equal(value, ref[out.name], err_msg=f"{case} {out.name} special={special}")
+            if not special:
+                for value, want in zip(got, _cpu_ep(model, feeds)):
+                    np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-5, err_msg=case)
