@@ -198,7 +198,7 @@ static OrtStatus* sync_stream(const struct epabi_api* api, int ordinal, OrtSyncS
 
 static const struct epabi_backend kCuda = {
     .name = "cuda",
-    .fused_gemm_default = false,
+    .fused_gemm_default = true,
     .available = available,
     .hardware_count = hardware_count,
     .hardware_describe = hardware_describe,

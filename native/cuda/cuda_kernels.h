@@ -43,6 +43,7 @@ struct epabi_cuda_launch_env {
     epabi_cublaslt_handle cublaslt;   /* NULL: no cuBLASLt (large linear steps: GEMM + an epilogue kernel) */
     void* workspace;              /* cuBLAS's workspace, shared by cuBLASLt (both run in `stream`'s order) */
     size_t workspace_bytes;
+    bool pdl;                     /* launch our kernels with programmatic stream serialization (cuda_launch.c) */
 };
 
 /* Issues the kernels of one launch block on env->stream (asynchronously; no host synchronization, no

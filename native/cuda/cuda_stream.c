@@ -25,6 +25,7 @@ struct cuda_stream {
     epabi_cu_event order;                   /* for epabi_stream_cuda_wait_for */
     uint64_t* error_word;                   /* base.error_word: pinned host memory kernels write (cuMemAllocHost) */
     int graph_timing_runs;                  /* EPABI_CUDA_GRAPH_TIMING, read once at creation */
+    bool pdl;                               /* programmatic dependent launch (launch env .pdl) */
 };
 
 struct cuda_graph {
@@ -47,7 +48,8 @@ static OrtStatus* cuda_launch(struct epabi_stream* s, enum epabi_launch_kind kin
     struct epabi_cuda_launch_env env = {.api = s->api, .libs = c->dev->libs, .module = c->module, .stream = c->cs,
                                         .cublas = c->cublas, .cublaslt = c->cublaslt,
                                         .workspace = (void*)(uintptr_t)c->workspace,
-                                        .workspace_bytes = c->workspace != 0 ? EPABI_CUBLAS_WORKSPACE_BYTES : 0};
+                                        .workspace_bytes = c->workspace != 0 ? EPABI_CUBLAS_WORKSPACE_BYTES : 0,
+                                        .pdl = c->pdl};
     return epabi_cuda_launch(&env, kind, args);
 }
 
@@ -259,6 +261,9 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
     c->cu = libs->cu;
     const char* timing = getenv("EPABI_CUDA_GRAPH_TIMING");
     c->graph_timing_runs = timing != NULL ? atoi(timing) : 0;
+    /* Hopper and newer with cuLaunchKernelEx; EPABI_CUDA_PDL=0 turns it off (to compare, or to rule it out) */
+    const char* pdl = getenv("EPABI_CUDA_PDL");
+    c->pdl = device->cc_major >= 9 && c->cu->LaunchKernelEx != NULL && (pdl == NULL || strcmp(pdl, "0") != 0);
     struct epabi_cuda_scope scope;
     if (!epabi_cuda_enter(device, &scope)) {
         free(c);

@@ -264,7 +264,8 @@ struct linear_launch {
     bool trans_a, trans_b;
     int32_t activation;         /* enum un_op (UN_RELU, UN_SIGMOID, UN_TANH, UN_GELU, UN_GELU_TANH), -1: none */
     int32_t path;               /* enum linear_path */
-    int32_t pad_;
+    int32_t weights_const;      /* 1: B and C are plan constants (written at Compile), so the CUDA kernel reads them
+                                 * before it waits for the kernel before it (programmatic dependent launch) */
     int64_t m, n, k, lda, ldb;
     float alpha, beta;
     int64_t c_rows, c_cols;     /* C's extent after left-padding to rank 2: each 1 (broadcast) or m / n */

@@ -21,13 +21,14 @@ int32_t epabi_linear_path(int64_t m, int64_t k, int64_t n) {
 }
 
 struct epabi_linear_state* epabi_linear_state_new(const struct epabi_linear_lead* lead, bool bias, int32_t activation,
-                                                  int32_t path) {
+                                                  int32_t path, bool weights_const) {
     struct epabi_linear_state* s = calloc(1, sizeof *s);
     if (s == NULL) return NULL;
     s->lead = *lead;
     s->bias = bias;
     s->activation = activation;
     s->path = path;
+    s->weights_const = weights_const;
     return s;
 }
 
@@ -155,6 +156,7 @@ static OrtStatus* linear_run(struct epabi_exec* ex, const void* state, const str
     L.trans_b = s->lead.trans_b;
     L.activation = s->activation;
     L.path = s->path;
+    L.weights_const = s->weights_const ? 1 : 0;
     L.m = m;
     L.n = n;
     L.k = k;

@@ -44,6 +44,7 @@ struct epabi_linear_state {
     bool bias;              /* input 2 is a folded bias (beta 1; its dims 1 but the last, which is N or 1) */
     int32_t activation;     /* enum un_op (UN_RELU, UN_SIGMOID, UN_TANH, UN_GELU, UN_GELU_TANH), -1: none */
     int32_t path;           /* enum linear_path, from the static extents */
+    bool weights_const;     /* B and C (or the bias) are plan constants */
 };
 
 /* The kernel of every linear step; it is not in the registry (no ONNX op has it), only the plan installs it. */
@@ -56,7 +57,7 @@ int32_t epabi_linear_path(int64_t m, int64_t k, int64_t n);
 
 /* A malloc'ed state (NULL when out of memory). */
 struct epabi_linear_state* epabi_linear_state_new(const struct epabi_linear_lead* lead, bool bias, int32_t activation,
-                                                  int32_t path);
+                                                  int32_t path, bool weights_const);
 
 /* y[0..n) = op(y) in place for an activation of enum un_op, with the math of the Unary kernels (unary.c). */
 void epabi_activate_f32(int32_t op, float* y, int64_t n);
