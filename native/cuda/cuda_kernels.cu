@@ -2306,6 +2306,7 @@ static __device__ __noinline__ void chain_offsets_nd(const chain_args& a, int64_
  * and the op loop is not unrolled, so every op's result is stored rounded before the next op reads it, as between
  * the unfused kernels. Unary ops are un_apply, the Unary kernels' own function; Clip is un_clip's comparison pair. */
 EP_KERNEL chain_f32(const EP_GC chain_args a, int64_t n) {
+    EP_PDL_ENTER();
     GRID_LOOP(i, n) {
         int64_t off[EPABI_CHAIN_MAX_INPUTS];
         if (a.rank == 1) {
