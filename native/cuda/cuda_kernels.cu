@@ -92,6 +92,8 @@ static_assert(sizeof(fill_args) == 32, "fill_args layout");
 static_assert(sizeof(range_args) == 56, "range_args layout");
 static_assert(sizeof(argreduce_args) == 48, "argreduce_args layout");
 static_assert(sizeof(resize_args) == 208, "resize_args layout");
+static_assert(sizeof(chain_op) == 32, "chain_op layout");
+static_assert(sizeof(chain_args) == 664, "chain_args layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -401,6 +403,24 @@ static_assert(EP_OFF(resize_args, rank) == 44, "resize_args.rank");
 static_assert(EP_OFF(resize_args, in_dims) == 48, "resize_args.in_dims");
 static_assert(EP_OFF(resize_args, out_dims) == 112, "resize_args.out_dims");
 static_assert(EP_OFF(resize_args, scales) == 176, "resize_args.scales");
+static_assert(EP_OFF(chain_op, kind) == 0, "chain_op.kind");
+static_assert(EP_OFF(chain_op, op) == 4, "chain_op.op");
+static_assert(EP_OFF(chain_op, a) == 8, "chain_op.a");
+static_assert(EP_OFF(chain_op, b) == 12, "chain_op.b");
+static_assert(EP_OFF(chain_op, out) == 16, "chain_op.out");
+static_assert(EP_OFF(chain_op, alpha) == 20, "chain_op.alpha");
+static_assert(EP_OFF(chain_op, beta) == 24, "chain_op.beta");
+static_assert(EP_OFF(chain_op, pad_) == 28, "chain_op.pad_");
+static_assert(EP_OFF(chain_args, n_ops) == 0, "chain_args.n_ops");
+static_assert(EP_OFF(chain_args, n_in) == 4, "chain_args.n_in");
+static_assert(EP_OFF(chain_args, n_out) == 8, "chain_args.n_out");
+static_assert(EP_OFF(chain_args, rank) == 12, "chain_args.rank");
+static_assert(EP_OFF(chain_args, dims) == 16, "chain_args.dims");
+static_assert(EP_OFF(chain_args, strides) == 80, "chain_args.strides");
+static_assert(EP_OFF(chain_args, in) == 336, "chain_args.in");
+static_assert(EP_OFF(chain_args, out) == 368, "chain_args.out");
+static_assert(EP_OFF(chain_args, ops) == 400, "chain_args.ops");
+static_assert(EP_OFF(chain_args, pool) == 656, "chain_args.pool");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -2255,5 +2275,62 @@ EP_KERNEL resize_linear_f32(const EP_GC resize_args a, int64_t n) {
             acc = fmaf(w, x[off], acc);
         }
         ((float*)a.y)[e] = acc;
+    }
+}
+
+/* ---- elementwise chains (struct chain_args, kernels/chain.h) ------------------------------------------------ */
+
+/* The chain's arithmetic in round-to-nearest intrinsics, which are never contracted into a multiply-add with a
+ * neighbouring op: each op rounds as its own kernel does (ew_fast_f32, ew_arith_f32: IEEE division, -prec-div). */
+EP_DEV float chain_binary(int op, float a, float b) {
+    switch (op) {
+    case OP_ADD: return __fadd_rn(a, b);
+    case OP_SUB: return __fsub_rn(a, b);
+    case OP_MUL: return __fmul_rn(a, b);
+    default: return __fdiv_rn(a, b);
+    }
+}
+
+/* Element offsets of every input at output index i (row-major over dims), out of line as ew_offsets_nd. */
+static __device__ __noinline__ void chain_offsets_nd(const chain_args& a, int64_t i, int64_t* off) {
+    for (int k = 0; k < EPABI_CHAIN_MAX_INPUTS; ++k) off[k] = 0;
+    for (int d = a.rank - 1; d >= 0; --d) {
+        const int64_t dim = a.dims[d];
+        const int64_t c = i % dim;
+        i /= dim;
+        for (int k = 0; k < a.n_in; ++k) off[k] += c * a.strides[k][d];
+    }
+}
+
+/* Each thread takes an element through the whole op list: registers r[] live in local memory (indexed by the list),
+ * and the op loop is not unrolled, so every op's result is stored rounded before the next op reads it, as between
+ * the unfused kernels. Unary ops are un_apply, the Unary kernels' own function; Clip is un_clip's comparison pair. */
+EP_KERNEL chain_f32(const EP_GC chain_args a, int64_t n) {
+    EP_PDL_ENTER();
+    GRID_LOOP(i, n) {
+        int64_t off[EPABI_CHAIN_MAX_INPUTS];
+        if (a.rank == 1) {
+            for (int k = 0; k < EPABI_CHAIN_MAX_INPUTS; ++k) off[k] = k < a.n_in ? i * a.strides[k][0] : 0;
+        } else {
+            chain_offsets_nd(a, i, off);
+        }
+        float r[EPABI_CHAIN_MAX_OPS];
+#pragma unroll 1
+        for (int k = 0; k < a.n_ops; ++k) {
+            const chain_op& o = a.ops[k];
+            const float x = o.a >= 0 ? r[o.a] : a.in[-1 - o.a][off[-1 - o.a]];
+            float v;
+            if (o.kind == CHAIN_BINARY) {
+                const float y = o.b >= 0 ? r[o.b] : a.in[-1 - o.b][off[-1 - o.b]];
+                v = chain_binary(o.op, x, y);
+            } else if (o.kind == CHAIN_CLIP) {
+                const float c = x < o.alpha ? o.alpha : x;
+                v = c > o.beta ? o.beta : c;
+            } else {
+                v = un_apply(o.op, x, o.alpha, o.beta);
+            }
+            r[k] = v;
+            if (o.out >= 0) a.out[o.out][i] = v;
+        }
     }
 }
