@@ -78,7 +78,9 @@ def main() -> int:
             for name, value in ins.items():
                 binding.bind_ortvalue_input(name, value)
             # the outputs' shapes and dtypes from one plain run, then bound in device memory
-            plain = session.run(None, feeds)
+            probe = epabi.RunOptions()
+            probe.add_run_config_entry("gpu_graph_id", "-1")   # a plain run outside any graph
+            plain = session.run(None, feeds, probe)
             outs = [epabi.OrtValue.ortvalue_from_shape_and_type(list(r.shape), r.dtype, "cuda", 0, host=host)
                     for r in plain]
             for meta, value in zip(session.get_outputs(), outs, strict=True):

@@ -693,9 +693,12 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
     }
     const struct epabi_backend* backend = epabi_backend_for(device->kind);
     if (backend != NULL) {
+        /* cuDNN 9's legacy calls cost tens of microseconds of host time each (seen on the H200: a YOLO-class model
+         * ran 3x slower eager), which a captured graph pays once: by default it serves sessions that capture */
+        const bool cudnn = opts.cudnn_given ? opts.cudnn : ep->graph_capture;
         struct epabi_backend_ep_config config = {
             logger, opts.device_id_given ? opts.device_id : device->ordinal, opts.device_id_given,
-            opts.use_cuda_mempool, opts.cudnn, device->memory, f->arena};
+            opts.use_cuda_mempool, cudnn, device->memory, f->arena};
         OrtStatus* st = backend->ep_open(api, &config, &ep->be);
         if (st != NULL) {
             epabi_options_release(&ep->options);

@@ -151,6 +151,8 @@ static OrtStatus* read_all(const struct epabi_api* api, const struct option_sour
     EPABI_RETURN_IF_ERROR(read_bool(api, src, "cudnn", &out->cudnn));
     char fused_key[160];
     out->fused_gemm_given = lookup(api, src, "fused_gemm", fused_key, sizeof fused_key) != NULL;
+    char cudnn_key[160];
+    out->cudnn_given = lookup(api, src, "cudnn", cudnn_key, sizeof cudnn_key) != NULL;
 
     /* The host's own session keys: never environment defaults. */
     const char* co = epabi_kv_get(api, src->session, "session.compile_only");
