@@ -138,15 +138,18 @@ def _cudnn_line(messages: list[str]) -> str:
     return match.group(1)
 
 
-def _run(host: epabi.Host, case: ConvCase, cudnn: str, graphs: bool, min_runs: int = 2,
+def _run(host: epabi.Host, case: ConvCase, cudnn: str | None, graphs: bool, min_runs: int = 2,
          calls: int = 3) -> tuple[list[np.ndarray], list[str]]:
-    """`calls` runs through IOBinding in device memory (the output poisoned with NaN before each); outputs, log."""
+    """`calls` runs through IOBinding in device memory (the output poisoned with NaN before each); outputs, log.
+    ``cudnn`` None leaves the option at its default."""
     model, feeds = case.build()
     expected_shape = ort_cpu(model, feeds).shape
     so = epabi.SessionOptions()
     so.log_severity_level = 0
-    so.add_provider_for_devices([_gpu(host)], {"cudnn": cudnn, "enable_cuda_graph": "1" if graphs else "0",
-                                               "min_num_runs_before_cuda_graph_capture": str(min_runs)})
+    options = {"enable_cuda_graph": "1" if graphs else "0", "min_num_runs_before_cuda_graph_capture": str(min_runs)}
+    if cudnn is not None:
+        options["cudnn"] = cudnn
+    so.add_provider_for_devices([_gpu(host)], options)
     records: list[logging.LogRecord] = []
 
     class Keep(logging.Handler):
@@ -226,6 +229,22 @@ def test_a_capture_meeting_the_shape_first_records_epabis_kernel(gpu_host: epabi
     for call, got in enumerate(outs):
         np.testing.assert_allclose(got, ort_cpu(model, feeds), **TOL, err_msg=f"call {call}")
     assert not any(ON_CUDNN.search(m) or ON_OURS.search(m) for m in messages), messages[-10:]
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "graphs"])
+def test_cudnn_by_default_only_where_graphs_are_captured(gpu_host: epabi.Host, graphs: bool) -> None:
+    """Without the option, cuDNN serves sessions with enable_cuda_graph=1 (its per-call host cost is paid at capture)
+    and eager sessions run epabi's kernels; both give the CPU EP's output."""
+    case = CASES[0]
+    outs, messages = _run(gpu_host, case, None, graphs=graphs)
+    loaded = _cudnn_line(messages)
+    if graphs and loaded.startswith("not loaded"):
+        pytest.skip(f"no cuDNN on this machine: {loaded}")
+    assert loaded.startswith("not loaded: cudnn=0") != graphs, loaded
+    assert any("runs on cuDNN" in m for m in messages) == graphs, [m for m in messages if "cuDNN" in m]
+    model, feeds = case.build()
+    for got in outs:
+        np.testing.assert_allclose(got, ort_cpu(model, feeds), rtol=1e-4, atol=1e-4)
 
 
 def test_the_backend_line_names_the_cudnn_loaded(gpu_host: epabi.Host) -> None:
