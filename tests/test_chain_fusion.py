@@ -6,7 +6,8 @@ outputs equal, bit for bit, the same nodes run one session per node on our EP (t
 match ORT's CPU EP. Edge cases: a chain intermediate that is a graph output or read outside the chain, broadcasts,
 integer dtypes and two inputs of symbolic shapes (not fused), one input of a symbolic shape (fused: every op keeps
 its shape), scalar constants as immediates (GELU-tanh as magika exports it), the 16-op limit, NaN and infinities, a
-path leaving and re-entering a chain (not fused: it would be a cycle). Then magika itself, real onnxruntime 1.24.4 and 1.32.0, and the GPU.
+path leaving and re-entering a chain (not fused: it would be a cycle). Then magika itself, real onnxruntime 1.24.4
+and 1.32.0, and the GPU.
 """
 
 from __future__ import annotations
