@@ -9,7 +9,10 @@
  * none of whose other inputs depends on the group (so the fused graph stays acyclic); operands from outside are
  * constants, fused-node inputs or other steps' values of static shapes broadcastable to the group's. A value of
  * the group that a step outside it reads, or that is a fused-node output, is still written; the others never
- * exist. Host steps of device plans (plan.h) are never fused, so shape computations stay on the host.
+ * exist. A float32 constant of one element that does not grow the output is an immediate of its op (no input slot).
+ * Over symbolic shapes a group starts from a link reading one value (its root) and takes only links reading the root,
+ * its own values and immediates: each keeps the root's run-time shape, which no declared dim could prove.
+ * Host steps of device plans (plan.h) are never fused, so shape computations stay on the host.
  * The pass works on the plan in place before it is shared (plan.h), so it takes no lock.
  */
 #include "plan_internal.h"
@@ -37,15 +40,40 @@ static bool same_shape(const struct plan_value* a, const struct plan_value* b) {
 /* The operands of a link: one, or two for a binary one. */
 static int operand_count(const struct chain_op* link) { return link->kind == CHAIN_BINARY ? 2 : 1; }
 
-/* Whether step si may be a link of a chain, and which (*link, its operands not yet filled; *extra_relu when the
- * step carries a fused Relu epilogue, which becomes an op of its own). */
-static bool candidate(const struct epabi_plan* p, int si, struct chain_op* link, bool* extra_relu) {
+static int32_t operand(const struct chain_op* link, int t) { return t == 0 ? link->a : link->b; }
+
+/* Whether value id can be an immediate of an op producing rank out_rank: a float32 constant of one element whose
+ * rank does not grow the output (so broadcasting it changes nothing); its value in *value. */
+static bool immediate_value(const struct epabi_plan* p, int id, int out_rank, float* value) {
+    const struct plan_value* v = &p->values[id];
+    if (v->kind != VK_CONST || v->tensor.dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || v->tensor.host == NULL ||
+        v->tensor.rank > out_rank || epabi_numel(v->tensor.rank, v->tensor.dims) != 1)
+        return false;
+    memcpy(value, v->tensor.host, sizeof *value);
+    return true;
+}
+
+/* A candidate link: its op (operands that are immediates already encoded, the others not yet filled), whether it
+ * carries a folded Relu, and whether it is over symbolic shapes: then the values it reads (ids) have its declared
+ * shape, symbols included, and it joins only a group proving them all of one shape (the group's root's). */
+struct cand {
+    struct chain_op link;
+    bool extra_relu, symbolic;
+    int ids[2], n_ids;   /* the distinct values read (not immediates) */
+};
+
+/* Whether step si may be a link of a chain, and which (*c). */
+static bool candidate(const struct epabi_plan* p, int si, struct cand* c) {
     const struct plan_step* s = &p->steps[si];
+    struct chain_op* link = &c->link;
+    c->symbolic = false;
+    c->n_ids = 0;
     if (s->on_host || s->kernel->chain_link == NULL || s->n_out != 1 || s->n_in < 1 || s->n_in > EPABI_MAX_NODE_IO)
         return false;
     if (s->epilogue != EPABI_EPILOGUE_NONE && s->epilogue != EPABI_EPILOGUE_RELU) return false;
     const struct plan_value* y = &p->values[s->out[0]];
-    if (y->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || !static_shape(y)) return false;
+    if (y->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || y->decl_rank < 0 || y->decl_rank > EPABI_MAX_RANK)
+        return false;
     struct epabi_tensor runtime[EPABI_MAX_NODE_IO];
     const struct epabi_tensor* in[EPABI_MAX_NODE_IO];
     for (int j = 0; j < s->n_in; ++j) {
@@ -62,25 +90,46 @@ static bool candidate(const struct epabi_plan* p, int si, struct chain_op* link,
         in[j] = &runtime[j];
     }
     if (!s->kernel->chain_link(s->state, in, s->n_in, link)) return false;
-    *extra_relu = s->epilogue == EPABI_EPILOGUE_RELU;   /* an arithmetic step's folded Relu */
-    if (*extra_relu && link->kind != CHAIN_BINARY) return false;
+    c->extra_relu = s->epilogue == EPABI_EPILOGUE_RELU;   /* an arithmetic step's folded Relu */
+    if (c->extra_relu && link->kind != CHAIN_BINARY) return false;
     const int n = operand_count(link);
     if (s->n_in < n) return false;
     for (int j = n; j < s->n_in; ++j)   /* what the link consumed (Clip's bounds) is constant */
         if (s->in[j] >= 0 && p->values[s->in[j]].kind != VK_CONST) return false;
-    int rank = 0;
+    int rank = 0, n_runtime = 0;
+    bool symbolic = !static_shape(y);
     int64_t dims[EPABI_MAX_RANK];
     for (int t = 0; t < n; ++t) {
         const int id = s->in[t];
         if (id < 0) return false;
+        float value;
+        if (link->kind == CHAIN_BINARY && immediate_value(p, id, y->decl_rank, &value)) {
+            if (t == 0) {
+                link->a = EPABI_CHAIN_IMMEDIATE;
+                link->alpha = value;
+            } else {
+                link->b = EPABI_CHAIN_IMMEDIATE;
+                link->beta = value;
+            }
+            continue;
+        }
         const struct plan_value* v = &p->values[id];
-        if (v->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || !static_shape(v)) return false;
-        if (t == 0) {
+        if (v->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || v->decl_rank < 0) return false;
+        symbolic = symbolic || !static_shape(v);
+        if (c->n_ids == 0 || c->ids[0] != id) c->ids[c->n_ids++] = id;
+        if (n_runtime++ == 0) {
             rank = v->decl_rank;
             memcpy(dims, v->decl_dims, sizeof(int64_t) * (size_t)rank);
-        } else if (!epabi_broadcast_shape(rank, dims, v->decl_rank, v->decl_dims, &rank, dims)) {
+        } else if (!symbolic && !epabi_broadcast_shape(rank, dims, v->decl_rank, v->decl_dims, &rank, dims)) {
             return false;
         }
+    }
+    if (n_runtime == 0) return false;   /* constant folding's business, not a chain's */
+    if (symbolic) {   /* every value read declares the output's shape; the group proves the symbols equal */
+        for (int k = 0; k < c->n_ids; ++k)
+            if (!same_shape(&p->values[c->ids[k]], y)) return false;
+        c->symbolic = true;
+        return true;
     }
     /* every link produces the whole shape: its operands broadcast to exactly its declared output */
     if (rank != y->decl_rank) return false;
@@ -95,6 +144,7 @@ struct group {
     int n_steps, n_ops;
     int inputs[EPABI_CHAIN_MAX_INPUTS];
     int n_inputs;
+    int root;   /* over symbolic shapes: the one value from outside, whose shape every link keeps; else -1 */
 };
 
 static int group_input_slot(const struct group* g, int id) {
@@ -114,6 +164,7 @@ static bool fits(const struct epabi_plan* p, const unsigned char* member, const 
     if (g->n_steps >= EPABI_CHAIN_MAX_OPS || g->n_ops + 1 + (extra_relu ? 1 : 0) > EPABI_CHAIN_MAX_OPS) return false;
     int extra = 0, seen = -2;
     for (int t = 0; t < operand_count(link); ++t) {
+        if (operand(link, t) == EPABI_CHAIN_IMMEDIATE) continue;
         const int id = p->steps[r].in[t];
         if (in_group(p, member, id) || group_input_slot(g, id) >= 0 || id == seen) continue;
         seen = id;
@@ -125,12 +176,24 @@ static bool fits(const struct epabi_plan* p, const unsigned char* member, const 
 static void add_member(const struct epabi_plan* p, unsigned char* member, struct group* g, int r,
                        const struct chain_op* link, bool extra_relu) {
     for (int t = 0; t < operand_count(link); ++t) {
+        if (operand(link, t) == EPABI_CHAIN_IMMEDIATE) continue;
         const int id = p->steps[r].in[t];
         if (!in_group(p, member, id) && group_input_slot(g, id) < 0) g->inputs[g->n_inputs++] = id;
     }
     member[r] = 1;
     g->steps[g->n_steps++] = r;
     g->n_ops += 1 + (extra_relu ? 1 : 0);
+}
+
+/* Whether candidate cd (step s) has group g's shape: the same static shape, or over symbolic shapes a link of the
+ * group's root or of the group's own values. */
+static bool same_kind(const struct epabi_plan* p, const unsigned char* member, const struct group* g,
+                      const struct cand* cd, const struct plan_value* shape, const struct plan_step* s) {
+    if (g->root < 0) return !cd->symbolic && same_shape(&p->values[s->out[0]], shape);
+    if (!cd->symbolic) return false;
+    for (int k = 0; k < cd->n_ids; ++k)
+        if (cd->ids[k] != g->root && !in_group(p, member, cd->ids[k])) return false;
+    return true;
 }
 
 /* Whether a step outside the group reads value id (members[] marks the group). */
@@ -157,10 +220,12 @@ static struct epabi_chain_state* build_state(const struct epabi_plan* p, const u
     for (int m = 0; m < g->n_steps; ++m) {
         const int si = g->steps[m];
         const struct plan_step* s = &p->steps[si];
-        struct chain_op link;
-        bool extra_relu = false;
-        candidate(p, si, &link, &extra_relu);   /* true: it was when the step joined */
+        struct cand cd;
+        candidate(p, si, &cd);   /* true: it was when the step joined */
+        struct chain_op link = cd.link;
+        const bool extra_relu = cd.extra_relu;
         for (int t = 0; t < operand_count(&link); ++t) {
+            if (operand(&link, t) == EPABI_CHAIN_IMMEDIATE) continue;
             const int id = s->in[t];
             int32_t ref;
             if (in_group(p, member, id)) {
@@ -197,7 +262,8 @@ static struct epabi_chain_state* build_state(const struct epabi_plan* p, const u
     }
     const struct plan_value* y = &p->values[out_values[0]];
     c->rank = y->decl_rank;
-    memcpy(c->dims, y->decl_dims, sizeof c->dims);
+    memcpy(c->dims, y->decl_dims, sizeof c->dims);   /* symbolic dims -1: run() takes them from input 0 */
+    c->symbolic = g->root >= 0;
     c->n_in = g->n_inputs;
     for (int k = 0; k < g->n_inputs; ++k) {
         const struct plan_value* v = &p->values[g->inputs[k]];
@@ -308,13 +374,14 @@ OrtStatus* epabi_plan_fuse_chains(struct epabi_plan* p) {
     for (int si = 0; si < n; ++si) owner[si] = -1;
     int fused = 0;
     for (int seed = 0; seed < n && st == NULL; ++seed) {
-        struct chain_op link;
-        bool extra_relu = false;
-        if (owner[seed] >= 0 || !candidate(p, seed, &link, &extra_relu)) continue;
+        struct cand cd;
+        if (owner[seed] >= 0 || !candidate(p, seed, &cd)) continue;
         struct group* g = &groups[seed];
         memset(member, 0, (size_t)n);
         memset(dep, 0, (size_t)n);
-        add_member(p, member, g, seed, &link, extra_relu);
+        if (cd.symbolic && cd.n_ids != 1) continue;   /* a symbolic group starts from one value */
+        g->root = cd.symbolic ? cd.ids[0] : -1;
+        add_member(p, member, g, seed, &cd.link, cd.extra_relu);
         const struct plan_value* shape = &p->values[p->steps[seed].out[0]];
         /* steps are in dependency order: a step's dep is final when it is visited */
         for (int r = seed + 1; r < n; ++r) {
@@ -329,10 +396,9 @@ OrtStatus* epabi_plan_fuse_chains(struct epabi_plan* p) {
             }
             if (!reads && !tainted) continue;
             bool joined = false;
-            if (reads && !tainted && owner[r] < 0 && candidate(p, r, &link, &extra_relu) &&
-                same_shape(&p->values[s->out[0]], shape)) {
-                if (fits(p, member, g, r, &link, extra_relu)) {
-                    add_member(p, member, g, r, &link, extra_relu);
+            if (reads && !tainted && owner[r] < 0 && candidate(p, r, &cd) && same_kind(p, member, g, &cd, shape, s)) {
+                if (fits(p, member, g, r, &cd.link, cd.extra_relu)) {
+                    add_member(p, member, g, r, &cd.link, cd.extra_relu);
                     joined = true;
                 }
             }

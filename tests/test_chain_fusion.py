@@ -4,8 +4,10 @@ Add/Sub/Mul/Div over statically known shapes fused into one plan step.
 Each case checks the plan (the VERBOSE summary: steps and "K elementwise chain(s) of M step(s)"), that the fused
 outputs equal, bit for bit, the same nodes run one session per node on our EP (the unfused kernels), and that they
 match ORT's CPU EP. Edge cases: a chain intermediate that is a graph output or read outside the chain, broadcasts,
-integer dtypes and symbolic shapes (not fused), NaN and infinities, a path leaving and re-entering a chain (not
-fused: it would be a cycle). Then real onnxruntime 1.24.4 and 1.32.0, the real models' step counts, and the GPU.
+integer dtypes and two inputs of symbolic shapes (not fused), one input of a symbolic shape (fused: every op keeps
+its shape), scalar constants as immediates (GELU-tanh as magika exports it), the 16-op limit, NaN and infinities, a
+path leaving and re-entering a chain (not fused: it would be a cycle). Then magika itself, real onnxruntime 1.24.4
+and 1.32.0, and the GPU.
 """
 
 from __future__ import annotations
@@ -102,6 +104,45 @@ def symbolic_model() -> onnx.ModelProto:
     return _model(nodes, {"x": (F, ["batch", 16])}, ["y"])
 
 
+def gelu_tanh_model(shape: list) -> onnx.ModelProto:
+    """GELU-tanh as jax2tf exports it in magika: 0.5 * x * (1 + tanh(0.7978846 * (x + 0.044715 * x * x * x))), nine
+    nodes whose constants are scalars on the left (one of shape [1, 1, 1]): immediates, so x is the one input."""
+    nodes = [helper.make_node("Mul", ["c0", "x"], ["m0"]), helper.make_node("Mul", ["x", "m0"], ["m1"]),
+             helper.make_node("Mul", ["x", "m1"], ["m2"]), helper.make_node("Add", ["x", "m2"], ["a0"]),
+             helper.make_node("Mul", ["c1", "a0"], ["m3"]), helper.make_node("Tanh", ["m3"], ["t"]),
+             helper.make_node("Add", ["one", "t"], ["a1"]), helper.make_node("Mul", ["half", "a1"], ["m4"]),
+             helper.make_node("Mul", ["x", "m4"], ["y"])]
+    one = numpy_helper.from_array(np.ones([1, 1, 1], np.float32), "one")
+    return _model(nodes, {"x": (F, shape)}, ["y"],
+                  [_scalar("c0", 0.044715), _scalar("c1", 0.7978846), one, _scalar("half", 0.5)])
+
+
+def immediates_model() -> onnx.ModelProto:
+    """Scalar constants on either side of every arithmetic op (Sub and Div are not symmetric), a one-element [1]
+    constant, and a bias row that still takes an input slot."""
+    nodes = [helper.make_node("Sub", ["c", "x"], ["a"]), helper.make_node("Div", ["a", "d"], ["b"]),
+             helper.make_node("Div", ["e", "b"], ["f"]), helper.make_node("Sub", ["f", "e"], ["g"]),
+             helper.make_node("Add", ["g", "bias"], ["h"]), helper.make_node("Mul", ["h", "c"], ["y"])]
+    bias = numpy_helper.from_array(np.linspace(-1, 1, 12).astype(np.float32), "bias")
+    return _model(nodes, {"x": (F, [5, 12])}, ["y"],
+                  [_scalar("c", 1.5), numpy_helper.from_array(np.array([-3.0], np.float32), "d"), _scalar("e", 7.0),
+                   bias])
+
+
+def long_model(n: int) -> onnx.ModelProto:
+    """n unary nodes in a row (Neg and Abs in turn): a chain takes at most 16, the rest stay apart."""
+    names = ["x"] + [f"v{k}" for k in range(n - 1)] + ["y"]
+    nodes = [helper.make_node("Neg" if k % 2 else "Abs", [names[k]], [names[k + 1]]) for k in range(n)]
+    return _model(nodes, {"x": (F, [3, 4])}, ["y"])
+
+
+def symbolic_two_model() -> onnx.ModelProto:
+    """Two inputs of one symbolic shape: nothing proves them of one shape at run time (one may broadcast), so the
+    Add is no link and the Sigmoid after it alone makes no chain."""
+    nodes = [helper.make_node("Add", ["x", "z"], ["a"]), helper.make_node("Sigmoid", ["a"], ["y"])]
+    return _model(nodes, {"x": (F, ["batch", 16]), "z": (F, ["batch", 16])}, ["y"])
+
+
 #: name -> (model, input shapes, expected steps, chains, steps fused into them)
 CASES = {
     "hard_swish": (lambda: hard_swish_model([2, 8, 9, 9]), 1, 1, 4),
@@ -112,7 +153,13 @@ CASES = {
     "read_outside": (read_outside_model, 3, 1, 3),
     "cycle": (cycle_model, 3, 0, 0),
     "int32": (int_model, 3, 0, 0),
-    "symbolic": (symbolic_model, 2, 0, 0),
+    "symbolic": (symbolic_model, 1, 1, 2),
+    "symbolic_two_inputs": (symbolic_two_model, 2, 0, 0),
+    "gelu_tanh": (lambda: gelu_tanh_model([2, 16, 64]), 1, 1, 9),
+    "gelu_tanh_symbolic": (lambda: gelu_tanh_model(["batch", 16, 64]), 1, 1, 9),
+    "immediates": (immediates_model, 1, 1, 6),
+    "sixteen": (lambda: long_model(16), 1, 1, 16),
+    "seventeen": (lambda: long_model(17), 2, 1, 16),
 }
 
 
@@ -237,10 +284,35 @@ def test_chain_in_graph_capture(host: epabi.Host) -> None:
             np.testing.assert_allclose(y.numpy(), _cpu_ep(model, {"x": feed})[0], rtol=1e-6, atol=1e-6)
 
 
+def test_magika_chains(host: epabi.Host, compile_log) -> None:
+    """magika (batch symbolic): its two GELU-tanh (9 nodes each, scalar immediates) and the elementwise runs of its
+    LayerNorms and softmax that read one value fuse; outputs match ORT's CPU EP at two batch sizes."""
+    from magika_model import batch, model_path
+    model = onnx.load(str(model_path()))
+    sess, counts = compile_log(model)
+    assert counts == (71, 6, 28)
+    x = batch()
+    for feed in [x, x[:1]]:
+        np.testing.assert_allclose(sess.run(None, {"bytes": feed})[0], _cpu_ep(model, {"bytes": feed})[0],
+                                   rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.real_ort
+@pytest.mark.parametrize("version", [MIN, NEWEST])
+def test_real_ort_magika_chains(version: str, library_path: str, tmp_path: Path) -> None:
+    from magika_model import batch, model_path
+    feeds = {"bytes": batch()}
+    result, outs, err = run_on_real_ort(version, library_path, model_path(), feeds, "default", tmp_path / "magika")
+    assert_all_on_our_ep(result, version, err)
+    want = _cpu_ep(onnx.load(str(model_path())), feeds)
+    np.testing.assert_allclose(outs[0], want[0], rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.real_ort
 @pytest.mark.parametrize("version", [MIN, NEWEST])
 def test_real_ort_chains(version: str, library_path: str, tmp_path: Path) -> None:
-    for case in ["hard_swish_keep_clip", "silu_se_residual", "activations", "add_relu_broadcast", "read_outside"]:
+    for case in ["hard_swish_keep_clip", "silu_se_residual", "activations", "add_relu_broadcast", "read_outside",
+                 "gelu_tanh_symbolic", "immediates", "sixteen"]:
         model = CASES[case][0]()
         feeds = _feeds(model, np.random.default_rng(1))
         path = tmp_path / f"{case}.onnx"
@@ -253,7 +325,7 @@ def test_real_ort_chains(version: str, library_path: str, tmp_path: Path) -> Non
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", ["hard_swish_keep_clip", "silu_se_residual", "activations", "add_relu_broadcast",
-                                  "read_outside"])
+                                  "read_outside", "gelu_tanh", "gelu_tanh_symbolic", "immediates", "seventeen"])
 def test_gpu_chains(library_path: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
                     case: str) -> None:
     """chain_f32 on the GPU: the plan fuses as on the host; values equal the unfused CUDA kernels bit for bit (NaN and

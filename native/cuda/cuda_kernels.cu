@@ -93,7 +93,7 @@ static_assert(sizeof(range_args) == 56, "range_args layout");
 static_assert(sizeof(argreduce_args) == 48, "argreduce_args layout");
 static_assert(sizeof(resize_args) == 208, "resize_args layout");
 static_assert(sizeof(chain_op) == 32, "chain_op layout");
-static_assert(sizeof(chain_args) == 664, "chain_args layout");
+static_assert(sizeof(chain_args) == 1064, "chain_args layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -417,10 +417,10 @@ static_assert(EP_OFF(chain_args, n_out) == 8, "chain_args.n_out");
 static_assert(EP_OFF(chain_args, rank) == 12, "chain_args.rank");
 static_assert(EP_OFF(chain_args, dims) == 16, "chain_args.dims");
 static_assert(EP_OFF(chain_args, strides) == 80, "chain_args.strides");
-static_assert(EP_OFF(chain_args, in) == 336, "chain_args.in");
-static_assert(EP_OFF(chain_args, out) == 368, "chain_args.out");
-static_assert(EP_OFF(chain_args, ops) == 400, "chain_args.ops");
-static_assert(EP_OFF(chain_args, pool) == 656, "chain_args.pool");
+static_assert(EP_OFF(chain_args, in) == 464, "chain_args.in");
+static_assert(EP_OFF(chain_args, out) == 512, "chain_args.out");
+static_assert(EP_OFF(chain_args, ops) == 544, "chain_args.ops");
+static_assert(EP_OFF(chain_args, pool) == 1056, "chain_args.pool");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -2303,6 +2303,7 @@ static __device__ __noinline__ void chain_offsets_nd(const chain_args& a, int64_
 }
 
 /* Each thread takes an element through the whole op list: registers r[] live in local memory (indexed by the list),
+ * immediates come from the op itself (alpha for operand a, beta for operand b),
  * and the op loop is not unrolled, so every op's result is stored rounded before the next op reads it, as between
  * the unfused kernels. Unary ops are un_apply, the Unary kernels' own function; Clip is un_clip's comparison pair. */
 EP_KERNEL chain_f32(const EP_GC chain_args a, int64_t n) {
@@ -2318,10 +2319,14 @@ EP_KERNEL chain_f32(const EP_GC chain_args a, int64_t n) {
 #pragma unroll 1
         for (int k = 0; k < a.n_ops; ++k) {
             const chain_op& o = a.ops[k];
-            const float x = o.a >= 0 ? r[o.a] : a.in[-1 - o.a][off[-1 - o.a]];
+            const float x = o.a == EPABI_CHAIN_IMMEDIATE ? o.alpha
+                            : o.a >= 0                     ? r[o.a]
+                                                           : a.in[-1 - o.a][off[-1 - o.a]];
             float v;
             if (o.kind == CHAIN_BINARY) {
-                const float y = o.b >= 0 ? r[o.b] : a.in[-1 - o.b][off[-1 - o.b]];
+                const float y = o.b == EPABI_CHAIN_IMMEDIATE ? o.beta
+                                : o.b >= 0                     ? r[o.b]
+                                                               : a.in[-1 - o.b][off[-1 - o.b]];
                 v = chain_binary(o.op, x, y);
             } else if (o.kind == CHAIN_CLIP) {
                 const float c = x < o.alpha ? o.alpha : x;

@@ -9,7 +9,8 @@
 #include "cuda_launch_internal.h"
 #include "ep_factory.h"   /* EPABI_EP_NAME */
 
-/* Whether the op list only names registers before each op and inputs and outputs the block has: the kernel indexes
+/* Whether the op list only names registers before each op, inputs and outputs the block has, and immediates as a
+ * binary op's operands: the kernel indexes
  * its registers and pointers with these numbers. */
 static bool ops_valid(const struct chain_args* a) {
     for (int k = 0; k < a->n_ops; ++k) {
@@ -17,6 +18,10 @@ static bool ops_valid(const struct chain_args* a) {
         const int n_operands = o->kind == CHAIN_BINARY ? 2 : 1;
         for (int t = 0; t < n_operands; ++t) {
             const int32_t r = t == 0 ? o->a : o->b;
+            if (r == EPABI_CHAIN_IMMEDIATE) {
+                if (o->kind != CHAIN_BINARY) return false;
+                continue;
+            }
             if (r >= k || (r < 0 && -1 - r >= a->n_in)) return false;
         }
         if (o->kind != CHAIN_UNARY && o->kind != CHAIN_BINARY && o->kind != CHAIN_CLIP) return false;

@@ -71,6 +71,11 @@ static void chain_block(const struct chain_args* a, const float* const* ip, cons
         int64_t stride[2] = {1, 1};
         for (int t = 0; t < n_operands; ++t) {
             const int32_t r = t == 0 ? o->a : o->b;
+            if (r == EPABI_CHAIN_IMMEDIATE) {   /* one value read as a broadcast operand */
+                src[t] = t == 0 ? &o->alpha : &o->beta;
+                stride[t] = 0;
+                continue;
+            }
             if (r >= 0) {
                 src[t] = reg[r];
                 continue;
@@ -170,10 +175,11 @@ static void chain_coalesce(struct chain_args* a) {
     a->rank = r;
 }
 
+/* Whether run-time dims a match the compiled dims b (-1 in b: symbolic, any extent). */
 static bool same_dims(int ra, const int64_t* a, int rb, const int64_t* b) {
     if (ra != rb) return false;
     for (int d = 0; d < ra; ++d)
-        if (a[d] != b[d]) return false;
+        if (a[d] != b[d] && b[d] >= 0) return false;
     return true;
 }
 
@@ -184,6 +190,10 @@ static OrtStatus* run_chain(struct epabi_exec* ex, const void* state, const stru
     if (n_in != c->n_in || n_out != c->n_out)
         return epabi_error(api, ORT_EP_FAIL, "elementwise chain with %d inputs and %d outputs, compiled for %d and %d",
                            n_in, n_out, c->n_in, c->n_out);
+    int64_t dims[EPABI_MAX_RANK];   /* the output shape: compiled, or a symbolic chain's input 0's */
+    memcpy(dims, c->dims, sizeof dims);
+    if (c->symbolic && n_in >= 1 && in[0] != NULL && in[0]->rank == c->rank)
+        memcpy(dims, in[0]->dims, sizeof(int64_t) * (size_t)c->rank);
     struct chain_args args;
     memset(&args, 0, sizeof args);
     args.n_ops = c->n_ops;
@@ -192,7 +202,7 @@ static OrtStatus* run_chain(struct epabi_exec* ex, const void* state, const stru
     memcpy(args.ops, c->ops, sizeof args.ops);
     args.rank = c->rank > 0 ? c->rank : 1;
     args.dims[0] = 1;
-    memcpy(args.dims, c->dims, sizeof(int64_t) * (size_t)c->rank);
+    memcpy(args.dims, dims, sizeof(int64_t) * (size_t)c->rank);
     for (int k = 0; k < n_in; ++k) {
         const struct epabi_tensor* t = in[k];
         if (t == NULL || t->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
@@ -220,11 +230,11 @@ static OrtStatus* run_chain(struct epabi_exec* ex, const void* state, const stru
     }
     for (int o = 0; o < n_out; ++o) {
         OrtStatus* st = NULL;
-        struct epabi_tensor* t = epabi_exec_output(ex, o, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, c->rank, c->dims, &st);
+        struct epabi_tensor* t = epabi_exec_output(ex, o, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, c->rank, dims, &st);
         if (t == NULL) return st;
         args.out[o] = t->data;
     }
-    if (epabi_numel(c->rank, c->dims) == 0) return NULL;
+    if (epabi_numel(c->rank, dims) == 0) return NULL;
     chain_coalesce(&args);
     args.pool = epabi_exec_pool(ex);
     return epabi_exec_launch(ex, EPABI_LAUNCH_CHAIN, chain_launch, &args, sizeof args);

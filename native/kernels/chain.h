@@ -25,7 +25,8 @@ struct epabi_chain_state {
     int32_t n_ops, n_in, n_out;
     struct chain_op ops[EPABI_CHAIN_MAX_OPS];
     int rank;                                              /* the output's */
-    int64_t dims[EPABI_MAX_RANK];
+    int64_t dims[EPABI_MAX_RANK];                          /* -1: symbolic (then input 0's, at run time) */
+    bool symbolic;   /* one input, whose run-time shape every op keeps; in_dims -1 where symbolic */
     int in_rank[EPABI_CHAIN_MAX_INPUTS];
     int64_t in_dims[EPABI_CHAIN_MAX_INPUTS][EPABI_MAX_RANK];
 };

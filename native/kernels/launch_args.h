@@ -523,16 +523,22 @@ struct resize_args {
 /* An elementwise chain (kernels/chain.h): float32 unary and binary nodes the plan fused into one launch. Op k computes
  * register k from operands that are earlier registers or the launch's inputs, at every element of the output shape;
  * ops whose result something outside the chain reads store it into an output. */
-enum { EPABI_CHAIN_MAX_OPS = 8, EPABI_CHAIN_MAX_INPUTS = 4, EPABI_CHAIN_MAX_OUTPUTS = 4 };
+enum { EPABI_CHAIN_MAX_OPS = 16, EPABI_CHAIN_MAX_INPUTS = 6, EPABI_CHAIN_MAX_OUTPUTS = 4 };
 enum chain_kind { CHAIN_UNARY = 0, CHAIN_BINARY = 1, CHAIN_CLIP = 2 };
 
-/* One op. Operand encoding: r >= 0 is register r (< this op's index), r < 0 is input -1 - r. */
+/* Operand code of an immediate: a float32 constant of one element, carried in the op (a BINARY op's alpha for operand
+ * a, beta for operand b) instead of taking an input slot: GELU-tanh's and LayerNorm's scalar factors. */
+#define EPABI_CHAIN_IMMEDIATE (-2147483647 - 1)   /* INT32_MIN, spelled out for NVRTC */
+
+/* One op. Operand encoding: r >= 0 is register r (< this op's index), EPABI_CHAIN_IMMEDIATE (BINARY only) is the
+ * op's alpha (a) or beta (b), any other r < 0 is input -1 - r. */
 struct chain_op {
     int32_t kind;         /* enum chain_kind */
     int32_t op;           /* UNARY: enum un_op (not UN_CLIP, UN_NOT); BINARY: OP_ADD, OP_SUB, OP_MUL or OP_DIV */
     int32_t a, b;         /* operands (b: BINARY only) */
     int32_t out;          /* output index written with this register, -1: none */
-    float alpha, beta;    /* UNARY: the op's parameters (LeakyRelu alpha; HardSigmoid alpha, beta); CLIP: min, max */
+    float alpha, beta;    /* UNARY: the op's parameters (LeakyRelu alpha; HardSigmoid alpha, beta); CLIP: min, max;
+                           * BINARY: the immediate operands' values */
     int32_t pad_;
 };
 
