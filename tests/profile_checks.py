@@ -16,11 +16,8 @@ from typing import Any
 
 EP = "EpAbiExecutionProvider"
 EP_EVENTS = ("epabi_compute", "epabi_capture", "epabi_replay")
-#: Timestamps and durations are whole microseconds (the EP rounds durations up, the host truncates its own), and the
-#: EP places its events from the offset the host passes to StartProfiling, read from the host's clock a moment before
-#: the EP reads its own (as onnxruntime does): a preemption between the two reads (seen: 17 us on a loaded 2-core
-#: machine) shifts every EP event earlier by that much. A wrong origin is off by milliseconds or more.
-SLACK_US = 100
+#: Timestamps and durations are whole microseconds: the EP rounds durations up, the host truncates its own.
+SLACK_US = 2
 
 
 @dataclass
