@@ -11,7 +11,7 @@
  * to back.
  */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE   /* sched_getaffinity, CPU_* */
+#define _GNU_SOURCE   /* sched_getaffinity, CPU_*, pthread_setname_np */
 #endif
 #include "thread_pool.h"
 
@@ -88,6 +88,9 @@ static int64_t run_tasks(struct epabi_pool* p, uint32_t gen, epabi_pool_task fn,
 static void* worker_main(void* arg) {
     struct worker* w = arg;
     struct epabi_pool* p = w->pool;
+#ifdef __linux__
+    pthread_setname_np(pthread_self(), "epabi-pool");   /* tells our workers from the host's in top and /proc */
+#endif
     uint32_t seen = 0;   /* workers start before the first loop is published (generation 0) */
     for (;;) {
         for (int i = 0; i < SPIN_ROUNDS && atomic_load(&p->generation) == seen && !atomic_load(&p->stopping); ++i)
