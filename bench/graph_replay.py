@@ -21,6 +21,9 @@ unfolded BatchNormalization, squeeze-excite, ConvTranspose; 640x640, 231 nodes);
 * PyTorch CUDA graphs (MLPs): ``torch.cuda.CUDAGraph`` of the same layers, replay + synchronise per run (and
   PyTorch eager, for reference).
 
+* the split of a replay through real onnxruntime (``bench/replay_gap.py``, a child process per model): the host's
+  time (Python binding and ORT's Run), our callbacks' and the graph's, and the graph alone as captured there;
+
 Ratios: eager/replay per host, replay/floor and replay/fused floor for every replay, and replay/PyTorch's replay
 (below 1: faster than PyTorch). A summary table at the end gives, per model, kernels per replay, our replay through
 real onnxruntime, PyTorch's replay, the fused floor and those ratios. Each timing is a run + synchronisation as a
@@ -58,6 +61,9 @@ from epabi.models import mlp
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the builders the tests use too
 from real_models import ocr_detector, yolo_detector  # noqa: E402
+
+sys.path.insert(0, str(HERE))
+import replay_gap  # noqa: E402
 
 FLOOR_SOURCE = HERE / "cuda_floor" / "mlp_graph.cu"
 FUSED_FLOOR_SOURCE = HERE / "cuda_floor" / "fused_graph.cu"
@@ -185,6 +191,12 @@ def graph_only(model: Any, feeds: dict[str, np.ndarray], out_shape: list[int], r
         if match:
             return float(match.group(2)), int(match.group(1))
     raise RuntimeError(f"no graph timing from the plugin (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
+
+
+def gap_model(name: str) -> str:
+    """bench/replay_gap.py's name of one of our models ('mlp 8x64 b1' -> 'mlp8', 'yolo 640 b1' -> 'yolo')."""
+    words = name.split(" ")
+    return words[0] + words[1].split("x")[0] if words[0] == "mlp" else words[0]
 
 
 # -- the raw CUDA-graph floor -------------------------------------------------------------------------------------
@@ -332,7 +344,9 @@ SUMMARY = [("kernels/replay", "epabi_kernels_per_replay", "{:.0f}"), ("ORT repla
            ("torch replay us", "torch_replay_us", "{:.1f}"), ("ORT/torch", "ort_replay_over_torch_replay", "{:.2f}x"),
            ("fused floor us", "fused_floor_us", "{:.1f}"),
            ("ORT/fused floor", "ort_replay_over_fused_floor", "{:.2f}x"),
-           ("graph alone us", "epabi_graph_only_us", "{:.1f}"), ("ORT eager us", "ort_eager_us", "{:.1f}"),
+           ("graph alone us", "epabi_graph_only_us", "{:.1f}"),
+           ("ORT host us", "ort_gap_host_us", "{:.1f}"), ("our callbacks us", "ort_gap_ours_us", "{:.1f}"),
+           ("replay graph us", "ort_gap_graph_us", "{:.1f}"), ("ORT eager us", "ort_eager_us", "{:.1f}"),
            ("torch eager us", "torch_eager_us", "{:.1f}")]
 
 
@@ -431,6 +445,18 @@ def main() -> int:
         finally:
             gc.collect()
             ort.unregister_execution_provider_library("epabi")
+        # where a replay through real onnxruntime spends its time (bench/replay_gap.py, a child process per model)
+        for name, *_ in models if gpus else []:
+            gap = replay_gap.measure(gap_model(name), runs[name], "gpu", EP_OPTIONS)
+            if not gap.get("replays"):
+                skip(f"{name}, replay split", gap.get("skip", "no timed run was a replay"))
+                continue
+            parts = gap["parts_us"]
+            rows[name].update({"ort_gap_wall_us": gap["wall_mean_us"], "ort_gap_host_us": parts["host"],
+                               "ort_gap_ours_us": parts["ours"], "ort_gap_graph_us": parts["graph"]})
+            if "graph_alone_us" in gap:
+                rows[name]["ort_gap_graph_alone_us"] = gap["graph_alone_us"]
+                rows[name]["ort_gap_graph_kernels"] = gap["graph_nodes"]
 
     # the floor
     with tempfile.TemporaryDirectory(prefix="epabi_cuda_floor_") as tmp:

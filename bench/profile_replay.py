@@ -1,12 +1,13 @@
 """Which GPU kernels one CUDA-graph replay of our EP runs, and how long each takes (GPU machine only).
 
-Runs the MLP (default 32 layers, width 64, batch 1) on the GPU EP device through epabi's host with
+Runs the MLP (default 32 layers, width 64, batch 1), or magika's standard_v3_3 (``--model magika``), on the GPU
+EP device through epabi's host with
 ``enable_cuda_graph=1``, then profiles a few replays with ``torch.profiler`` (CUPTI sees every kernel of the
 process, graph nodes included) and prints, per kernel name, its count per replay and mean GPU microseconds,
 plus the GPU busy time and the wall time per replay. Also prints the plugin's log lines naming the CUDA libraries
 it loaded and the captured graph's node count. Informational; exits 0 with a reason when something is missing.
 
-    python bench/profile_replay.py [--layers 32] [--replays 20]
+    python bench/profile_replay.py [--model mlp|magika] [--layers 32] [--replays 20]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 from collections import defaultdict
 
 import numpy as np
+import onnx
 
 import epabi
 from epabi.models import mlp, sample_inputs
@@ -34,6 +36,7 @@ class _Lines(logging.Handler):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=["mlp", "magika"], default="mlp")
     parser.add_argument("--layers", type=int, default=32)
     parser.add_argument("--replays", type=int, default=20)
     args = parser.parse_args()
@@ -49,8 +52,18 @@ def main() -> int:
     lines = _Lines()
     logging.getLogger("epabi").addHandler(lines)
     logging.getLogger("epabi").setLevel(logging.DEBUG)
-    model = mlp(layers=args.layers, width=64, batch=1)
-    feeds = sample_inputs(model, seed=1)
+    if args.model == "magika":
+        from graph_replay import magika_input, magika_model
+
+        path = magika_model()
+        if path is None:
+            print("profile_replay: the magika package is not installed; nothing to do")
+            return 0
+        model = onnx.load(str(path))
+        feeds = {"bytes": magika_input()}
+    else:
+        model = mlp(layers=args.layers, width=64, batch=1)
+        feeds = sample_inputs(model, seed=1)
     with epabi.Host() as host:
         host.register_execution_provider_library("epabi", epabi.get_library_path())
         gpus = [d for d in host.get_ep_devices() if d.ep_metadata.get("device_kind") == "gpu"]
@@ -61,10 +74,15 @@ def main() -> int:
         so.add_provider_for_devices(gpus[:1], {"enable_cuda_graph": "1"})
         with epabi.InferenceSession(model, so) as session:
             binding = session.io_binding()
-            x = epabi.OrtValue.ortvalue_from_numpy(feeds["x"], "cuda", 0, host=host)
-            y = epabi.OrtValue.ortvalue_from_shape_and_type([1, 64], np.float32, "cuda", 0, host=host)
-            binding.bind_ortvalue_input("x", x)
-            binding.bind_ortvalue_output("y", y)
+            ins = {k: epabi.OrtValue.ortvalue_from_numpy(v, "cuda", 0, host=host) for k, v in feeds.items()}
+            for name, value in ins.items():
+                binding.bind_ortvalue_input(name, value)
+            # the outputs' shapes and dtypes from one plain run, then bound in device memory
+            plain = session.run(None, feeds)
+            outs = [epabi.OrtValue.ortvalue_from_shape_and_type(list(r.shape), r.dtype, "cuda", 0, host=host)
+                    for r in plain]
+            for meta, value in zip(session.get_outputs(), outs, strict=True):
+                binding.bind_ortvalue_output(meta.name, value)
             for _ in range(10):
                 session.run_with_iobinding(binding)
             torch.cuda.synchronize()

@@ -13,27 +13,14 @@ import argparse
 import json
 import os
 import tempfile
-import time
-from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 os.environ.setdefault("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
 
+from bound_mlp import bound_run_us
+
 import epabi
 from epabi.models import mlp
-
-
-def _median_us(call: Callable[[], None], runs: int) -> float:
-    for _ in range(20):
-        call()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times) * 1e6)
 
 
 def _measure(rt: Any, devices: list[Any], model: Any, graph: bool, profile: bool, runs: int, folder: str) -> float:
@@ -43,14 +30,7 @@ def _measure(rt: Any, devices: list[Any], model: Any, graph: bool, profile: bool
     so.profile_file_prefix = os.path.join(folder, "profile")
     so.add_provider_for_devices(devices, {"enable_cuda_graph": "1" if graph else "0"})
     session = rt.InferenceSession(model, so) if rt is epabi else rt.InferenceSession(model, so, enable_fallback=0)
-    x = rt.OrtValue.ortvalue_from_numpy(np.random.default_rng(0).random((1, 64), np.float32))
-    y = rt.OrtValue.ortvalue_from_numpy(np.zeros((1, 64), np.float32))
-    binding = session.io_binding()
-    binding.bind_ortvalue_input("x", x)
-    binding.bind_ortvalue_output("y", y)
-    ro = rt.RunOptions()
-    ro.add_run_config_entry("gpu_graph_id", "1")
-    us = _median_us(lambda: session.run_with_iobinding(binding, ro), runs)
+    us = bound_run_us(rt, session, runs)
     if profile:
         session.end_profiling()
     if rt is epabi:

@@ -13,27 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
-from collections.abc import Callable
 from typing import Any
-
-import numpy as np
 
 os.environ.setdefault("EPABI_ALLOW_SOFTWARE_ADAPTER", "1")
 
+from bound_mlp import bound_run_us
+
 import epabi
 from epabi.models import mlp
-
-
-def _median_us(call: Callable[[], None], runs: int) -> float:
-    for _ in range(20):
-        call()
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times) * 1e6)
 
 
 def _ort(model: bytes, graph: bool, runs: int) -> float | None:
@@ -45,29 +32,14 @@ def _ort(model: bytes, graph: bool, runs: int) -> float | None:
     so = ort.SessionOptions()
     so.add_provider_for_devices([dev], {"enable_cuda_graph": "1" if graph else "0"})
     session = ort.InferenceSession(model, so, enable_fallback=0)
-    x = ort.OrtValue.ortvalue_from_numpy(np.random.default_rng(0).random((1, 64), np.float32))
-    y = ort.OrtValue.ortvalue_from_numpy(np.zeros((1, 64), np.float32))
-    binding = session.io_binding()
-    binding.bind_ortvalue_input("x", x)
-    binding.bind_ortvalue_output("y", y)
-    ro = ort.RunOptions()
-    ro.add_run_config_entry("gpu_graph_id", "1")
-    return _median_us(lambda: session.run_with_iobinding(binding, ro), runs)
+    return bound_run_us(ort, session, runs)
 
 
 def _emulated(host: epabi.Host, model: Any, graph: bool, runs: int, policy: str = "error") -> float:
     so = epabi.SessionOptions()
     so.add_provider_for_devices(host.get_ep_devices(), {"enable_cuda_graph": "1" if graph else "0"})
     with epabi.InferenceSession(model, so) as session:
-        x = epabi.OrtValue.ortvalue_from_numpy(np.random.default_rng(0).random((1, 64), np.float32))
-        y = epabi.OrtValue.ortvalue_from_shape_and_type([1, 64], np.float32)
-        binding = session.io_binding()
-        binding.bind_ortvalue_input("x", x)
-        binding.bind_ortvalue_output("y", y)
-        ro = epabi.RunOptions()
-        ro.add_run_config_entry("gpu_graph_id", "1")
-        ro.add_run_config_entry("epabi.graph_capture.on_binding_change", policy)
-        return _median_us(lambda: session.run_with_iobinding(binding, ro), runs)
+        return bound_run_us(epabi, session, runs, **{"epabi.graph_capture.on_binding_change": policy})
 
 
 def main() -> None:

@@ -40,6 +40,7 @@ struct epabi_backend_ep_config {
     int ordinal;                       /* the GPU (device_id, else the EP device's); 0 for the software adapter */
     bool ordinal_given;                /* device_id was set: a GPU the driver does not know is an error */
     bool use_mempool;                  /* arena.use_cuda_mempool=1 */
+    bool cudnn;                        /* option cudnn (CUDA): Conv through cuDNN where it loads */
     const OrtMemoryDevice* memory;     /* the EP device's DEFAULT memory; NULL: it computes in host memory */
     struct epabi_arena* host_arena;    /* the factory's arena (the software adapter's memory) */
 };
@@ -53,6 +54,8 @@ struct epabi_backend_ep {
     struct epabi_plan_device plan;     /* upload NULL: plans compute in host memory (plan.h) */
     bool thread_streams;               /* fused nodes run on each thread's stream, with graph capture or without */
     bool mempool;                      /* run memory is stream-ordered */
+    const void* cudnn;                 /* CUDA: the cuDNN its streams run Conv on (cuda_cudnn.h); NULL: our kernels */
+    const OrtLogger* logger;           /* the session's: the streams' set-up lines */
 };
 
 /* Around one fused node's Compute. */
@@ -63,8 +66,7 @@ struct epabi_compute_scope {
 
 struct epabi_backend {
     const char* name;                  /* "software", "cuda" */
-    /* Linear steps (fused_gemm) when no option says otherwise. CUDA's are off by default until their kernels have
-     * run on a GPU (they were written in a session without one); the software adapter's are tested in CI. */
+    /* Linear steps (fused_gemm) when no option says otherwise: on for both backends (CUDA's verified on an H200). */
     bool fused_gemm_default;
 
     /* -- devices -- */

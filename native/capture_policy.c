@@ -192,6 +192,10 @@ bool epabi_capture_is_captured(const struct epabi_thread_owner* owner, int id) {
 }
 
 OrtStatus* epabi_capture_replay(const struct epabi_thread_owner* owner, int id) {
+    return epabi_capture_replay_timed(owner, id, NULL);
+}
+
+OrtStatus* epabi_capture_replay_timed(const struct epabi_thread_owner* owner, int id, int64_t* phase_ns) {
     struct epabi_thread_context* tc = epabi_thread_find(owner);
     if (tc == NULL || tc->graphs == NULL || !epabi_graph_manager_is_captured(tc->graphs, id))
         return epabi_error(owner->api, ORT_INVALID_ARGUMENT,
@@ -202,13 +206,15 @@ OrtStatus* epabi_capture_replay(const struct epabi_thread_owner* owner, int id) 
         return owner_captures(owner, tc->stream, id, "ReplayGraph cannot replay");
     bool profiled = epabi_profiler_active(owner->profiler);   /* one load when the host does not profile */
     int64_t start_ns = profiled ? epabi_profiler_now_ns() : 0;
-    EPABI_RETURN_IF_ERROR(epabi_graph_manager_replay(tc->graphs, id, true));
+    EPABI_RETURN_IF_ERROR(epabi_graph_manager_replay_timed(tc->graphs, id, phase_ns));
     if (profiled) {
         struct epabi_profile_event ev = {
             .kind = EPABI_PROFILE_REPLAY, .annotation_id = id, .node_count = epabi_graph_manager_nodes(tc->graphs, id),
             .replay = epabi_graph_manager_replays(tc->graphs, id), .start_ns = start_ns,
             .end_ns = epabi_profiler_now_ns()};
+        int64_t mark = phase_ns != NULL ? epabi_callback_now_ns() : 0;
         epabi_profiler_record(owner->profiler, &ev);
+        epabi_callback_phase_done(phase_ns, EPABI_REPLAY_PROFILER, &mark);
     }
     if (owner->log_verbose)   /* the replay path: one flag test, no host call, when the log would drop the line */
         EPABI_LOG(owner->api, owner->logger, ORT_LOGGING_LEVEL_VERBOSE,

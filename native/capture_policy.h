@@ -37,6 +37,7 @@
 #include <stdbool.h>
 
 #include "api.h"
+#include "callback_timing.h"
 #include "thread_context.h"
 
 /* The run option gpu_graph_id, parsed as ORT core parses it: a whole-string decimal int (optional '-',
@@ -49,6 +50,9 @@ OrtStatus* epabi_capture_run_end(const struct epabi_thread_owner* owner, const O
                                  bool sync_stream);
 bool epabi_capture_is_captured(const struct epabi_thread_owner* owner, int id);
 OrtStatus* epabi_capture_replay(const struct epabi_thread_owner* owner, int id);
+/* The same, with the time of each phase (callback_timing.h: launch, wait, error_check, profiler) added to
+ * phase_ns[EPABI_REPLAY_PHASES] when phase_ns is not NULL. */
+OrtStatus* epabi_capture_replay_timed(const struct epabi_thread_owner* owner, int id, int64_t* phase_ns);
 /* Drops the calling thread's graph of id (and its warm-up count), so the next runs warm up and capture
  * again, e.g. after rebinding other buffers. ORT_INVALID_ARGUMENT when this thread has no such graph. */
 OrtStatus* epabi_capture_release(const struct epabi_thread_owner* owner, int id);

@@ -377,8 +377,8 @@ static OrtStatus* compute(const struct epabi_compute_info* ci, OrtKernelContext*
     return st;
 }
 
-static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state, OrtKernelContext* kernel_context) {
-    struct epabi_compute_info* ci = (struct epabi_compute_info*)this_ptr;
+static OrtStatus* compute_profiled(struct epabi_compute_info* ci, void* compute_state,
+                                   OrtKernelContext* kernel_context) {
     if (compute_state != ci->plan || kernel_context == NULL)
         return epabi_error(&ci->ep->factory->api, ORT_INVALID_ARGUMENT,
                            EPABI_EP_NAME ": Compute of '%s' got a state or kernel context it did not create",
@@ -395,6 +395,17 @@ static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state,
     if (ci->ep->graph_capture && tc != NULL)
         ev.has_annotation_id = epabi_capture_run_annotation(tc, &ev.annotation_id, &ev.capturing);
     if (st == NULL) epabi_profiler_record(prof, &ev);
+    return st;
+}
+
+static OrtStatus* ComputeImpl(OrtNodeComputeInfo* this_ptr, void* compute_state, OrtKernelContext* kernel_context) {
+    struct epabi_compute_info* ci = (struct epabi_compute_info*)this_ptr;
+    struct epabi_callback_timer* timer = ci->ep->timer;
+    if (timer == NULL) return compute_profiled(ci, compute_state, kernel_context);
+    struct epabi_callback_span span;
+    epabi_callback_begin(timer, &span);
+    OrtStatus* st = compute_profiled(ci, compute_state, kernel_context);
+    epabi_callback_end(timer, EPABI_CB_COMPUTE, &span);
     return st;
 }
 
@@ -471,18 +482,30 @@ static OrtStatus* IsConcurrentRunSupportedImpl(OrtEp* this_ptr, bool* is_support
 /* Waits for the calling thread's stream; the host stream has nothing in flight. */
 static OrtStatus* SyncImpl(OrtEp* this_ptr) {
     const struct epabi_ep* ep = ep_of(this_ptr);
-    return ep->threads_on ? epabi_thread_sync(&ep->threads) : NULL;
+    struct epabi_callback_span span;
+    epabi_callback_begin(ep->timer, &span);
+    OrtStatus* st = ep->threads_on ? epabi_thread_sync(&ep->threads) : NULL;
+    epabi_callback_end(ep->timer, EPABI_CB_SYNC, &span);
+    return st;
 }
 
 /* OnRunStart/OnRunEnd: warm-up counting and capture windows (graph_capture.h); free when capture is off. */
 static OrtStatus* OnRunStartImpl(OrtEp* this_ptr, const OrtRunOptions* run_options) {
     const struct epabi_ep* ep = ep_of(this_ptr);
-    return ep->graph_capture ? epabi_capture_run_start(&ep->threads, run_options) : NULL;
+    struct epabi_callback_span span;
+    epabi_callback_begin(ep->timer, &span);
+    OrtStatus* st = ep->graph_capture ? epabi_capture_run_start(&ep->threads, run_options) : NULL;
+    epabi_callback_end(ep->timer, EPABI_CB_ON_RUN_START, &span);
+    return st;
 }
 
 static OrtStatus* OnRunEndImpl(OrtEp* this_ptr, const OrtRunOptions* run_options, bool sync_stream) {
     const struct epabi_ep* ep = ep_of(this_ptr);
-    return ep->graph_capture ? epabi_capture_run_end(&ep->threads, run_options, sync_stream) : NULL;
+    struct epabi_callback_span span;
+    epabi_callback_begin(ep->timer, &span);
+    OrtStatus* st = ep->graph_capture ? epabi_capture_run_end(&ep->threads, run_options, sync_stream) : NULL;
+    epabi_callback_end(ep->timer, EPABI_CB_ON_RUN_END, &span);
+    return st;
 }
 
 /* Called once per session by hosts >= 1.25, profiling on or off (ep_profiler.h). */
@@ -504,13 +527,22 @@ static OrtStatus* CreateProfilerImpl(OrtEp* this_ptr, OrtEpProfilerImpl** profil
 }
 
 static bool IsGraphCaptureEnabledImpl(const OrtEp* this_ptr) {
-    return ep_of(this_ptr)->graph_capture;
+    const struct epabi_ep* ep = ep_of(this_ptr);
+    if (ep->timer == NULL) return ep->graph_capture;
+    struct epabi_callback_span span;
+    epabi_callback_begin(ep->timer, &span);
+    epabi_callback_end(ep->timer, EPABI_CB_IS_GRAPH_CAPTURE_ENABLED, &span);
+    return ep->graph_capture;
 }
 
 /* The calling thread's graphs only: a graph captured on another thread is not visible here. */
 static bool IsGraphCapturedImpl(const OrtEp* this_ptr, int graph_annotation_id) {
     const struct epabi_ep* ep = ep_of(this_ptr);
-    return ep->graph_capture && epabi_capture_is_captured(&ep->threads, graph_annotation_id);
+    struct epabi_callback_span span;
+    epabi_callback_begin(ep->timer, &span);
+    bool captured = ep->graph_capture && epabi_capture_is_captured(&ep->threads, graph_annotation_id);
+    epabi_callback_end(ep->timer, EPABI_CB_IS_GRAPH_CAPTURED, &span);
+    return captured;
 }
 
 static OrtStatus* ReplayGraphImpl(OrtEp* this_ptr, int graph_annotation_id) {
@@ -519,7 +551,12 @@ static OrtStatus* ReplayGraphImpl(OrtEp* this_ptr, int graph_annotation_id) {
         return epabi_error(&ep->factory->api, ORT_INVALID_ARGUMENT,
                            EPABI_EP_NAME ": no graph was captured for annotation id %d (graph capture is off: "
                            "enable_cuda_graph is not set)", graph_annotation_id);
-    return epabi_capture_replay(&ep->threads, graph_annotation_id);
+    if (ep->timer == NULL) return epabi_capture_replay(&ep->threads, graph_annotation_id);
+    struct epabi_callback_span span;
+    epabi_callback_begin(ep->timer, &span);
+    OrtStatus* st = epabi_capture_replay_timed(&ep->threads, graph_annotation_id, span.phase_ns);
+    epabi_callback_end(ep->timer, EPABI_CB_REPLAY_GRAPH, &span);
+    return st;
 }
 
 static OrtStatus* ReleaseCapturedGraphImpl(OrtEp* this_ptr, int graph_annotation_id) {
@@ -658,7 +695,7 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
     if (backend != NULL) {
         struct epabi_backend_ep_config config = {
             logger, opts.device_id_given ? opts.device_id : device->ordinal, opts.device_id_given,
-            opts.use_cuda_mempool, device->memory, f->arena};
+            opts.use_cuda_mempool, opts.cudnn, device->memory, f->arena};
         OrtStatus* st = backend->ep_open(api, &config, &ep->be);
         if (st != NULL) {
             epabi_options_release(&ep->options);
@@ -715,6 +752,7 @@ OrtStatus* epabi_ep_create(struct epabi_factory* f, const struct epabi_device_re
                   EPABI_EP_NAME ": software adapter: %d intra-op thread(s) (intra_op_num_threads); MatMul, Gemm and "
                   "Conv multiply through %s", epabi_pool_threads(ep->pool), epabi_blas_summary());
     }
+    ep->timer = epabi_callback_timer_create();   /* EPABI_CALLBACK_TIMING; NULL (nothing timed) when unset */
     fill_table(ep);
     *out = &ep->base;
     return NULL;
@@ -727,6 +765,7 @@ void epabi_ep_destroy(OrtEp* ep) {
     if (e->be.backend != NULL) e->be.backend->ep_close(&e->be);   /* after the graphs: their pools hold arena blocks */
     epabi_pool_destroy(e->pool);   /* after the graphs too: their launches point at it */
     epabi_profiler_release(e->profiler);   /* the host's reference may outlive the EP */
+    epabi_callback_timer_destroy(e->timer);   /* writes EPABI_CALLBACK_TIMING's file */
     epabi_options_release(&e->options);
     free(e);
 }

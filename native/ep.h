@@ -28,6 +28,7 @@
 #include <stdatomic.h>
 
 #include "backend.h"
+#include "callback_timing.h"
 #include "ep_factory.h"
 #include "ep_profiler.h"
 #include "options.h"
@@ -51,6 +52,8 @@ struct epabi_ep {
     /* Set by OrtEp::CreateProfiler (hosts >= 1.25, once, when the session registers the EP: before any Compute,
      * so runs read it without a lock); one reference, dropped by epabi_ep_destroy. NULL: no profiler. */
     struct epabi_profiler* profiler;
+    /* EPABI_CALLBACK_TIMING (callback_timing.h): times every host callback; NULL when unset. Owned. */
+    struct epabi_callback_timer* timer;
 };
 
 /* Validates options and the device, then fills the OrtEp table gated by the negotiated API version.

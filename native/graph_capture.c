@@ -382,6 +382,22 @@ OrtStatus* epabi_graph_manager_replay(struct epabi_graph_manager* m, int id, boo
     return NULL;
 }
 
+OrtStatus* epabi_graph_manager_replay_timed(struct epabi_graph_manager* m, int id, int64_t* phase_ns) {
+    struct epabi_graph* g = epabi_graph_set_find(&m->set, id);
+    if (g == NULL)
+        return epabi_error(m->api, ORT_INVALID_ARGUMENT,
+                           EPABI_EP_NAME ": no graph was captured for annotation id %d on this thread", id);
+    int64_t mark = phase_ns != NULL ? epabi_callback_now_ns() : 0;
+    EPABI_RETURN_IF_ERROR(epabi_stream_replay(m->stream, g->launches, false));
+    epabi_callback_phase_done(phase_ns, EPABI_REPLAY_LAUNCH, &mark);
+    EPABI_RETURN_IF_ERROR(epabi_stream_wait(m->stream));
+    epabi_callback_phase_done(phase_ns, EPABI_REPLAY_WAIT, &mark);
+    EPABI_RETURN_IF_ERROR(epabi_stream_take_error(m->stream));
+    epabi_callback_phase_done(phase_ns, EPABI_REPLAY_ERROR_CHECK, &mark);
+    g->replays++;
+    return NULL;
+}
+
 uint64_t epabi_graph_manager_replays(const struct epabi_graph_manager* m, int id) {
     const struct epabi_graph* g = epabi_graph_set_find(&m->set, id);
     return g != NULL ? g->replays : 0;

@@ -40,6 +40,7 @@
 
 #include "api.h"
 #include "arena.h"
+#include "callback_timing.h"
 #include "stream.h"
 
 enum { EPABI_GRAPH_ID_SKIP = -1, EPABI_GRAPH_ID_DEFAULT = 0 };
@@ -120,6 +121,9 @@ void* epabi_graph_manager_redirected(const struct epabi_graph_manager* m, const 
 /* Re-executes the graph of id on the stream. Errors: ORT_INVALID_ARGUMENT naming the id when it has no
  * graph; stream errors. */
 OrtStatus* epabi_graph_manager_replay(struct epabi_graph_manager* m, int id, bool sync);
+/* A replay with its synchronize, adding the time of its launch, wait and error_check phases to phase_ns
+ * (callback_timing.h) when phase_ns is not NULL. */
+OrtStatus* epabi_graph_manager_replay_timed(struct epabi_graph_manager* m, int id, int64_t* phase_ns);
 /* Replays of id's graph so far (0 when absent); launches it recorded; pool blocks/bytes it holds. */
 uint64_t epabi_graph_manager_replays(const struct epabi_graph_manager* m, int id);
 size_t epabi_graph_manager_launches(const struct epabi_graph_manager* m, int id);

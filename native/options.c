@@ -148,6 +148,7 @@ static OrtStatus* read_all(const struct epabi_api* api, const struct option_sour
     EPABI_RETURN_IF_ERROR(read_bool(api, src, "arena.use_cuda_mempool", &out->use_cuda_mempool));
     EPABI_RETURN_IF_ERROR(read_thread_count(api, src, "intra_op_num_threads", &out->intra_op_num_threads));
     EPABI_RETURN_IF_ERROR(read_bool(api, src, "fused_gemm", &out->fused_gemm));
+    EPABI_RETURN_IF_ERROR(read_bool(api, src, "cudnn", &out->cudnn));
     char fused_key[160];
     out->fused_gemm_given = lookup(api, src, "fused_gemm", fused_key, sizeof fused_key) != NULL;
 
@@ -174,6 +175,7 @@ OrtStatus* epabi_options_read(const struct epabi_api* api, const OrtSessionOptio
                               struct epabi_options* out) {
     memset(out, 0, sizeof *out);
     out->min_num_runs_before_cuda_graph_capture = 2;
+    out->cudnn = true;
     out->intra_op_num_threads = epabi_pool_default_threads();
 
     OrtKeyValuePairs* session = NULL;

@@ -17,7 +17,8 @@
  * with the host's CPU EP), intra_op_num_threads (int from 0 to EPABI_POOL_MAX_THREADS: the software adapter's
  * thread count; 0 = one per physical core, ONNX Runtime's CPU EP default), fused_gemm (0/1/true/false, default the backend's:
  * each MatMul or Gemm with the bias Add and the activation after it is one plan step, kernels/linear.h; 0: one
- * step per node), plus the host's own
+ * step per node), cudnn (0/1/true/false, default 1: Conv on the GPU through cuDNN where it loads, cuda/cuda_cudnn.h;
+ * 0: epabi's own Conv kernels), plus the host's own
  * session.compile_only (session options only).
  */
 #ifndef EPABI_OPTIONS_H
@@ -41,6 +42,7 @@ struct epabi_options {
     int intra_op_num_threads;                      /* >= 1: given 0 or absent, the physical core count */
     bool fused_gemm;                               /* MatMul/Gemm + bias + activation as one step */
     bool fused_gemm_given;                         /* set by an option; else the backend's default */
+    bool cudnn;                                    /* default true: Conv through cuDNN on the GPU where it loads */
 };
 
 /* On success *out owns heap memory: release it with epabi_options_release. On failure nothing is owned. */

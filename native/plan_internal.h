@@ -59,6 +59,8 @@ struct epabi_plan {
     int n_fused;                       /* activation steps folded into their producer (a SiLU's two count two) */
     int n_linear;                      /* linear steps (kernels/linear.h) */
     int n_linear_folded;               /* bias Adds and activations folded into them */
+    int n_chains;                      /* elementwise chain steps (kernels/chain.h) */
+    int n_chain_nodes;                 /* the steps fused into them */
     int n_nodes;                       /* ONNX nodes of the fused graph */
     char* name;                        /* owned */
     struct plan_value* values;
@@ -84,6 +86,8 @@ OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p);   /* when the build ask
 void epabi_plan_fuse_epilogues(struct epabi_plan* p);
 OrtStatus* epabi_plan_schedule(struct epabi_plan* p);
 void epabi_plan_place_steps(struct epabi_plan* p);       /* device plans the host cannot read (device_only) */
+/* Elementwise chains (plan_chains.c), on the scheduled and placed plan; schedules and places again when it fused. */
+OrtStatus* epabi_plan_fuse_chains(struct epabi_plan* p);
 void epabi_plan_mark_device_reads(struct epabi_plan* p); /* device plans (has_device) */
 
 #endif

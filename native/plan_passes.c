@@ -255,8 +255,11 @@ OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p) {
             activation = -1;
         }
 
+        /* the bias is a constant (is_bias); Gemm's own C may not be */
+        const bool weights_const = p->values[s->in[1]].kind == VK_CONST &&
+                                   (!lead.has_c || p->values[s->in[2]].kind == VK_CONST);
         struct epabi_linear_state* ls = epabi_linear_state_new(&lead, bias >= 0, activation,
-                                                               epabi_linear_path(m, k, n));
+                                                               epabi_linear_path(m, k, n), weights_const);
         if (ls == NULL) return epabi_plan_oom(p, "linear step");
         /* the group's name for messages: the lead's op and what was folded in */
         char name[96];

@@ -73,10 +73,14 @@ OrtStatus* epabi_stream_replay(struct epabi_stream* s, const struct epabi_stream
     return sync ? epabi_stream_synchronize(s) : NULL;
 }
 
-OrtStatus* epabi_stream_synchronize(struct epabi_stream* s) {
+OrtStatus* epabi_stream_wait(struct epabi_stream* s) {
     OrtStatus* st = s->ops->synchronize(s);
-    if (st != NULL) return st;
-    s->syncs++;
+    if (st == NULL) s->syncs++;
+    return st;
+}
+
+OrtStatus* epabi_stream_synchronize(struct epabi_stream* s) {
+    EPABI_RETURN_IF_ERROR(epabi_stream_wait(s));
     return epabi_stream_take_error(s);
 }
 

@@ -139,6 +139,8 @@ void epabi_stream_abort_capture(struct epabi_stream* s);
 OrtStatus* epabi_stream_replay(struct epabi_stream* s, const struct epabi_stream_graph* g, bool sync);
 /* Waits for the stream's work, then reports an error a kernel found (epabi_stream_take_error). */
 OrtStatus* epabi_stream_synchronize(struct epabi_stream* s);
+/* The wait alone (epabi_stream_synchronize without reading the error word): for callers that time the two. */
+OrtStatus* epabi_stream_wait(struct epabi_stream* s);
 /* The error a kernel stored in the stream's error word since the last call, as ORT_INVALID_ARGUMENT naming the
  * node and what was wrong, and clears the word; NULL when there is none. Meaningful once the work that may
  * store it is done (the host stream: always). */

@@ -1,4 +1,4 @@
-"""Shared fixtures: the installed plugin library, hosts, the software-adapter switch."""
+"""Shared fixtures: the installed plugin library, hosts (the GPU tests' too), the software-adapter switch."""
 
 from __future__ import annotations
 
@@ -45,6 +45,18 @@ def host(software_adapter: None, library_path: str) -> Iterator[epabi.Host]:
     with epabi.Host(hardware=[epabi.cpu_device()]) as h:
         h.register_execution_provider_library("epabi", library_path)
         yield h
+
+
+@pytest.fixture
+def gpu_host(library_path: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[epabi.Host]:
+    """The newest emulated host listing the GPUs (sysfs, else the ones the plugin finds through the CUDA driver),
+    without the software adapter, our library registered as 'epabi' (the GPU tests' host; their device:
+    gpu_devices.gpu_ep_device)."""
+    monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
+    monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
+    with epabi.Host() as host:
+        host.register_execution_provider_library("epabi", library_path)
+        yield host
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

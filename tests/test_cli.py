@@ -161,6 +161,42 @@ def test_devices_bad_host_version_is_usage_error(capsys):
     assert f"epabi {epabi.__version__}" in capsys.readouterr().out
 
 
+def test_run_emulates_the_host_version_it_is_given(capsys, software_adapter):
+    doc = run_json(capsys, "run", "--cpu-only", "--runs", "1", "--host-version", "1.24", "--json")
+    assert doc["host"] == "emulated ONNX Runtime 1.24.4"
+    assert set(doc["placement"].values()) == {"EpAbiExecutionProvider"}
+    assert run_json(capsys, "run", "--cpu-only", "--runs", "1", "--json")["host"] == \
+        f"emulated ONNX Runtime {epabi.RELEASES[epabi.NEWEST_EMULATED]}"
+    for command in ("run", "devices"):
+        assert cli.main([command, "--host-version", "1.24.9"]) == 2
+        err = capsys.readouterr().err
+        assert "'1.24.9'" in err and "known releases" in err and "1.24.4" in err
+    assert cli.main(["run", "--host", "onnxruntime", "--host-version", "1.24"]) == 1
+    assert "--host-version picks the release the emulated host emulates" in capsys.readouterr().err
+
+
+def test_npu_requests_name_what_is_missing(capsys, software_adapter):
+    # an NPU without a vendor: the usage error shows the spelling that works
+    assert cli.main(["devices", "--hardware", "npu"]) == 2
+    err = capsys.readouterr().err
+    assert "an injected NPU needs a vendor" in err and "npu:intel" in err
+    # only an NPU offered: the software adapter's switch alone cannot help (it sits on the CPU device)
+    assert cli.main(["devices", "--hardware", "npu:intel"]) == 0
+    out = capsys.readouterr().out
+    assert "no EP devices." in out
+    assert "this host offered neither (NPU Intel (0x8086)): add --hardware cpu" in out
+    assert cli.main(["run", "--hardware", "npu:intel"]) == 1
+    assert "this host offered none (NPU Intel (0x8086)); add --hardware cpu" in capsys.readouterr().err
+    # --device npu: the plugin has no NPU devices, and the message says whether the host has an NPU at all
+    assert cli.main(["run", "--cpu-only", "--device", "npu"]) == 1
+    err = capsys.readouterr().err
+    assert "never offers an EP device on an NPU" in err and "(and this host offered no NPU)" in err
+    assert cli.main(["run", "--hardware", "cpu", "--hardware", "npu:intel", "--device", "npu"]) == 1
+    err = capsys.readouterr().err
+    assert "never offers an EP device on an NPU" in err and "offered no NPU" not in err
+    assert "this host offered: CPU" in err and "NPU Intel (0x8086)" in err
+
+
 def test_python_m_epabi_devices_json_subprocess():
     env = dict(os.environ, EPABI_ALLOW_SOFTWARE_ADAPTER="1")
     proc = subprocess.run([sys.executable, "-m", "epabi", "devices", "--json"], env=env, capture_output=True,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -44,3 +45,46 @@ def test_cuda_kernels_compile_and_layouts_agree() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "check_nvrtc: PASS" in proc.stdout
     assert "names: OK" in proc.stdout
+
+
+KERNELS = Path(__file__).resolve().parents[1] / "native" / "cuda" / "cuda_kernels.cu"
+
+
+def _kernel_bodies(source: str) -> list[tuple[str, str]]:
+    """(name, the body's first 400 characters) of every EP_KERNEL definition (macro-made ones included)."""
+    out = []
+    for m in re.finditer(r"\bEP_KERNEL\b(\s*__launch_bounds__\s*\([^)]*\))?\s*([\w#]+)\s*\(", source):
+        line_start = source.rfind("\n", 0, m.start()) + 1
+        if source[line_start:m.start()].lstrip().startswith("#define"):
+            continue
+        depth, k = 1, m.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(source[k], 0)
+            k += 1
+        brace = source.index("{", k)
+        assert source[k:brace].strip() == "", f"{m.group(2)}: unexpected text before its body"
+        out.append((m.group(2), source[brace + 1:brace + 400]))
+    return out
+
+
+def test_every_kernel_waits_for_its_predecessor_first() -> None:
+    """Our kernels are launched with programmatic stream serialization on Hopper (cuda_launch.c), so each may start
+    while the kernel before it runs: each must begin with EP_PDL_ENTER() (wait, then let the next one launch), or,
+    for the linear kernels that read constant weights early, call a linear template that starts with lin_begin."""
+    bodies = _kernel_bodies(KERNELS.read_text())
+    assert len(bodies) > 60, f"only {len(bodies)} kernels found: the parser missed the file's conventions"
+    missing = []
+    for name, body in bodies:
+        first = body.replace("\\", " ").split(";")[0].strip()
+        if first == "EP_PDL_ENTER()":
+            continue
+        if first in ("linear_nn<R>(L)", "linear_nt<R>(L)"):
+            continue
+        missing.append(f"{name}: begins with {first!r}")
+    assert not missing, missing
+    source = KERNELS.read_text()
+    for template in ("linear_nn", "linear_nt"):
+        start = source.index(f"template <int R> EP_DEV void {template}(")
+        body = source[start:source.index("\n}\n", start)]
+        last = body.rstrip().splitlines()[-1].strip()
+        assert "lin_begin(" in body and last.startswith("lin_wait(early);"), template

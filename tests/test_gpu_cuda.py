@@ -19,7 +19,6 @@ import importlib.util
 import logging
 import re
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from onnx.reference import ReferenceEvaluator
 import epabi
 from epabi.device_memory import DeviceValue
 from epabi.models import mlp, sample_inputs
+from gpu_devices import gpu_ep_device
 from magika_model import batch
 from magika_model import model_path as magika_path
 from test_graph_capture import _add_model, _calls, _matmul_model, _run_opts  # the same models as on the host
@@ -47,22 +47,11 @@ if epabi.hardware.cuda_gpu_count() == 0:
 
 # -- models and helpers -------------------------------------------------------------------------------------------
 
-@pytest.fixture
-def gpu_host(library_path: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[epabi.Host]:
-    """The newest emulated host listing the GPUs (sysfs, else the ones the plugin finds through the CUDA driver)."""
-    monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
-    monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
-    with epabi.Host() as host:
-        host.register_execution_provider_library("epabi", library_path)
-        yield host
-
-
 def _gpu_device(host: epabi.Host) -> epabi.EpDevice:
-    devices = [d for d in host.get_ep_devices() if d.ep_name == EP and d.ep_metadata.get("device_kind") == "gpu"]
-    assert devices, f"the plugin lists no GPU EP device: {host.get_ep_devices()}"
-    memory = devices[0].memory_info(epabi.OrtDeviceMemoryType.DEFAULT)
+    device = gpu_ep_device(host)
+    memory = device.memory_info(epabi.OrtDeviceMemoryType.DEFAULT)
     assert memory is not None and memory.name == GPU_MEMORY and memory.device_id == 0
-    return devices[0]
+    return device
 
 
 def _session(host: epabi.Host, model: Any, graph: bool = True, **options: str) -> epabi.InferenceSession:

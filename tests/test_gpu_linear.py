@@ -19,7 +19,6 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +27,7 @@ import pytest
 
 import epabi
 from epabi.models import mlp, sample_inputs
+from gpu_devices import gpu_ep_device as _gpu
 from linear_models import CAPTURED, COMPILED, Case, empty_case_list, mlp_case_list, ort_cpu
 
 pytestmark = pytest.mark.gpu
@@ -38,21 +38,6 @@ SMALL_ROWS, SMALL_K, SMALL_N, SMALL_WEIGHTS = 16, 4096, 4096, 1 << 20   # launch
 
 if epabi.hardware.cuda_gpu_count() == 0:
     pytest.skip("no NVIDIA GPU with a working driver", allow_module_level=True)
-
-
-@pytest.fixture
-def gpu_host(library_path: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[epabi.Host]:
-    monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
-    monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
-    with epabi.Host() as host:
-        host.register_execution_provider_library("epabi", library_path)
-        yield host
-
-
-def _gpu(host: epabi.Host) -> epabi.EpDevice:
-    devices = [d for d in host.get_ep_devices() if d.ep_name == EP and d.ep_metadata.get("device_kind") == "gpu"]
-    assert devices, f"the plugin lists no GPU EP device: {host.get_ep_devices()}"
-    return devices[0]
 
 
 def _rows(case: Case) -> int:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -28,16 +27,6 @@ from test_replay_bindings import POLICY, _policy, state_model  # noqa: E402
 
 X = np.arange(6, dtype=np.float32).reshape(3, 2)
 Y = np.full((3, 2), 10, np.float32)
-
-
-@pytest.fixture
-def gpu_host(library_path: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[epabi.Host]:
-    """The newest emulated host with the GPUs (as test_gpu_cuda's fixture of the same name)."""
-    monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
-    monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
-    with epabi.Host() as host:
-        host.register_execution_provider_library("epabi", library_path)
-        yield host
 
 
 def test_gpu_new_device_input_is_refused_then_recaptured(gpu_host: epabi.Host) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import gc
 import importlib.util
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from onnx.reference import ReferenceEvaluator
 
 import epabi
 from epabi.models import mlp, sample_inputs
+from gpu_devices import gpu_ep_device as _gpu_device
 from test_graph_capture import _GATHER_DATA, _add_model, _checked_model, _run_opts
 
 pytestmark = pytest.mark.gpu
@@ -40,22 +40,6 @@ TOL = {"rtol": 1e-4, "atol": 1e-4}
 
 if epabi.hardware.cuda_gpu_count() == 0:
     pytest.skip("no NVIDIA GPU with a working driver", allow_module_level=True)
-
-
-@pytest.fixture
-def gpu_host(library_path: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[epabi.Host]:
-    """The newest emulated host listing the GPUs (sysfs, else the ones the plugin finds through the CUDA driver)."""
-    monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
-    monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
-    with epabi.Host() as host:
-        host.register_execution_provider_library("epabi", library_path)
-        yield host
-
-
-def _gpu_device(host: epabi.Host) -> epabi.EpDevice:
-    devices = [d for d in host.get_ep_devices() if d.ep_name == EP and d.ep_metadata.get("device_kind") == "gpu"]
-    assert devices, f"the plugin lists no GPU EP device: {host.get_ep_devices()}"
-    return devices[0]
 
 
 def _session(host: epabi.Host, model: onnx.ModelProto, graph: bool = True, **options: str) -> epabi.InferenceSession:

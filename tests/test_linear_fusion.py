@@ -97,7 +97,7 @@ BIAS = RNG.uniform(-0.5, 0.5, (5,))
     # the product is read twice: nothing is folded into it
     ("read_twice", _graph([helper.make_node("MatMul", ["x", "w"], ["p"]), helper.make_node("Add", ["p", "bias"], ["s"]),
                            helper.make_node("Sub", ["s", "p"], ["y"])], {"x": [4, 6]}, {"y": [4, 5]},
-                          {"w": W, "bias": BIAS}), (3, 1, 0)),
+                          {"w": W, "bias": BIAS}), (2, 1, 0)),   # the Add and the Sub: one elementwise chain
     # the product with its bias is a graph output too: the Add is folded, the Relu is not
     ("output_between", _graph([helper.make_node("MatMul", ["x", "w"], ["p"]),
                                helper.make_node("Add", ["p", "bias"], ["s"]), helper.make_node("Relu", ["s"], ["y"])],

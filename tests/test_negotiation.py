@@ -93,6 +93,16 @@ def test_bad_host_versions_are_rejected(text: str) -> None:
         epabi.Host(api_version=text, hardware=[])
 
 
+@pytest.mark.parametrize("text", ["1.24.9", "1.24.1", "1.32.1", "1.26.00"])
+def test_patch_releases_other_than_the_emulated_one_are_refused(text: str) -> None:
+    # each API version is emulated as one release (RELEASES); another patch number is not silently that release
+    with pytest.raises(epabi.UnknownReleaseError, match=r"known releases: 1\.22\.0, .*1\.24\.4, .*1\.32\.0") as info:
+        epabi.Host(api_version=text, hardware=[])
+    assert info.value.value == text and info.value.known == tuple(epabi.RELEASES.values())
+    assert repr(text) in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
 def test_get_api_above_host_returns_null() -> None:
     host = epabi.Host(api_version=25, hardware=[])
     base = host.served.base

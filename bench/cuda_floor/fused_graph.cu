@@ -49,7 +49,7 @@ struct LinearLaunch {
     bool trans_a, trans_b;
     int32_t activation;   // enum un_op: UN_RELU = 5; -1 none
     int32_t path;
-    int32_t pad_;
+    int32_t weights_const;   // 1: the kernel loads B and the bias before it waits for the kernel before it
     int64_t m, n, k, lda, ldb;
     float alpha, beta;
     int64_t c_rows, c_cols;
@@ -60,6 +60,24 @@ static_assert(offsetof(LinearLaunch, activation) == 44 && offsetof(LinearLaunch,
                   offsetof(LinearLaunch, alpha) == 96 && offsetof(LinearLaunch, c_rows) == 104,
               "struct linear_launch's offsets");
 constexpr int32_t kUnRelu = 5;
+
+// cuLaunchKernelEx's CUlaunchAttribute and CUlaunchConfig (cuda.h, CUDA 11.8), as native/cuda/cuda_driver.h mirrors them
+struct LaunchAttribute {
+    int id;
+    char pad[4];
+    union {
+        int value;
+        char raw[64];
+    };
+};
+struct LaunchConfig {
+    unsigned gx, gy, gz, bx, by, bz, shared;
+    cudaStream_t stream;
+    LaunchAttribute* attrs;
+    unsigned num_attrs;
+};
+static_assert(sizeof(LaunchAttribute) == 72 && sizeof(LaunchConfig) == 56, "the driver's launch config layout");
+constexpr int kProgrammaticStreamSerialization = 6;   // CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 constexpr unsigned kThreads = 256, kCols = 32;   // EPABI_LINEAR_THREADS, EPABI_LINEAR_NN_COLS
 
 // The few NVRTC and driver entry points used, as plain C functions (nvrtc.h and cuda.h declare them so).
@@ -72,6 +90,8 @@ using cuModuleLoadData_t = int (*)(void**, const void*);
 using cuModuleGetFunction_t = int (*)(void**, void*, const char*);
 using cuLaunchKernel_t = int (*)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*,
                                  void**, void**);
+struct LaunchConfig;
+using cuLaunchKernelEx_t = int (*)(const LaunchConfig*, void*, void**, void**);
 
 template <typename F> static F sym(void* lib, const char* name) {
     void* p = dlsym(lib, name);
@@ -174,6 +194,10 @@ int main(int argc, char** argv) {
     auto load = sym<cuModuleLoadData_t>(cuda, "cuModuleLoadData");
     auto get_function = sym<cuModuleGetFunction_t>(cuda, "cuModuleGetFunction");
     auto launch = sym<cuLaunchKernel_t>(cuda, "cuLaunchKernel");
+    // programmatic dependent launch as the plugin uses it (cuda_launch.c): compute capability 9.0+, EPABI_CUDA_PDL
+    auto launch_ex = reinterpret_cast<cuLaunchKernelEx_t>(dlsym(cuda, "cuLaunchKernelEx"));
+    const char* pdl_env = std::getenv("EPABI_CUDA_PDL");
+    const bool pdl = major >= 9 && launch_ex != nullptr && (pdl_env == nullptr || std::string(pdl_env) != "0");
     int rc = load(&module, image.data());
     if (rc == 0) rc = get_function(&fn, module, kernel.c_str());
     if (rc != 0) {
@@ -217,8 +241,18 @@ int main(int argc, char** argv) {
             L.beta = 1.0f;
             L.c_rows = 1;
             L.c_cols = width;
+            L.weights_const = 1;
             void* params[] = {&L};
-            int r = launch(fn, gx, gy, 1, kThreads, 1, 1, 0, stream, params, nullptr);
+            int r = 0;
+            if (pdl) {
+                LaunchAttribute attr{};
+                attr.id = kProgrammaticStreamSerialization;
+                attr.value = 1;
+                const LaunchConfig config{gx, gy, 1, kThreads, 1, 1, 0, stream, &attr, 1};
+                r = launch_ex(&config, fn, params, nullptr);
+            } else {
+                r = launch(fn, gx, gy, 1, kThreads, 1, 1, 0, stream, params, nullptr);
+            }
             if (r != 0) {
                 std::fprintf(stderr, "cuLaunchKernel(%s) failed: CUresult %d\n", kernel.c_str(), r);
                 std::exit(1);
@@ -270,10 +304,11 @@ int main(int argc, char** argv) {
     double mean = 0;
     for (double v : us) mean += v;
     mean /= runs;
-    std::printf("{\"layers\": %d, \"width\": %d, \"batch\": %d, \"kernel\": \"%s\", \"arch\": \"%s\", "
+    std::printf("{\"layers\": %d, \"width\": %d, \"batch\": %d, \"kernel\": \"%s\", \"arch\": \"%s\", \"pdl\": %s, "
                 "\"kernels_per_run\": %zu, \"runs\": %d, \"median_us\": %.3f, \"mean_us\": %.3f, \"min_us\": %.3f, "
                 "\"p90_us\": %.3f, \"max_abs_err\": %.3g}\n",
-                layers, width, batch, kernel.c_str(), arch.c_str(), nodes, runs, sorted[runs / 2], mean, sorted[0],
+                layers, width, batch, kernel.c_str(), arch.c_str(), pdl ? "true" : "false", nodes, runs, sorted[runs / 2],
+                mean, sorted[0],
                 sorted[std::min(runs - 1, (int)(runs * 0.9))], err);
 
     CHECK_CUDA(cudaGraphExecDestroy(exec));

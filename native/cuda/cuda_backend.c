@@ -3,7 +3,7 @@
  * cuBLAS, on one non-blocking stream per thread (cuda_stream.h), in memory from a device arena; the factory is
  * stream aware (cuda_sync_stream.h).
  *
- * Everything is loaded at run time (cuda_libs.h). Without the driver or NVRTC a GPU EP device still works and
+ * Everything is loaded at run time (cuda_libs.h; cuDNN, cuda_cudnn.h, at the first EP with option cudnn=1). Without the driver or NVRTC a GPU EP device still works and
  * claims nothing (one WARNING says why); a device_id the driver does not know is an error.
  */
 #include <stdint.h>
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cuda_cudnn.h"
 #include "cuda_device.h"
 #include "cuda_libs.h"
 #include "cuda_memory.h"
@@ -113,19 +114,31 @@ static OrtStatus* ep_open(const struct epabi_api* api, const struct epabi_backen
     out->plan = (struct epabi_plan_device){config->memory, false, plan_upload, plan_release, NULL, (void*)dev};
     out->thread_streams = true;
     out->mempool = config->use_mempool;
+    out->logger = config->logger;
+    /* loaded at the first EP that wants it (the first session, not the device listing): it is large */
+    const char* cudnn_why = "cudnn=0";
+    const struct epabi_cudnn* cudnn = config->cudnn ? epabi_cudnn_load(&cudnn_why) : NULL;
+    out->cudnn = cudnn;
+    char cudnn_text[700];
+    if (cudnn != NULL)
+        snprintf(cudnn_text, sizeof cudnn_text, "%zu.%zu.%zu (CUDA %zu) from %s", cudnn->version / 10000,
+                 cudnn->version / 100 % 100, cudnn->version % 100, cudnn->cudart_version, cudnn->path);
+    else
+        snprintf(cudnn_text, sizeof cudnn_text, "not loaded: %s; Conv uses epabi's kernels", cudnn_why);
     EPABI_LOG(api, config->logger, ORT_LOGGING_LEVEL_INFO,
               EPABI_EP_NAME ": CUDA backend on GPU %d (%s, sm_%d%d, PCI %s; driver %d, NVRTC %d.%d from %s, cuBLAS %s, "
-              "cuBLASLt %s)%s", ordinal, dev->name, dev->cc_major, dev->cc_minor, dev->pci_bus_id, libs->cu->version,
-              libs->nvrtc->major, libs->nvrtc->minor, libs->nvrtc_path,
+              "cuBLASLt %s, cuDNN %s)%s", ordinal, dev->name, dev->cc_major, dev->cc_minor, dev->pci_bus_id,
+              libs->cu->version, libs->nvrtc->major, libs->nvrtc->minor, libs->nvrtc_path,
               libs->cublas != NULL ? libs->cublas_path : "not found",
-              libs->cublaslt != NULL ? libs->cublaslt_path : "not loaded",
+              libs->cublaslt != NULL ? libs->cublaslt_path : "not loaded", cudnn_text,
               config->use_mempool ? "; run memory from the CUDA memory pool" : "");
     return NULL;
 }
 
 static struct epabi_stream* thread_stream(const struct epabi_api* api, const struct epabi_backend_ep* ep,
                                           bool adopt_user, uintptr_t user_stream, OrtStatus** status) {
-    return epabi_stream_cuda_create(api, ep->device, adopt_user, user_stream, status);
+    const struct epabi_cuda_stream_extras extras = {ep->cudnn, ep->logger};
+    return epabi_stream_cuda_create(api, ep->device, adopt_user, user_stream, &extras, status);
 }
 
 static bool free_bytes(const struct epabi_backend_ep* ep, size_t* free_bytes) {
@@ -198,7 +211,7 @@ static OrtStatus* sync_stream(const struct epabi_api* api, int ordinal, OrtSyncS
 
 static const struct epabi_backend kCuda = {
     .name = "cuda",
-    .fused_gemm_default = false,
+    .fused_gemm_default = true,
     .available = available,
     .hardware_count = hardware_count,
     .hardware_describe = hardware_describe,

@@ -87,6 +87,7 @@ static void load(void) {
     LOAD_OPTIONAL(ThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");   /* relaxed arena growth */
     LOAD_OPTIONAL(GraphGetNodes, "cuGraphGetNodes");   /* diagnostics: a captured graph's node count */
     LOAD_OPTIONAL(StreamIsCapturing, "cuStreamIsCapturing");   /* a user's stream the caller captures */
+    LOAD_OPTIONAL(LaunchKernelEx, "cuLaunchKernelEx");   /* programmatic dependent launch (11.8) */
 #undef LOAD_OPTIONAL
     epabi_cu_result r = d.Init(0);
     if (r != 0) {

@@ -8,8 +8,8 @@
  * looked up by the names CUDA 12 and 13 both export. Every member is required (a driver without one is not used)
  * except the optional ones, NULL when the driver lacks them, which turns their feature off: the memory-pool
  * calls (arena.use_cuda_mempool), ThreadExchangeStreamCaptureMode (arena growth inside a capture),
- * StreamIsCapturing (a user's stream the caller captures: taken as never captured without it) and
- * GraphGetNodes (a captured graph's node count in diagnostics).
+ * StreamIsCapturing (a user's stream the caller captures: taken as never captured without it),
+ * GraphGetNodes (a captured graph's node count in diagnostics) and LaunchKernelEx (programmatic dependent launch).
  * Thread-safety: loaded once (pthread_once); the table is read-only afterwards.
  */
 #ifndef EPABI_CUDA_DRIVER_H
@@ -39,8 +39,31 @@ enum {
     EPABI_CU_DEVICE_ATTRIBUTE_CC_MINOR = 76,
     EPABI_CU_DEVICE_ATTRIBUTE_MEMPOOLS_SUPPORTED = 115,
     EPABI_CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4,     /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
-    EPABI_CU_EVENT_DISABLE_TIMING = 2
+    EPABI_CU_EVENT_DISABLE_TIMING = 2,
+    EPABI_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6   /* CUlaunchAttributeID (CUDA 11.8) */
 };
+
+/* CUlaunchAttribute and CUlaunchConfig of cuLaunchKernelEx (CUDA 11.8), with the driver's layout: the attribute's id
+ * padded to 8 bytes, then its 64-byte value union (programmaticStreamSerializationAllowed is its first int). */
+struct epabi_cu_launch_attribute {
+    int id;
+    char pad[4];
+    union {
+        int value;
+        char raw[64];
+    } value;
+};
+_Static_assert(sizeof(struct epabi_cu_launch_attribute) == 72, "CUlaunchAttribute is 72 bytes");
+
+struct epabi_cu_launch_config {
+    unsigned grid_x, grid_y, grid_z;
+    unsigned block_x, block_y, block_z;
+    unsigned shared_bytes;
+    epabi_cu_stream stream;
+    struct epabi_cu_launch_attribute* attrs;
+    unsigned num_attrs;
+};
+_Static_assert(sizeof(struct epabi_cu_launch_config) == 56 || sizeof(void*) != 8, "CUlaunchConfig is 56 bytes");
 
 struct epabi_cuda_driver {
     int version;   /* cuDriverGetVersion, e.g. 13000 */
@@ -79,6 +102,8 @@ struct epabi_cuda_driver {
     epabi_cu_result (*StreamEndCapture)(epabi_cu_stream stream, epabi_cu_graph* graph);
     epabi_cu_result (*ThreadExchangeStreamCaptureMode)(int* mode);
     epabi_cu_result (*StreamIsCapturing)(epabi_cu_stream stream, int* status);
+    epabi_cu_result (*LaunchKernelEx)(const struct epabi_cu_launch_config* config, epabi_cu_function fn, void** params,
+                                      void** extra);
     epabi_cu_result (*EventCreate)(epabi_cu_event* event, unsigned flags);
     epabi_cu_result (*EventDestroy)(epabi_cu_event event);
     epabi_cu_result (*EventRecord)(epabi_cu_event event, epabi_cu_stream stream);

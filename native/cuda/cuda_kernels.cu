@@ -26,6 +26,26 @@
 #define EP_DEV static __device__ __forceinline__
 #define EP_KERNEL extern "C" __global__ void
 
+/* Programmatic dependent launch (compute capability 9.0 and newer; cuda_launch.c launches with it where the device
+ * and driver have it): a kernel may start while the one before it on the stream still runs. So every kernel begins
+ * with EP_PDL_ENTER: wait for the previous grid's completion and memory (griddepcontrol.wait, a no-op without the
+ * launch attribute), then let the next grid be launched, whose launch latency then hides behind this kernel's work.
+ * tests/test_cuda_source.py checks that every kernel begins with it, or with EP_PDL_LAUNCH when it reads only
+ * constants before its EP_PDL_WAIT (the linear kernels' weights: linear_launch.weights_const). A grid must not end
+ * before its predecessor, so every thread waits before it exits. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define EP_PDL_WAIT() asm volatile("griddepcontrol.wait;" ::: "memory")
+#define EP_PDL_LAUNCH() asm volatile("griddepcontrol.launch_dependents;" ::: "memory")
+#else
+#define EP_PDL_WAIT() ((void)0)
+#define EP_PDL_LAUNCH() ((void)0)
+#endif
+#define EP_PDL_ENTER() \
+    do {               \
+        EP_PDL_WAIT(); \
+        EP_PDL_LAUNCH(); \
+    } while (0)
+
 #define GRID_LOOP(i, n)                                                                              \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (int64_t)(n);                \
          i += (int64_t)gridDim.x * blockDim.x)
@@ -72,6 +92,8 @@ static_assert(sizeof(fill_args) == 32, "fill_args layout");
 static_assert(sizeof(range_args) == 56, "range_args layout");
 static_assert(sizeof(argreduce_args) == 48, "argreduce_args layout");
 static_assert(sizeof(resize_args) == 208, "resize_args layout");
+static_assert(sizeof(chain_op) == 32, "chain_op layout");
+static_assert(sizeof(chain_args) == 664, "chain_args layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -173,7 +195,7 @@ static_assert(EP_OFF(linear_launch, trans_a) == 40, "linear_launch.trans_a");
 static_assert(EP_OFF(linear_launch, trans_b) == 41, "linear_launch.trans_b");
 static_assert(EP_OFF(linear_launch, activation) == 44, "linear_launch.activation");
 static_assert(EP_OFF(linear_launch, path) == 48, "linear_launch.path");
-static_assert(EP_OFF(linear_launch, pad_) == 52, "linear_launch.pad_");
+static_assert(EP_OFF(linear_launch, weights_const) == 52, "linear_launch.weights_const");
 static_assert(EP_OFF(linear_launch, m) == 56, "linear_launch.m");
 static_assert(EP_OFF(linear_launch, n) == 64, "linear_launch.n");
 static_assert(EP_OFF(linear_launch, k) == 72, "linear_launch.k");
@@ -381,6 +403,24 @@ static_assert(EP_OFF(resize_args, rank) == 44, "resize_args.rank");
 static_assert(EP_OFF(resize_args, in_dims) == 48, "resize_args.in_dims");
 static_assert(EP_OFF(resize_args, out_dims) == 112, "resize_args.out_dims");
 static_assert(EP_OFF(resize_args, scales) == 176, "resize_args.scales");
+static_assert(EP_OFF(chain_op, kind) == 0, "chain_op.kind");
+static_assert(EP_OFF(chain_op, op) == 4, "chain_op.op");
+static_assert(EP_OFF(chain_op, a) == 8, "chain_op.a");
+static_assert(EP_OFF(chain_op, b) == 12, "chain_op.b");
+static_assert(EP_OFF(chain_op, out) == 16, "chain_op.out");
+static_assert(EP_OFF(chain_op, alpha) == 20, "chain_op.alpha");
+static_assert(EP_OFF(chain_op, beta) == 24, "chain_op.beta");
+static_assert(EP_OFF(chain_op, pad_) == 28, "chain_op.pad_");
+static_assert(EP_OFF(chain_args, n_ops) == 0, "chain_args.n_ops");
+static_assert(EP_OFF(chain_args, n_in) == 4, "chain_args.n_in");
+static_assert(EP_OFF(chain_args, n_out) == 8, "chain_args.n_out");
+static_assert(EP_OFF(chain_args, rank) == 12, "chain_args.rank");
+static_assert(EP_OFF(chain_args, dims) == 16, "chain_args.dims");
+static_assert(EP_OFF(chain_args, strides) == 80, "chain_args.strides");
+static_assert(EP_OFF(chain_args, in) == 336, "chain_args.in");
+static_assert(EP_OFF(chain_args, out) == 368, "chain_args.out");
+static_assert(EP_OFF(chain_args, ops) == 400, "chain_args.ops");
+static_assert(EP_OFF(chain_args, pool) == 656, "chain_args.pool");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -579,6 +619,7 @@ template <int OP> EP_DEV void ew_fast_loop(const float* A, const float* B, float
 }
 
 EP_KERNEL ew_fast_f32(const float* A, const float* B, float* O, int n, int inner, int op, int modes, int relu) {
+    EP_PDL_ENTER();
     const int ma = modes & 3, mb = (modes >> 2) & 3;
     switch (op) {
     case OP_ADD: ew_fast_loop<OP_ADD>(A, B, O, n, inner, ma, mb, relu != 0); break;
@@ -592,7 +633,7 @@ EP_KERNEL ew_fast_f32(const float* A, const float* B, float* O, int n, int inner
 }
 
 #define EW_ARITH_KERNEL(SUF, T) \
-    EP_KERNEL ew_arith_##SUF(const EP_GC ew_args a, int64_t n) { ew_arith<T>(a, n); }
+    EP_KERNEL ew_arith_##SUF(const EP_GC ew_args a, int64_t n) { EP_PDL_ENTER(); ew_arith<T>(a, n); }
 EW_ARITH_KERNEL(f32, float)
 EW_ARITH_KERNEL(f64, double)
 EW_ARITH_KERNEL(i8, int8_t)
@@ -637,8 +678,8 @@ template <typename B> EP_DEV void ew_pow(const ew_args& a, int64_t n) {
     }
 }
 
-EP_KERNEL ew_pow_f32(const EP_GC ew_args a, int64_t n) { ew_pow<float>(a, n); }
-EP_KERNEL ew_pow_f64(const EP_GC ew_args a, int64_t n) { ew_pow<double>(a, n); }
+EP_KERNEL ew_pow_f32(const EP_GC ew_args a, int64_t n) { EP_PDL_ENTER(); ew_pow<float>(a, n); }
+EP_KERNEL ew_pow_f64(const EP_GC ew_args a, int64_t n) { EP_PDL_ENTER(); ew_pow<double>(a, n); }
 
 /* Equal: bool output (one byte 0/1); bool operands compare as truth values. */
 template <typename T, bool IS_BOOL> EP_DEV void ew_equal_loop(const ew_args& a, int64_t n) {
@@ -654,6 +695,7 @@ template <typename T, bool IS_BOOL> EP_DEV void ew_equal_loop(const ew_args& a, 
 }
 
 EP_KERNEL ew_equal(const EP_GC ew_args a, int64_t n) {
+    EP_PDL_ENTER();
     switch (a.dtype) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: ew_equal_loop<float, false>(a, n); break;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: ew_equal_loop<double, false>(a, n); break;
@@ -708,6 +750,7 @@ template <int OP> EP_DEV void ew_compare_op(const ew_args& a, int64_t n) {
 }
 
 EP_KERNEL ew_compare(const EP_GC ew_args a, int64_t n) {
+    EP_PDL_ENTER();
     switch (a.op) {
     case OP_LESS: ew_compare_op<OP_LESS>(a, n); break;
     case OP_GREATER: ew_compare_op<OP_GREATER>(a, n); break;
@@ -742,10 +785,10 @@ template <typename T> EP_DEV void ew_select(const ew_args& a, int64_t n) {
     }
 }
 
-EP_KERNEL ew_select_1(const EP_GC ew_args a, int64_t n) { ew_select<uint8_t>(a, n); }
-EP_KERNEL ew_select_2(const EP_GC ew_args a, int64_t n) { ew_select<uint16_t>(a, n); }
-EP_KERNEL ew_select_4(const EP_GC ew_args a, int64_t n) { ew_select<uint32_t>(a, n); }
-EP_KERNEL ew_select_8(const EP_GC ew_args a, int64_t n) { ew_select<uint64_t>(a, n); }
+EP_KERNEL ew_select_1(const EP_GC ew_args a, int64_t n) { EP_PDL_ENTER(); ew_select<uint8_t>(a, n); }
+EP_KERNEL ew_select_2(const EP_GC ew_args a, int64_t n) { EP_PDL_ENTER(); ew_select<uint16_t>(a, n); }
+EP_KERNEL ew_select_4(const EP_GC ew_args a, int64_t n) { EP_PDL_ENTER(); ew_select<uint32_t>(a, n); }
+EP_KERNEL ew_select_8(const EP_GC ew_args a, int64_t n) { EP_PDL_ENTER(); ew_select<uint64_t>(a, n); }
 
 /* ---- unary (struct un_args) ------------------------------------------------------------------------ */
 
@@ -860,13 +903,14 @@ template <typename T, typename U> EP_DEV void un_int(const un_args& a) {
     }
 }
 
-EP_KERNEL un_f32(const EP_GC un_args a) { un_loop<float>(a); }
-EP_KERNEL un_f64(const EP_GC un_args a) { un_loop<double>(a); }
-EP_KERNEL un_i32(const EP_GC un_args a) { un_int<int32_t, uint32_t>(a); }
-EP_KERNEL un_i64(const EP_GC un_args a) { un_int<int64_t, uint64_t>(a); }
+EP_KERNEL un_f32(const EP_GC un_args a) { EP_PDL_ENTER(); un_loop<float>(a); }
+EP_KERNEL un_f64(const EP_GC un_args a) { EP_PDL_ENTER(); un_loop<double>(a); }
+EP_KERNEL un_i32(const EP_GC un_args a) { EP_PDL_ENTER(); un_int<int32_t, uint32_t>(a); }
+EP_KERNEL un_i64(const EP_GC un_args a) { EP_PDL_ENTER(); un_int<int64_t, uint64_t>(a); }
 
 /* Not: bool in, bool out */
 EP_KERNEL un_not(const EP_GC un_args a) {
+    EP_PDL_ENTER();
     const uint8_t* X = (const uint8_t*)a.in;
     uint8_t* Y = (uint8_t*)a.out;
     GRID_LOOP(i, a.n) Y[i] = (uint8_t)(X[i] == 0);
@@ -897,6 +941,7 @@ template <typename T> EP_DEV void clip_int(const un_args& a) {
 }
 
 EP_KERNEL un_clip(const EP_GC un_args a) {
+    EP_PDL_ENTER();
     switch (a.dtype) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: clip_loop<float>(a, (float)a.alpha, (float)a.beta); break;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: clip_loop<double>(a, a.alpha, a.beta); break;
@@ -985,7 +1030,7 @@ template <typename S> EP_DEV void cast_from(const cast_args& a) {
 }
 
 #define CAST_KERNEL(SUF, T) \
-    EP_KERNEL cast_from_##SUF(const EP_GC cast_args a) { cast_from<T>(a); }
+    EP_KERNEL cast_from_##SUF(const EP_GC cast_args a) { EP_PDL_ENTER(); cast_from<T>(a); }
 CAST_KERNEL(f32, float)
 CAST_KERNEL(f64, double)
 CAST_KERNEL(i8, int8_t)
@@ -999,6 +1044,7 @@ CAST_KERNEL(u64, uint64_t)
 #undef CAST_KERNEL
 
 EP_KERNEL cast_from_bool(const EP_GC cast_args a) {
+    EP_PDL_ENTER();
     switch (a.to) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: cast_from_bool_loop<float>(a); break;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: cast_from_bool_loop<double>(a); break;
@@ -1038,13 +1084,14 @@ template <typename T> EP_DEV void strided_copy(const epabi_strided_copy& a, int6
     }
 }
 
-EP_KERNEL strided_copy_1(const EP_GC epabi_strided_copy a, int64_t n) { strided_copy<uint8_t>(a, n); }
-EP_KERNEL strided_copy_2(const EP_GC epabi_strided_copy a, int64_t n) { strided_copy<uint16_t>(a, n); }
-EP_KERNEL strided_copy_4(const EP_GC epabi_strided_copy a, int64_t n) { strided_copy<uint32_t>(a, n); }
-EP_KERNEL strided_copy_8(const EP_GC epabi_strided_copy a, int64_t n) { strided_copy<uint64_t>(a, n); }
+EP_KERNEL strided_copy_1(const EP_GC epabi_strided_copy a, int64_t n) { EP_PDL_ENTER(); strided_copy<uint8_t>(a, n); }
+EP_KERNEL strided_copy_2(const EP_GC epabi_strided_copy a, int64_t n) { EP_PDL_ENTER(); strided_copy<uint16_t>(a, n); }
+EP_KERNEL strided_copy_4(const EP_GC epabi_strided_copy a, int64_t n) { EP_PDL_ENTER(); strided_copy<uint32_t>(a, n); }
+EP_KERNEL strided_copy_8(const EP_GC epabi_strided_copy a, int64_t n) { EP_PDL_ENTER(); strided_copy<uint64_t>(a, n); }
 
 /* any element size (or unaligned data): one byte per item, n = elements * elsize */
 EP_KERNEL strided_copy_bytes(const EP_GC epabi_strided_copy a, int64_t n) {
+    EP_PDL_ENTER();
     const int64_t es = (int64_t)a.elsize;
     const int r = a.rank;
     GRID_LOOP(i, n) {
@@ -1076,11 +1123,11 @@ template <typename T> EP_DEV void concat_copy(const concat_args& a, int64_t tota
     }
 }
 
-EP_KERNEL concat_1(const EP_GC concat_args a, int64_t total_row) { concat_copy<uint8_t>(a, total_row); }
-EP_KERNEL concat_2(const EP_GC concat_args a, int64_t total_row) { concat_copy<uint16_t>(a, total_row); }
-EP_KERNEL concat_4(const EP_GC concat_args a, int64_t total_row) { concat_copy<uint32_t>(a, total_row); }
-EP_KERNEL concat_8(const EP_GC concat_args a, int64_t total_row) { concat_copy<uint64_t>(a, total_row); }
-EP_KERNEL concat_16(const EP_GC concat_args a, int64_t total_row) { concat_copy<ep_b16>(a, total_row); }
+EP_KERNEL concat_1(const EP_GC concat_args a, int64_t total_row) { EP_PDL_ENTER(); concat_copy<uint8_t>(a, total_row); }
+EP_KERNEL concat_2(const EP_GC concat_args a, int64_t total_row) { EP_PDL_ENTER(); concat_copy<uint16_t>(a, total_row); }
+EP_KERNEL concat_4(const EP_GC concat_args a, int64_t total_row) { EP_PDL_ENTER(); concat_copy<uint32_t>(a, total_row); }
+EP_KERNEL concat_8(const EP_GC concat_args a, int64_t total_row) { EP_PDL_ENTER(); concat_copy<uint64_t>(a, total_row); }
+EP_KERNEL concat_16(const EP_GC concat_args a, int64_t total_row) { EP_PDL_ENTER(); concat_copy<ep_b16>(a, total_row); }
 
 /* struct gather_args: item e of n = outer * n_indices * units is unit u of slice (o, i), units =
  * block_bytes / sizeof(T). A bad index (outside [-axis_dim, axis_dim)) zero-fills its slice and is reported. */
@@ -1101,14 +1148,15 @@ template <typename T> EP_DEV void gather_copy(const gather_args& a, int64_t n, i
     }
 }
 
-EP_KERNEL gather_1(const EP_GC gather_args a, int64_t n, int64_t units) { gather_copy<uint8_t>(a, n, units); }
-EP_KERNEL gather_2(const EP_GC gather_args a, int64_t n, int64_t units) { gather_copy<uint16_t>(a, n, units); }
-EP_KERNEL gather_4(const EP_GC gather_args a, int64_t n, int64_t units) { gather_copy<uint32_t>(a, n, units); }
-EP_KERNEL gather_8(const EP_GC gather_args a, int64_t n, int64_t units) { gather_copy<uint64_t>(a, n, units); }
-EP_KERNEL gather_16(const EP_GC gather_args a, int64_t n, int64_t units) { gather_copy<ep_b16>(a, n, units); }
+EP_KERNEL gather_1(const EP_GC gather_args a, int64_t n, int64_t units) { EP_PDL_ENTER(); gather_copy<uint8_t>(a, n, units); }
+EP_KERNEL gather_2(const EP_GC gather_args a, int64_t n, int64_t units) { EP_PDL_ENTER(); gather_copy<uint16_t>(a, n, units); }
+EP_KERNEL gather_4(const EP_GC gather_args a, int64_t n, int64_t units) { EP_PDL_ENTER(); gather_copy<uint32_t>(a, n, units); }
+EP_KERNEL gather_8(const EP_GC gather_args a, int64_t n, int64_t units) { EP_PDL_ENTER(); gather_copy<uint64_t>(a, n, units); }
+EP_KERNEL gather_16(const EP_GC gather_args a, int64_t n, int64_t units) { EP_PDL_ENTER(); gather_copy<ep_b16>(a, n, units); }
 
 /* struct shape_args: the n dims into the int64 output */
 EP_KERNEL shape_write(const EP_GC shape_args a) {
+    EP_PDL_ENTER();
     const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
     if (i < a.n && i < EPABI_MAX_RANK) a.dst[i] = a.dims[i];
 }
@@ -1124,6 +1172,7 @@ EP_KERNEL __launch_bounds__(SG_THREADS) sgemm_f32(int trans_a, int trans_b, int6
                                                   float alpha, const float* A, int64_t lda, int64_t stride_a,
                                                   const float* B, int64_t ldb, int64_t stride_b, float beta,
                                                   float* C, int64_t ldc, int64_t stride_c, int64_t batch) {
+    EP_PDL_ENTER();
     __shared__ float As[SG_BK][SG_BM + 4];
     __shared__ float Bs[SG_BK][SG_BN + 4];
     const int tid = threadIdx.x;
@@ -1210,6 +1259,7 @@ EP_KERNEL __launch_bounds__(SG_THREADS) sgemm_f32(int trans_a, int trans_b, int6
  * GEMM with k == 0 or alpha == 0. n_items = batch * m * n. */
 EP_KERNEL gemm_scale_f32(float* C, int64_t ldc, int64_t stride_c, int64_t m, int64_t n, float beta,
                          int64_t n_items) {
+    EP_PDL_ENTER();
     GRID_LOOP(e, n_items) {
         const int64_t j = e % n, t = e / n, i = t % m, b = t / m;
         float* p = C + b * stride_c + i * ldc + j;
@@ -1219,6 +1269,7 @@ EP_KERNEL gemm_scale_f32(float* C, int64_t ldc, int64_t stride_c, int64_t m, int
 
 /* struct gemm_launch: Y[m,n] = scale * C broadcast (c_rows/c_cols each 1 or full), or 0 without C. */
 EP_KERNEL gemm_fill_c(const EP_GC gemm_launch L, float scale, int64_t n_items) {
+    EP_PDL_ENTER();
     GRID_LOOP(e, n_items) {
         const int64_t i = e / L.n, j = e - i * L.n;
         if (L.c == nullptr) {
@@ -1238,6 +1289,43 @@ EP_DEV float linear_finish(const linear_launch& L, float acc, int64_t i, int64_t
     float v = L.alpha * acc;
     if (L.c != nullptr) v += L.beta * L.c[(L.c_rows == 1 ? 0 : i) * L.c_cols + (L.c_cols == 1 ? 0 : j)];
     return L.activation >= 0 ? un_apply(L.activation, v, 0.0f, 0.0f) : v;
+}
+
+/* linear_finish with C's element for a row vector C (c_rows == 1) already loaded: c_j. */
+EP_DEV float linear_finish_row(const linear_launch& L, float acc, float c_j) {
+    const float v = L.alpha * acc + L.beta * c_j;
+    return L.activation >= 0 ? un_apply(L.activation, v, 0.0f, 0.0f) : v;
+}
+
+/* Before the wait for the previous kernel: with constant weights, the element of a row-vector C (the bias) of column
+ * j of the block's first column tile, so neither load waits for the predecessor. */
+struct lin_early {
+    bool waiting;      /* EP_PDL_WAIT not yet done */
+    bool have_c;       /* c_j holds C's element of column j0 */
+    int64_t j0;
+    float c_j;
+};
+
+EP_DEV lin_early lin_begin(const linear_launch& L, int64_t j0) {
+    lin_early e;
+    e.waiting = L.weights_const != 0;
+    if (!e.waiting) EP_PDL_WAIT();
+    EP_PDL_LAUNCH();
+    e.j0 = j0;
+    e.have_c = e.waiting && L.c != nullptr && L.c_rows == 1 && j0 < L.n;
+    e.c_j = e.have_c ? L.c[L.c_cols == 1 ? 0 : j0] : 0.0f;
+    return e;
+}
+
+EP_DEV void lin_wait(lin_early& e) {
+    if (e.waiting) {
+        EP_PDL_WAIT();
+        e.waiting = false;
+    }
+}
+
+EP_DEV float lin_finish(const linear_launch& L, const lin_early& e, float acc, int64_t i, int64_t j) {
+    return e.have_c && j == e.j0 ? linear_finish_row(L, acc, e.c_j) : linear_finish(L, acc, i, j);
 }
 
 EP_DEV int64_t lin_min(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -1273,6 +1361,7 @@ template <int R> EP_DEV void linear_nn(const linear_launch& L) {
     __shared__ float As[EPABI_LINEAR_KC * R];        /* [p][r] */
     __shared__ float part[(W - 1) * R * 32];         /* the sums of warps 1..W-1 */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    lin_early early = lin_begin(L, (int64_t)blockIdx.x * EPABI_LINEAR_NN_COLS + lane);
     for (int64_t row0 = (int64_t)blockIdx.y * R; row0 < L.m; row0 += (int64_t)gridDim.y * R) {
         for (int64_t col0 = (int64_t)blockIdx.x * EPABI_LINEAR_NN_COLS; col0 < L.n;
              col0 += (int64_t)gridDim.x * EPABI_LINEAR_NN_COLS) {
@@ -1291,6 +1380,7 @@ template <int R> EP_DEV void linear_nn(const linear_launch& L) {
                     if (j < L.n && p0 + q < p1) v = L.b[(k0 + p0 + q) * L.ldb + j];
                     bv[q] = v;
                 }
+                lin_wait(early);   /* A (and Y) belong to the kernels before */
                 __syncthreads();   /* the previous chunk's readers are done */
                 lin_stage_a<R>(L, As, 1, R, row0, k0, kc);
                 __syncthreads();
@@ -1316,12 +1406,13 @@ template <int R> EP_DEV void linear_nn(const linear_launch& L) {
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
                     const int64_t i = row0 + r;
-                    if (i < L.m) L.y[i * L.n + j] = linear_finish(L, acc[r], i, j);
+                    if (i < L.m) L.y[i * L.n + j] = lin_finish(L, early, acc[r], i, j);
                 }
             }
             __syncthreads();   /* part is free for the next tile */
         }
     }
+    lin_wait(early);   /* a block without work still may not end before the kernel before */
 }
 
 /* B is [n, k] (transB). A block computes R rows x 8 columns: warp w owns column col0 + w, its lanes stride through
@@ -1331,6 +1422,7 @@ template <int R> EP_DEV void linear_nt(const linear_launch& L) {
     constexpr int Q = EPABI_LINEAR_KC / 32;          /* elements of a chunk per lane */
     __shared__ float As[R * EPABI_LINEAR_KC];        /* [r][p] */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    lin_early early = lin_begin(L, (int64_t)blockIdx.x * EPABI_LINEAR_NT_COLS + warp);
     for (int64_t row0 = (int64_t)blockIdx.y * R; row0 < L.m; row0 += (int64_t)gridDim.y * R) {
         for (int64_t col0 = (int64_t)blockIdx.x * EPABI_LINEAR_NT_COLS; col0 < L.n;
              col0 += (int64_t)gridDim.x * EPABI_LINEAR_NT_COLS) {
@@ -1348,6 +1440,7 @@ template <int R> EP_DEV void linear_nt(const linear_launch& L) {
                     if (j < L.n && p < kc) v = L.b[j * L.ldb + k0 + p];
                     bv[q] = v;
                 }
+                lin_wait(early);
                 __syncthreads();   /* the previous chunk's readers are done */
                 lin_stage_a<R>(L, As, EPABI_LINEAR_KC, 1, row0, k0, kc);
                 __syncthreads();
@@ -1369,11 +1462,12 @@ template <int R> EP_DEV void linear_nt(const linear_launch& L) {
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
                     const int64_t i = row0 + r;
-                    if (lane == r && i < L.m) L.y[i * L.n + j] = linear_finish(L, acc[r], i, j);
+                    if (lane == r && i < L.m) L.y[i * L.n + j] = lin_finish(L, early, acc[r], i, j);
                 }
             }
         }
     }
+    lin_wait(early);
 }
 
 #define LINEAR_KERNELS(R)                                                                                   \
@@ -1393,6 +1487,7 @@ LINEAR_KERNELS(16)
 /* The epilogue alone, n_items = m * n: after a separate GEMM wrote alpha * op(A) op(B) into Y (from_product), or
  * without a product (k == 0 or alpha == 0: BLAS reads neither A nor B) from 0. */
 EP_KERNEL linear_epilogue_f32(const EP_GC linear_launch L, int from_product, int64_t n_items) {
+    EP_PDL_ENTER();
     GRID_LOOP(e, n_items) {
         const int64_t i = e / L.n, j = e - i * L.n;
         float v = from_product ? L.y[e] : 0.0f;
@@ -1406,6 +1501,7 @@ EP_KERNEL linear_epilogue_f32(const EP_GC linear_launch L, int from_product, int
 /* One thread per output element: bias (or 0) plus the dot product of its window with its filter. Every
  * path of conv_launch: groups, strides, dilations, pads; cg == 0 gives the bias alone. */
 EP_KERNEL conv_direct(const EP_GC conv_launch L, int64_t n_items) {
+    EP_PDL_ENTER();
     const int64_t kdim = L.cg * L.kh * L.kw;
     GRID_LOOP(e, n_items) {
         const int64_t ox = e % L.ow;
@@ -1439,6 +1535,7 @@ EP_KERNEL conv_direct(const EP_GC conv_launch L, int64_t n_items) {
  * (c, ki, kj), column t holds the input the tap meets at output position t0 + t, 0 in the padding. */
 EP_KERNEL conv_im2col(const EP_GC conv_launch L, const float* xg, float* col, int64_t t0, int64_t tl,
                       int64_t n_items) {
+    EP_PDL_ENTER();
     GRID_LOOP(e, n_items) {
         const int64_t t = e % tl, rr = e / tl;
         const int64_t kj = rr % L.kw, r2 = rr / L.kw;
@@ -1451,6 +1548,7 @@ EP_KERNEL conv_im2col(const EP_GC conv_launch L, const float* xg, float* col, in
 
 /* Y[n, m, p] = bias[m] (the GEMM paths then add the products with beta = 1) */
 EP_KERNEL conv_bias_fill(const EP_GC conv_launch L, int64_t n_items) {
+    EP_PDL_ENTER();
     const int64_t P = L.oh * L.ow;
     GRID_LOOP(e, n_items) L.y[e] = L.bias[(e / P) % L.m];
 }
@@ -1477,6 +1575,7 @@ EP_DEV int64_t ln_offset(const layernorm_launch& L, const ln_operand& o, int64_t
 
 /* One block per row (grid-stride over rows): mean and variance in double, two passes. */
 EP_KERNEL layernorm_f32(const EP_GC layernorm_launch L) {
+    EP_PDL_ENTER();
     __shared__ double smem[32];
     const op_add_d add;
     for (int64_t r = blockIdx.x; r < L.rows; r += gridDim.x) {
@@ -1510,6 +1609,7 @@ EP_KERNEL layernorm_f32(const EP_GC layernorm_launch L) {
 
 /* One warp per plane; NaN sticks as in the host loop. */
 EP_KERNEL gmaxpool_f32(const EP_GC gmaxpool_launch L) {
+    EP_PDL_ENTER();
     const unsigned lane = threadIdx.x & 31u;
     const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
     for (int64_t p = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); p < L.planes; p += warps) {
@@ -1598,6 +1698,7 @@ EP_DEV double red_term(const reduce_launch& L, float v) {
 
 /* One thread per output element (small reductions). */
 EP_KERNEL reduce_thread_f32(const EP_GC reduce_launch L) {
+    EP_PDL_ENTER();
     red_geom g;
     red_geom_init(L, g);
     GRID_LOOP(o, L.out_numel) {
@@ -1624,6 +1725,7 @@ EP_KERNEL reduce_thread_f32(const EP_GC reduce_launch L) {
 
 /* One block per output element (large reductions), grid-stride over the outputs. */
 EP_KERNEL reduce_block_f32(const EP_GC reduce_launch L) {
+    EP_PDL_ENTER();
     __shared__ double dsm[32];
     __shared__ float fsm[32];
     red_geom g;
@@ -1659,6 +1761,7 @@ EP_KERNEL reduce_block_f32(const EP_GC reduce_launch L) {
 /* inner == 1: one block per row. max (NaN never taken, as the host's `x > m ? x : m`), then
  * sum(expf(x - max)) in double, then y = expf(x - max) * (float)(1 / sum). */
 EP_KERNEL softmax_rows_f32(const EP_GC softmax_launch L) {
+    EP_PDL_ENTER();
     __shared__ float fsm[32];
     __shared__ double dsm[32];
     for (int64_t r = blockIdx.x; r < L.outer; r += gridDim.x) {
@@ -1678,6 +1781,7 @@ EP_KERNEL softmax_rows_f32(const EP_GC softmax_launch L) {
 /* inner > 1: one thread per (outer, inner) column, walking len with stride inner (coalesced across the
  * threads of a warp). n_items = outer * inner. */
 EP_KERNEL softmax_strided_f32(const EP_GC softmax_launch L, int64_t n_items) {
+    EP_PDL_ENTER();
     GRID_LOOP(e, n_items) {
         const int64_t o = e / L.inner, i = e - o * L.inner;
         const float* x = L.x + o * L.len * L.inner + i;
@@ -1779,6 +1883,7 @@ EP_DEV int64_t pool_avg_span(const pool_launch& L, int d, int64_t start) {
 
 /* One thread per output element: the float sum of the window's taps over their count (pool_avg in pool.c). */
 EP_KERNEL pool_avg_f32(const EP_GC pool_launch L, int64_t n) {
+    EP_PDL_ENTER();
     const float* X = (const float*)L.x;
     float* Y = (float*)L.y;
     const int64_t plane = L.in[0] * L.in[1] * L.in[2];
@@ -1809,15 +1914,16 @@ EP_KERNEL pool_avg_f32(const EP_GC pool_launch L, int64_t n) {
     }
 }
 
-EP_KERNEL pool_max_f32(const EP_GC pool_launch L, int64_t n) { pool_max<float>(L, n); }
-EP_KERNEL pool_max_f64(const EP_GC pool_launch L, int64_t n) { pool_max<double>(L, n); }
-EP_KERNEL pool_max_i8(const EP_GC pool_launch L, int64_t n) { pool_max<int8_t>(L, n); }
-EP_KERNEL pool_max_u8(const EP_GC pool_launch L, int64_t n) { pool_max<uint8_t>(L, n); }
+EP_KERNEL pool_max_f32(const EP_GC pool_launch L, int64_t n) { EP_PDL_ENTER(); pool_max<float>(L, n); }
+EP_KERNEL pool_max_f64(const EP_GC pool_launch L, int64_t n) { EP_PDL_ENTER(); pool_max<double>(L, n); }
+EP_KERNEL pool_max_i8(const EP_GC pool_launch L, int64_t n) { EP_PDL_ENTER(); pool_max<int8_t>(L, n); }
+EP_KERNEL pool_max_u8(const EP_GC pool_launch L, int64_t n) { EP_PDL_ENTER(); pool_max<uint8_t>(L, n); }
 
 /* ---- GlobalAveragePool (struct gavgpool_launch) ------------------------------------------------------ */
 
 /* One warp per plane: the sum in double, then divided by the plane's size (gavgpool_launch_fn in pool.c). */
 EP_KERNEL gavgpool_f32(const EP_GC gavgpool_launch L) {
+    EP_PDL_ENTER();
     const unsigned lane = threadIdx.x & 31u;
     const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
     for (int64_t p = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); p < L.planes; p += warps) {
@@ -1834,6 +1940,7 @@ EP_KERNEL gavgpool_f32(const EP_GC gavgpool_launch L) {
 
 /* One thread per element; the channel's scale is recomputed per element (batchnorm.c's formula). */
 EP_KERNEL batchnorm_f32(const EP_GC batchnorm_launch L, int64_t n_items) {
+    EP_PDL_ENTER();
     GRID_LOOP(e, n_items) {
         const int64_t ch = (e / L.inner) % L.c;
         const float s = (1.0f / sqrtf(L.var[ch] + L.epsilon)) * L.scale[ch];
@@ -1845,6 +1952,7 @@ EP_KERNEL batchnorm_f32(const EP_GC batchnorm_launch L, int64_t n_items) {
 
 /* One block per plane (grid-stride over planes): mean and variance in double, two passes, as instancenorm.c. */
 EP_KERNEL instancenorm_f32(const EP_GC instancenorm_launch L) {
+    EP_PDL_ENTER();
     __shared__ double smem[32];
     const op_add_d add;
     for (int64_t p = blockIdx.x; p < L.planes; p += gridDim.x) {
@@ -1872,6 +1980,7 @@ EP_KERNEL instancenorm_f32(const EP_GC instancenorm_launch L) {
 /* One thread per output element: the bias (or 0) plus, over the group's input channels and every tap k whose
  * input position i = (o + pad - k * dilation) / stride is whole and inside the input, X[i] * W[k]. */
 EP_KERNEL convt_direct(const EP_GC convt_launch L, int64_t n_items) {
+    EP_PDL_ENTER();
     const int64_t K = L.kernel[0] * L.kernel[1] * L.kernel[2];
     const int64_t in_plane = L.in[0] * L.in[1] * L.in[2];
     GRID_LOOP(e, n_items) {
@@ -1920,6 +2029,7 @@ EP_DEV float lstm_sigmoid(float x) {
 /* One step of direction d at time t, a thread per (batch, hidden) element: L.gates holds Ht-1 R^T; h and c are
  * updated in place and Ht stored into Y (lstm_cell in lstm.c). n_items = batch * hidden. */
 EP_KERNEL lstm_cell_f32(const EP_GC lstm_launch L, int d, int64_t t, int64_t n_items) {
+    EP_PDL_ENTER();
     const int64_t H = L.hidden, G = 4 * H;
     const float* wb = L.b != nullptr ? L.b + d * 2 * G : nullptr;
     const float* p = L.p != nullptr ? L.p + d * 3 * H : nullptr;
@@ -1986,10 +2096,10 @@ template <typename T> EP_DEV void pad_copy(const pad_args& a, int64_t n) {
     }
 }
 
-EP_KERNEL pad_copy_1(const EP_GC pad_args a, int64_t n) { pad_copy<uint8_t>(a, n); }
-EP_KERNEL pad_copy_2(const EP_GC pad_args a, int64_t n) { pad_copy<uint16_t>(a, n); }
-EP_KERNEL pad_copy_4(const EP_GC pad_args a, int64_t n) { pad_copy<uint32_t>(a, n); }
-EP_KERNEL pad_copy_8(const EP_GC pad_args a, int64_t n) { pad_copy<uint64_t>(a, n); }
+EP_KERNEL pad_copy_1(const EP_GC pad_args a, int64_t n) { EP_PDL_ENTER(); pad_copy<uint8_t>(a, n); }
+EP_KERNEL pad_copy_2(const EP_GC pad_args a, int64_t n) { EP_PDL_ENTER(); pad_copy<uint16_t>(a, n); }
+EP_KERNEL pad_copy_4(const EP_GC pad_args a, int64_t n) { EP_PDL_ENTER(); pad_copy<uint32_t>(a, n); }
+EP_KERNEL pad_copy_8(const EP_GC pad_args a, int64_t n) { EP_PDL_ENTER(); pad_copy<uint64_t>(a, n); }
 
 /* ---- ConstantOfShape (struct fill_args) --------------------------------------------------------------- */
 
@@ -1999,16 +2109,17 @@ template <typename T> EP_DEV void fill_loop(const fill_args& a) {
     GRID_LOOP(i, a.n) dst[i] = value;
 }
 
-EP_KERNEL fill_1(const EP_GC fill_args a) { fill_loop<uint8_t>(a); }
-EP_KERNEL fill_2(const EP_GC fill_args a) { fill_loop<uint16_t>(a); }
-EP_KERNEL fill_4(const EP_GC fill_args a) { fill_loop<uint32_t>(a); }
-EP_KERNEL fill_8(const EP_GC fill_args a) { fill_loop<uint64_t>(a); }
+EP_KERNEL fill_1(const EP_GC fill_args a) { EP_PDL_ENTER(); fill_loop<uint8_t>(a); }
+EP_KERNEL fill_2(const EP_GC fill_args a) { EP_PDL_ENTER(); fill_loop<uint16_t>(a); }
+EP_KERNEL fill_4(const EP_GC fill_args a) { EP_PDL_ENTER(); fill_loop<uint32_t>(a); }
+EP_KERNEL fill_8(const EP_GC fill_args a) { EP_PDL_ENTER(); fill_loop<uint64_t>(a); }
 
 /* ---- Range (struct range_args) ------------------------------------------------------------------------ */
 
 /* start + i * delta in the dtype, as ORT's CUDA EP (the host accumulates, as ORT's CPU EP: range.c); integers
  * wrap through uint64. */
 EP_KERNEL range_fill(const EP_GC range_args a) {
+    EP_PDL_ENTER();
     GRID_LOOP(i, a.n) {
         const uint64_t v = (uint64_t)a.start_i + (uint64_t)i * (uint64_t)a.delta_i;
         switch (a.dtype) {
@@ -2047,6 +2158,7 @@ template <typename T> EP_DEV void argreduce_loop(const argreduce_args& a, int64_
 }
 
 EP_KERNEL argreduce(const EP_GC argreduce_args a, int64_t n) {
+    EP_PDL_ENTER();
     switch (a.dtype) {
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT: argreduce_loop<float>(a, n); break;
     case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE: argreduce_loop<double>(a, n); break;
@@ -2113,12 +2225,13 @@ template <typename T> EP_DEV void resize_nearest(const resize_args& a, int64_t n
     }
 }
 
-EP_KERNEL resize_nearest_1(const EP_GC resize_args a, int64_t n) { resize_nearest<uint8_t>(a, n); }
-EP_KERNEL resize_nearest_4(const EP_GC resize_args a, int64_t n) { resize_nearest<uint32_t>(a, n); }
+EP_KERNEL resize_nearest_1(const EP_GC resize_args a, int64_t n) { EP_PDL_ENTER(); resize_nearest<uint8_t>(a, n); }
+EP_KERNEL resize_nearest_4(const EP_GC resize_args a, int64_t n) { EP_PDL_ENTER(); resize_nearest<uint32_t>(a, n); }
 
 /* linear, float: the corners of the axes whose scale is not 1 (at most 3 on the patterns resize.c accepts),
  * innermost varying fastest, each weighted by the product of its axes' weights taken from the innermost out. */
 EP_KERNEL resize_linear_f32(const EP_GC resize_args a, int64_t n) {
+    EP_PDL_ENTER();
     const float* x = (const float*)a.x;
     GRID_LOOP(e, n) {
         int64_t rem = e, plain = 0, stride = 1;
@@ -2162,5 +2275,62 @@ EP_KERNEL resize_linear_f32(const EP_GC resize_args a, int64_t n) {
             acc = fmaf(w, x[off], acc);
         }
         ((float*)a.y)[e] = acc;
+    }
+}
+
+/* ---- elementwise chains (struct chain_args, kernels/chain.h) ------------------------------------------------ */
+
+/* The chain's arithmetic in round-to-nearest intrinsics, which are never contracted into a multiply-add with a
+ * neighbouring op: each op rounds as its own kernel does (ew_fast_f32, ew_arith_f32: IEEE division, -prec-div). */
+EP_DEV float chain_binary(int op, float a, float b) {
+    switch (op) {
+    case OP_ADD: return __fadd_rn(a, b);
+    case OP_SUB: return __fsub_rn(a, b);
+    case OP_MUL: return __fmul_rn(a, b);
+    default: return __fdiv_rn(a, b);
+    }
+}
+
+/* Element offsets of every input at output index i (row-major over dims), out of line as ew_offsets_nd. */
+static __device__ __noinline__ void chain_offsets_nd(const chain_args& a, int64_t i, int64_t* off) {
+    for (int k = 0; k < EPABI_CHAIN_MAX_INPUTS; ++k) off[k] = 0;
+    for (int d = a.rank - 1; d >= 0; --d) {
+        const int64_t dim = a.dims[d];
+        const int64_t c = i % dim;
+        i /= dim;
+        for (int k = 0; k < a.n_in; ++k) off[k] += c * a.strides[k][d];
+    }
+}
+
+/* Each thread takes an element through the whole op list: registers r[] live in local memory (indexed by the list),
+ * and the op loop is not unrolled, so every op's result is stored rounded before the next op reads it, as between
+ * the unfused kernels. Unary ops are un_apply, the Unary kernels' own function; Clip is un_clip's comparison pair. */
+EP_KERNEL chain_f32(const EP_GC chain_args a, int64_t n) {
+    EP_PDL_ENTER();
+    GRID_LOOP(i, n) {
+        int64_t off[EPABI_CHAIN_MAX_INPUTS];
+        if (a.rank == 1) {
+            for (int k = 0; k < EPABI_CHAIN_MAX_INPUTS; ++k) off[k] = k < a.n_in ? i * a.strides[k][0] : 0;
+        } else {
+            chain_offsets_nd(a, i, off);
+        }
+        float r[EPABI_CHAIN_MAX_OPS];
+#pragma unroll 1
+        for (int k = 0; k < a.n_ops; ++k) {
+            const chain_op& o = a.ops[k];
+            const float x = o.a >= 0 ? r[o.a] : a.in[-1 - o.a][off[-1 - o.a]];
+            float v;
+            if (o.kind == CHAIN_BINARY) {
+                const float y = o.b >= 0 ? r[o.b] : a.in[-1 - o.b][off[-1 - o.b]];
+                v = chain_binary(o.op, x, y);
+            } else if (o.kind == CHAIN_CLIP) {
+                const float c = x < o.alpha ? o.alpha : x;
+                v = c > o.beta ? o.beta : c;
+            } else {
+                v = un_apply(o.op, x, o.alpha, o.beta);
+            }
+            r[k] = v;
+            if (o.out >= 0) a.out[o.out][i] = v;
+        }
     }
 }

@@ -17,6 +17,7 @@
 #include <stddef.h>
 
 #include "api.h"
+#include "cuda_cudnn.h"
 #include "cuda_device.h"
 #include "cuda_libs.h"
 #include "kernel.h"
@@ -43,6 +44,8 @@ struct epabi_cuda_launch_env {
     epabi_cublaslt_handle cublaslt;   /* NULL: no cuBLASLt (large linear steps: GEMM + an epilogue kernel) */
     void* workspace;              /* cuBLAS's workspace, shared by cuBLASLt (both run in `stream`'s order) */
     size_t workspace_bytes;
+    struct epabi_cudnn_stream* cudnn;   /* bound to `stream` (cuda_cudnn.h); NULL: Conv runs our own kernels */
+    bool pdl;                     /* launch our kernels with programmatic stream serialization (cuda_launch.c) */
 };
 
 /* Issues the kernels of one launch block on env->stream (asynchronously; no host synchronization, no

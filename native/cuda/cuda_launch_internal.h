@@ -40,7 +40,8 @@
     X(pad_copy_1) X(pad_copy_2) X(pad_copy_4) X(pad_copy_8)                                                \
     X(fill_1) X(fill_2) X(fill_4) X(fill_8) X(range_fill)                                                  \
     X(argreduce)                                                                                           \
-    X(resize_nearest_1) X(resize_nearest_4) X(resize_linear_f32)
+    X(resize_nearest_1) X(resize_nearest_4) X(resize_linear_f32)                                         \
+    X(chain_f32)
 
 enum epabi_cuda_kernel_id {
 #define EPABI_CK_ENUM_(name) EPABI_CK_##name,

@@ -266,9 +266,13 @@ static bool epilogue_op(const struct conv_launch* L, struct un_args* a) {
     }
 }
 
-/* The conv, then the activation the plan fused into it (conv_launch.epilogue) as one in-place pass over Y. */
+/* The conv (through cuDNN when the stream has it and it takes the shape, cuda_cudnn.h; else our kernels), then the
+ * activation the plan fused into it (conv_launch.epilogue) as one in-place pass over Y, unless cuDNN fused it. */
 OrtStatus* epabi_cuda_launch_conv(const struct epabi_cuda_launch_env* env, const struct conv_launch* in) {
-    EPABI_RETURN_IF_ERROR(conv_body(env, in));
+    bool done = false, fused = false;
+    if (env->cudnn != NULL) EPABI_RETURN_IF_ERROR(epabi_cudnn_conv(env->cudnn, env, in, &done, &fused));
+    if (!done) EPABI_RETURN_IF_ERROR(conv_body(env, in));
+    if (fused) return NULL;
     struct un_args a;
     memset(&a, 0, sizeof a);
     if (!epilogue_op(in, &a)) return NULL;

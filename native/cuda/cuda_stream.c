@@ -21,10 +21,17 @@ struct cuda_stream {
     epabi_cublas_handle cublas;             /* NULL without cuBLAS */
     epabi_cublaslt_handle cublaslt;         /* NULL without cuBLASLt; shares the workspace (same stream) */
     epabi_cu_ptr workspace;                 /* cuBLAS workspace, owned */
+    struct epabi_cudnn_stream* cudnn;       /* NULL without cuDNN (cudnn=0, not loaded, or set-up failed) */
     epabi_cu_mempool pool;                  /* the device's default pool, for alloc_async */
     epabi_cu_event order;                   /* for epabi_stream_cuda_wait_for */
     uint64_t* error_word;                   /* base.error_word: pinned host memory kernels write (cuMemAllocHost) */
     int graph_timing_runs;                  /* EPABI_CUDA_GRAPH_TIMING, read once at creation */
+    bool pdl;                               /* programmatic dependent launch (launch env .pdl) */
+    /* Nothing was queued on cs since its last completed synchronize, so the next one has nothing to wait for:
+     * ONNX Runtime >= 1.27 calls OrtEp::Sync right after each ReplayGraph, which already synchronized. Cleared by
+     * everything that queues work (launches, replays, captures, async copies and allocations, cross-stream waits);
+     * never trusted for a user's stream, where its owner queues work too. */
+    bool idle;
 };
 
 struct cuda_graph {
@@ -44,15 +51,18 @@ static OrtStatus* cuda_launch(struct epabi_stream* s, enum epabi_launch_kind kin
     (void)fn;   /* the host function is the software adapter's; the kind selects the CUDA kernels */
     (void)args_size;
     struct cuda_stream* c = cs_of(s);
+    c->idle = false;
     struct epabi_cuda_launch_env env = {.api = s->api, .libs = c->dev->libs, .module = c->module, .stream = c->cs,
                                         .cublas = c->cublas, .cublaslt = c->cublaslt,
                                         .workspace = (void*)(uintptr_t)c->workspace,
-                                        .workspace_bytes = c->workspace != 0 ? EPABI_CUBLAS_WORKSPACE_BYTES : 0};
+                                        .workspace_bytes = c->workspace != 0 ? EPABI_CUBLAS_WORKSPACE_BYTES : 0,
+                                        .cudnn = c->cudnn, .pdl = c->pdl};
     return epabi_cuda_launch(&env, kind, args);
 }
 
 static OrtStatus* cuda_begin_capture(struct epabi_stream* s) {
     struct cuda_stream* c = cs_of(s);
+    c->idle = false;
     struct epabi_cuda_scope scope;
     epabi_cuda_enter(c->dev, &scope);
     epabi_cu_result r = c->cu->StreamBeginCapture(c->cs, EPABI_CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
@@ -126,6 +136,7 @@ static OrtStatus* cuda_replay(struct epabi_stream* s, const struct epabi_stream_
     struct cuda_stream* c = cs_of(s);
     const struct cuda_graph* cg = (const struct cuda_graph*)g;
     struct epabi_cuda_scope scope;
+    c->idle = false;
     epabi_cuda_enter(c->dev, &scope);
     if (c->graph_timing_runs > 0) time_graph(c, (struct cuda_graph*)(uintptr_t)cg);
     epabi_cu_result r = c->cu->GraphLaunch(cg->exec, c->cs);
@@ -137,10 +148,12 @@ static OrtStatus* cuda_replay(struct epabi_stream* s, const struct epabi_stream_
 
 static OrtStatus* cuda_synchronize(struct epabi_stream* s) {
     struct cuda_stream* c = cs_of(s);
+    if (c->idle && !s->user_owned) return NULL;   /* the last synchronize already waited for everything queued */
     struct epabi_cuda_scope scope;
     epabi_cuda_enter(c->dev, &scope);
     epabi_cu_result r = c->cu->StreamSynchronize(c->cs);
     epabi_cuda_leave(&scope);
+    c->idle = r == 0;
     return r == 0 ? NULL : epabi_cuda_status(s->api, r, "cuStreamSynchronize");
 }
 
@@ -168,6 +181,7 @@ static void cuda_destroy(struct epabi_stream* s) {
     if (c->cs != NULL) c->cu->StreamSynchronize(c->cs);
     if (c->cublas != NULL) c->dev->libs->cublas->Destroy(c->cublas);
     if (c->cublaslt != NULL) c->dev->libs->cublaslt->Destroy(c->cublaslt);
+    epabi_cudnn_stream_destroy(c->cudnn);   /* before the stream it is bound to */
     if (c->order != NULL) c->cu->EventDestroy(c->order);
     if (c->workspace != 0) c->cu->MemFree(c->workspace);
     if (c->error_word != NULL) c->cu->MemFreeHost(c->error_word);
@@ -179,12 +193,14 @@ static void cuda_destroy(struct epabi_stream* s) {
 static void* cuda_alloc_async(struct epabi_stream* s, size_t bytes) {
     struct cuda_stream* c = cs_of(s);
     epabi_cu_ptr p = 0;
+    c->idle = false;
     epabi_cu_result r = c->cu->MemAllocFromPoolAsync(&p, bytes > 0 ? bytes : 1, c->pool, c->cs);
     return r == 0 ? (void*)(uintptr_t)p : NULL;
 }
 
 static void cuda_free_async(struct epabi_stream* s, void* p) {
     struct cuda_stream* c = cs_of(s);
+    c->idle = false;
     c->cu->MemFreeAsync((epabi_cu_ptr)(uintptr_t)p, c->cs);
 }
 
@@ -197,6 +213,7 @@ static OrtStatus* cuda_read_to_host(struct epabi_stream* s, void* dst, const voi
 
 static OrtStatus* cuda_write_from_host(struct epabi_stream* s, void* dst, const void* src, size_t bytes) {
     struct cuda_stream* c = cs_of(s);
+    c->idle = false;
     epabi_cu_result r = bytes > 0 ? c->cu->MemcpyHtoDAsync((epabi_cu_ptr)(uintptr_t)dst, src, bytes, c->cs) : 0;
     return r == 0 ? NULL : epabi_cuda_status(s->api, r, "copying a host-resident input to the GPU");
 }
@@ -235,6 +252,7 @@ OrtStatus* epabi_stream_cuda_wait_for(struct epabi_stream* s, epabi_cu_stream pr
     if (s == NULL || s->ops != &kCudaOps || producer == NULL || epabi_stream_in_capture(s)) return NULL;
     struct cuda_stream* c = cs_of(s);
     if (producer == c->cs) return NULL;
+    c->idle = false;
     struct epabi_cuda_scope scope;
     epabi_cuda_enter(c->dev, &scope);
     epabi_cu_result r = c->cu->EventRecord(c->order, producer);
@@ -244,7 +262,8 @@ OrtStatus* epabi_stream_cuda_wait_for(struct epabi_stream* s, epabi_cu_stream pr
 }
 
 struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const struct epabi_cuda_device* device,
-                                              bool adopt_user, uintptr_t user_handle, OrtStatus** status) {
+                                              bool adopt_user, uintptr_t user_handle,
+                                              const struct epabi_cuda_stream_extras* extras, OrtStatus** status) {
     *status = NULL;
     const struct epabi_cuda_libs* libs = device->libs;
     struct cuda_stream* c = calloc(1, sizeof *c);
@@ -259,6 +278,9 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
     c->cu = libs->cu;
     const char* timing = getenv("EPABI_CUDA_GRAPH_TIMING");
     c->graph_timing_runs = timing != NULL ? atoi(timing) : 0;
+    /* Hopper and newer with cuLaunchKernelEx; EPABI_CUDA_PDL=0 turns it off (to compare, or to rule it out) */
+    const char* pdl = getenv("EPABI_CUDA_PDL");
+    c->pdl = device->cc_major >= 9 && c->cu->LaunchKernelEx != NULL && (pdl == NULL || strcmp(pdl, "0") != 0);
     struct epabi_cuda_scope scope;
     if (!epabi_cuda_enter(device, &scope)) {
         free(c);
@@ -313,6 +335,22 @@ struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const
     /* cuBLASLt only with the workspace cuBLAS set up: a matmul inside a capture must not allocate one */
     if (st == NULL && libs->cublaslt != NULL && c->workspace != 0 && libs->cublaslt->Create(&c->cublaslt) != 0)
         c->cublaslt = NULL;   /* large linear steps use cuBLAS and an epilogue kernel */
+    /* cuDNN's set-up is not stream work a caller's capture of its own stream may see (cudnnCreate's allocations and
+     * launches are unknown to us); cuda_cudnn.c needs cuStreamIsCapturing to keep first runs out of captures */
+    int capturing = EPABI_CU_STREAM_CAPTURE_STATUS_NONE;
+    if (st == NULL && extras != NULL && extras->cudnn != NULL && c->cu->StreamIsCapturing != NULL &&
+        (c->cu->StreamIsCapturing(c->cs, &capturing) != 0 || capturing != EPABI_CU_STREAM_CAPTURE_STATUS_NONE)) {
+        EPABI_LOG(api, extras->logger, ORT_LOGGING_LEVEL_INFO,
+                  EPABI_EP_NAME ": the caller captures its stream while this thread's first run sets it up: Conv "
+                  "uses epabi's kernels on it, not cuDNN");
+    } else if (st == NULL && extras != NULL && extras->cudnn != NULL && c->cu->StreamIsCapturing != NULL) {
+        char why[320];
+        c->cudnn = epabi_cudnn_stream_create(extras->cudnn, c->cu, c->cs, api, extras->logger, why, sizeof why);
+        if (c->cudnn == NULL)   /* Conv runs our own kernels on this stream */
+            EPABI_LOG(api, extras->logger, ORT_LOGGING_LEVEL_WARNING,
+                      EPABI_EP_NAME ": cuDNN cannot run on GPU %d's stream (%s); Conv uses epabi's kernels there",
+                      device->ordinal, why);
+    }
     epabi_cuda_unrelax(c->cu, &relaxed);
     epabi_cuda_leave(&scope);
     if (st != NULL) {

@@ -13,7 +13,8 @@
  * The stream is created non-blocking (it never synchronizes with the legacy default stream, which other
  * threads' synchronous copies use while this one captures). A user's stream (user_compute_stream) is adopted:
  * used as is and never destroyed. Each stream owns a cuBLAS handle bound to it, with its own workspace
- * (cublasSetWorkspace), so a GEMM allocates nothing inside a capture.
+ * (cublasSetWorkspace), so a GEMM allocates nothing inside a capture; likewise a cuDNN handle with its workspace
+ * when the EP runs Conv through cuDNN (cuda_cudnn.h).
  *
  * launch, alloc_async, free_async, read_to_host and write_from_host are issued only inside a run, where ep.c has made the
  * device current (so the per-launch path pushes no context); every other call makes the stream's device
@@ -26,13 +27,22 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cuda_cudnn.h"
 #include "cuda_device.h"
 #include "stream.h"
 
+/* What a stream sets up beyond its device's libraries. */
+struct epabi_cuda_stream_extras {
+    const struct epabi_cudnn* cudnn;   /* non-NULL: a cuDNN handle and workspace for Conv (cuda_cudnn.h) */
+    const OrtLogger* logger;           /* the EP's session logger, for the stream's set-up lines */
+};
+
 /* NULL and *status set on failure (stream, cuBLAS handle or kernel module creation; NVRTC compiles the
- * device's kernels here on first use, never inside a capture). */
+ * device's kernels here on first use, never inside a capture). extras may be NULL. A cuDNN that cannot be set up
+ * is no failure: one WARNING, and the stream's convs run our kernels. */
 struct epabi_stream* epabi_stream_cuda_create(const struct epabi_api* api, const struct epabi_cuda_device* device,
-                                              bool adopt_user, uintptr_t user_handle, OrtStatus** status);
+                                              bool adopt_user, uintptr_t user_handle,
+                                              const struct epabi_cuda_stream_extras* extras, OrtStatus** status);
 
 /* Makes the CUDA stream s wait (on the device) for the work queued so far on `producer` (another CUstream of the
  * same GPU, e.g. ONNX Runtime's sync stream that copied the inputs). Not while capturing. */

@@ -904,6 +904,22 @@ static OrtStatus* run_mod(struct epabi_exec* ex, const void* state, const struct
     return run_binary(ex, *(const enum ew_op*)state, in, n_in, in[0]->dtype);
 }
 
+/* ---- chain links (chain.h) -------------------------------------------------------------------------- */
+
+#define LINK(NAME, OP)                                                                                       \
+    static bool link_##NAME(const void* state, const struct epabi_tensor* const* in, int n_in,               \
+                            struct chain_op* out) {                                                          \
+        (void)state;                                                                                         \
+        (void)in;                                                                                            \
+        *out = (struct chain_op){.kind = CHAIN_BINARY, .op = OP, .out = -1};                                 \
+        return n_in == 2;                                                                                    \
+    }
+LINK(add, OP_ADD)
+LINK(sub, OP_SUB)
+LINK(mul, OP_MUL)
+LINK(div, OP_DIV)
+#undef LINK
+
 /* ---- CUDA coverage (cuda_coverage.h) --------------------------------------------------------------- */
 
 /* Pow: a float or double base (ew_pow_f32/f64), any numeric exponent. */
@@ -938,17 +954,21 @@ static bool cuda_where(const struct epabi_node* node, char* why, size_t why_len)
 const struct epabi_kernel epabi_kernels_elementwise[] = {
     {.op_type = "Add", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_add,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
-     .cuda = epabi_cuda_numeric_inputs, .linear_bias = true},
+     .cuda = epabi_cuda_numeric_inputs, .linear_bias = true,
+     .chain_link = link_add},
     {.op_type = "Sub", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_sub,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
-     .cuda = epabi_cuda_numeric_inputs},
+     .cuda = epabi_cuda_numeric_inputs,
+     .chain_link = link_sub},
     {.op_type = "Mul", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_mul,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
      .product = true,
-     .cuda = epabi_cuda_numeric_inputs},
+     .cuda = epabi_cuda_numeric_inputs,
+     .chain_link = link_mul},
     {.op_type = "Div", .since_min = 7, .since_max = 14, .supports = supports_arith, .run = run_div,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
-     .cuda = epabi_cuda_numeric_inputs},
+     .cuda = epabi_cuda_numeric_inputs,
+     .chain_link = link_div},
     {.op_type = "Pow", .since_min = 7, .since_max = 15, .supports = supports_pow, .run = run_pow,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_pow},
     {.op_type = "Max", .since_min = 8, .since_max = 13, .supports = supports_arith, .run = run_max,

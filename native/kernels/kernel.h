@@ -172,6 +172,11 @@ struct epabi_kernel {
     bool (*linear_lead)(const void* state, struct epabi_linear_lead* out);
     bool linear_bias;
     int32_t (*linear_activation)(const void* state);
+    /* Elementwise chains (chain.h): on float32 data, the link this node is in a fused chain: kind, op, alpha and beta
+     * of *out from its state and its constant inputs (in[j]: NULL when absent; host NULL when not a constant); the
+     * plan fills the operands. Input 0 (and 1 of a binary link) are the operands; any others must be constants the
+     * link consumed (Clip's bounds). NULL / false: the node is never one. */
+    bool (*chain_link)(const void* state, const struct epabi_tensor* const* in, int n_in, struct chain_op* out);
 };
 
 #define EPABI_EPILOGUE_BIT(kind) (1u << (kind))

@@ -80,7 +80,8 @@ struct epabi_pool;
     X(FILL, fill, fill_args)                                   \
     X(RANGE, range, range_args)                                \
     X(ARGREDUCE, argreduce, argreduce_args)                    \
-    X(RESIZE, resize, resize_args)
+    X(RESIZE, resize, resize_args)                            \
+    X(CHAIN, chain, chain_args)
 
 enum epabi_launch_kind {
 #define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
@@ -263,7 +264,8 @@ struct linear_launch {
     bool trans_a, trans_b;
     int32_t activation;         /* enum un_op (UN_RELU, UN_SIGMOID, UN_TANH, UN_GELU, UN_GELU_TANH), -1: none */
     int32_t path;               /* enum linear_path */
-    int32_t pad_;
+    int32_t weights_const;      /* 1: B and C are plan constants (written at Compile), so the CUDA kernel reads them
+                                 * before it waits for the kernel before it (programmatic dependent launch) */
     int64_t m, n, k, lda, ldb;
     float alpha, beta;
     int64_t c_rows, c_cols;     /* C's extent after left-padding to rank 2: each 1 (broadcast) or m / n */
@@ -517,6 +519,33 @@ struct resize_args {
     int64_t in_dims[EPABI_MAX_RANK];
     int64_t out_dims[EPABI_MAX_RANK];
     float scales[EPABI_MAX_RANK];         /* > 0 */
+};
+
+/* An elementwise chain (kernels/chain.h): float32 unary and binary nodes the plan fused into one launch. Op k computes
+ * register k from operands that are earlier registers or the launch's inputs, at every element of the output shape;
+ * ops whose result something outside the chain reads store it into an output. */
+enum { EPABI_CHAIN_MAX_OPS = 8, EPABI_CHAIN_MAX_INPUTS = 4, EPABI_CHAIN_MAX_OUTPUTS = 4 };
+enum chain_kind { CHAIN_UNARY = 0, CHAIN_BINARY = 1, CHAIN_CLIP = 2 };
+
+/* One op. Operand encoding: r >= 0 is register r (< this op's index), r < 0 is input -1 - r. */
+struct chain_op {
+    int32_t kind;         /* enum chain_kind */
+    int32_t op;           /* UNARY: enum un_op (not UN_CLIP, UN_NOT); BINARY: OP_ADD, OP_SUB, OP_MUL or OP_DIV */
+    int32_t a, b;         /* operands (b: BINARY only) */
+    int32_t out;          /* output index written with this register, -1: none */
+    float alpha, beta;    /* UNARY: the op's parameters (LeakyRelu alpha; HardSigmoid alpha, beta); CLIP: min, max */
+    int32_t pad_;
+};
+
+struct chain_args {
+    int32_t n_ops, n_in, n_out;
+    int32_t rank;                                          /* >= 1: a scalar runs as shape [1] */
+    int64_t dims[EPABI_MAX_RANK];                          /* the output shape, unit dims dropped and runs merged */
+    int64_t strides[EPABI_CHAIN_MAX_INPUTS][EPABI_MAX_RANK];   /* elements, 0 along broadcast dims */
+    const float* in[EPABI_CHAIN_MAX_INPUTS];
+    float* out[EPABI_CHAIN_MAX_OUTPUTS];                   /* contiguous, of the output shape */
+    struct chain_op ops[EPABI_CHAIN_MAX_OPS];
+    struct epabi_pool* pool;                               /* the software adapter's pool (chain.c); NULL on devices */
 };
 
 #endif

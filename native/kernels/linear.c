@@ -21,34 +21,26 @@ int32_t epabi_linear_path(int64_t m, int64_t k, int64_t n) {
 }
 
 struct epabi_linear_state* epabi_linear_state_new(const struct epabi_linear_lead* lead, bool bias, int32_t activation,
-                                                  int32_t path) {
+                                                  int32_t path, bool weights_const) {
     struct epabi_linear_state* s = calloc(1, sizeof *s);
     if (s == NULL) return NULL;
     s->lead = *lead;
     s->bias = bias;
     s->activation = activation;
     s->path = path;
+    s->weights_const = weights_const;
     return s;
 }
 
 /* As Gemm's host launch: C broadcast into Y, the product added with beta; then the activation. */
 static void linear_launch_fn(const void* p) {
     const struct linear_launch* L = p;
-    float beta = 0.0f;
-    if (L->c != NULL) {
-        for (int64_t i = 0; i < L->m; ++i) {
-            const float* crow = L->c + (L->c_rows == 1 ? 0 : i * L->c_cols);
-            float* yrow = L->y + i * L->n;
-            if (L->c_cols == 1) {
-                for (int64_t j = 0; j < L->n; ++j) yrow[j] = crow[0];
-            } else {
-                memcpy(yrow, crow, sizeof(float) * (size_t)L->n);
-            }
-        }
-        beta = L->beta;
-    }
-    epabi_sgemm_pool(L->pool, L->trans_a, L->trans_b, L->m, L->n, L->k, L->alpha, L->a, L->lda, L->b, L->ldb, beta,
-                     L->y, L->n, L->pack);
+    const struct gemm_launch g = {
+        .a = L->a, .b = L->b, .c = L->c, .y = L->y, .pack = L->pack, .trans_a = L->trans_a, .trans_b = L->trans_b,
+        .m = L->m, .n = L->n, .k = L->k, .lda = L->lda, .ldb = L->ldb, .alpha = L->alpha, .beta = L->beta,
+        .c_rows = L->c_rows, .c_cols = L->c_cols, .pool = L->pool,
+    };
+    epabi_gemm_host(&g);
     if (L->activation >= 0) epabi_activate_f32(L->activation, L->y, L->m * L->n);
 }
 
@@ -155,6 +147,7 @@ static OrtStatus* linear_run(struct epabi_exec* ex, const void* state, const str
     L.trans_b = s->lead.trans_b;
     L.activation = s->activation;
     L.path = s->path;
+    L.weights_const = s->weights_const ? 1 : 0;
     L.m = m;
     L.n = n;
     L.k = k;

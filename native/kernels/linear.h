@@ -44,6 +44,7 @@ struct epabi_linear_state {
     bool bias;              /* input 2 is a folded bias (beta 1; its dims 1 but the last, which is N or 1) */
     int32_t activation;     /* enum un_op (UN_RELU, UN_SIGMOID, UN_TANH, UN_GELU, UN_GELU_TANH), -1: none */
     int32_t path;           /* enum linear_path, from the static extents */
+    bool weights_const;     /* B and C (or the bias) are plan constants */
 };
 
 /* The kernel of every linear step; it is not in the registry (no ONNX op has it), only the plan installs it. */
@@ -54,9 +55,15 @@ extern const struct epabi_kernel epabi_kernel_linear;
  * LINEAR_PATH_SMALL_IF_FEW_ROWS when only M is unknown and K, N fit, LINEAR_PATH_BLAS otherwise. */
 int32_t epabi_linear_path(int64_t m, int64_t k, int64_t n);
 
+struct gemm_launch;
+
+/* The host's Gemm (matmul.c): Y = alpha * op(A) op(B) + beta * C, C broadcast into Y first; what Gemm launches and
+ * what a linear step computes before its activation. Thread-safe on distinct Y (the pool splits the product). */
+void epabi_gemm_host(const struct gemm_launch* L);
+
 /* A malloc'ed state (NULL when out of memory). */
 struct epabi_linear_state* epabi_linear_state_new(const struct epabi_linear_lead* lead, bool bias, int32_t activation,
-                                                  int32_t path);
+                                                  int32_t path, bool weights_const);
 
 /* y[0..n) = op(y) in place for an activation of enum un_op, with the math of the Unary kernels (unary.c). */
 void epabi_activate_f32(int32_t op, float* y, int64_t n);

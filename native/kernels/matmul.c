@@ -367,8 +367,9 @@ struct gemm_state {
 };
 
 
-static void gemm_launch_fn(const void* p) {
-    const struct gemm_launch* L = p;
+/* Y = alpha * op(A) op(B) + beta * C on the host: C broadcast into Y row by row, then one sgemm with beta (none
+ * without C). Gemm's launch and the linear steps' (linear.c, before their activation) run it. */
+void epabi_gemm_host(const struct gemm_launch* L) {
     float beta = 0.0f;
     if (L->c != NULL) {
         for (int64_t i = 0; i < L->m; ++i) {
@@ -385,6 +386,8 @@ static void gemm_launch_fn(const void* p) {
     epabi_sgemm_pool(L->pool, L->trans_a, L->trans_b, L->m, L->n, L->k, L->alpha, L->a, L->lda, L->b, L->ldb, beta,
                      L->y, L->n, L->pack);
 }
+
+static void gemm_launch_fn(const void* p) { epabi_gemm_host(p); }
 
 static bool gemm_supports(const struct epabi_node* node, char* why, size_t why_len) {
     if (node->n_in < 2 || node->n_in > 3 || node->n_out != 1) {

@@ -226,6 +226,10 @@ static int64_t un_grain(enum un_op op) {
     }
 }
 
+void epabi_unary_span(const struct un_args* a, int64_t begin, int64_t end) {
+    un_span((void*)a, begin, end);
+}
+
 static void un_launch(const void* vargs) {
     const struct un_args* a = vargs;
     epabi_pool_for_range(a->pool, a->n, un_grain(a->op), un_span, (void*)a);
@@ -323,6 +327,34 @@ UNARY(not, UN_NOT)
 UNARY(hard_swish, UN_HARD_SWISH)
 #undef UNARY
 
+/* Links of elementwise chains (chain.h): the ops without parameters. */
+#define LINK(NAME, OP)                                                                                       \
+    static bool link_##NAME(const void* state, const struct epabi_tensor* const* in, int n_in,               \
+                            struct chain_op* out) {                                                          \
+        (void)state;                                                                                         \
+        (void)in;                                                                                            \
+        *out = (struct chain_op){.kind = CHAIN_UNARY, .op = OP, .out = -1};                                  \
+        return n_in == 1;                                                                                    \
+    }
+LINK(sqrt, UN_SQRT)
+LINK(reciprocal, UN_RECIPROCAL)
+LINK(exp, UN_EXP)
+LINK(erf, UN_ERF)
+LINK(tanh, UN_TANH)
+LINK(relu, UN_RELU)
+LINK(sigmoid, UN_SIGMOID)
+LINK(abs, UN_ABS)
+LINK(neg, UN_NEG)
+LINK(floor, UN_FLOOR)
+LINK(ceil, UN_CEIL)
+LINK(round, UN_ROUND)
+LINK(log, UN_LOG)
+LINK(sin, UN_SIN)
+LINK(cos, UN_COS)
+LINK(sign, UN_SIGN)
+LINK(hard_swish, UN_HARD_SWISH)
+#undef LINK
+
 /* ---- activations with attributes ------------------------------------------------------------------------ */
 
 static OrtStatus* new_params(const struct epabi_node* node, enum un_op op, double alpha, double beta, void** state) {
@@ -416,6 +448,15 @@ static void params_of(const void* state, float* alpha, float* beta) {
     const struct un_params* p = state;
     *alpha = (float)p->alpha;
     *beta = (float)p->beta;
+}
+
+/* A chain link of LeakyRelu, HardSigmoid or Gelu, its parameters as its launch converts them. */
+static bool link_params(const void* state, const struct epabi_tensor* const* in, int n_in, struct chain_op* out) {
+    (void)in;
+    const struct un_params* p = state;
+    *out = (struct chain_op){.kind = CHAIN_UNARY, .op = p->op, .out = -1, .alpha = (float)p->alpha,
+                             .beta = (float)p->beta};
+    return n_in == 1;
 }
 
 static OrtStatus* run_with_params(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in,
@@ -528,6 +569,22 @@ static OrtStatus* run_clip(struct epabi_exec* ex, const void* state, const struc
     return launch_over(ex, &proto, x);
 }
 
+/* A chain link of a float Clip: its bounds are attributes (opset 6) or constant scalars (11+); absent ones are
+ * -FLT_MAX and FLT_MAX, as run_clip gives. A bound computed at run time: no link. */
+static bool link_clip(const void* state, const struct epabi_tensor* const* in, int n_in, struct chain_op* out) {
+    const struct clip_state* s = state;
+    float bound[2] = {s->has_min ? s->min : -FLT_MAX, s->has_max ? s->max : FLT_MAX};
+    for (int k = 1; k < n_in && k < 3; ++k) {
+        if (in[k] == NULL) continue;
+        if (in[k]->host == NULL || in[k]->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT ||
+            epabi_numel(in[k]->rank, in[k]->dims) != 1)
+            return false;
+        bound[k - 1] = *(const float*)in[k]->host;
+    }
+    *out = (struct chain_op){.kind = CHAIN_CLIP, .op = UN_CLIP, .out = -1, .alpha = bound[0], .beta = bound[1]};
+    return n_in >= 1 && n_in <= 3;
+}
+
 /* ---- CUDA coverage ------------------------------------------------------------------------------------------ */
 
 /* CUDA: Relu, Abs, Neg and Sign have int32 and int64 kernels besides float and double (un_i32, un_i64). */
@@ -543,56 +600,77 @@ static bool cuda_float_or_index(const struct epabi_node* node, char* why, size_t
  * consumed_inputs attribute. Clip: 6 has min/max attributes, 11 inputs, 12 integer types, 13 bfloat16. */
 const struct epabi_kernel epabi_kernels_unary[] = {
     {.op_type = "Sqrt", .since_min = 6, .since_max = 13, .supports = supports_sqrt, .run = run_sqrt,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
+     .chain_link = link_sqrt},
     {.op_type = "Reciprocal", .since_min = 6, .since_max = 13, .supports = supports_reciprocal,
-     .run = run_reciprocal, .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .run = run_reciprocal, .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
+     .chain_link = link_reciprocal},
     {.op_type = "Exp", .since_min = 6, .since_max = 13, .supports = supports_exp, .run = run_exp,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
+     .chain_link = link_exp},
     {.op_type = "Erf", .since_min = 9, .since_max = 13, .supports = supports_erf, .run = run_erf,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
+     .chain_link = link_erf},
     {.op_type = "Tanh", .since_min = 6, .since_max = 13, .supports = supports_tanh, .run = run_tanh,
      .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_TANH, .cuda = epabi_cuda_floating_input,
-     .linear_activation = tanh_activation},
+     .linear_activation = tanh_activation,
+     .chain_link = link_tanh},
     {.op_type = "Relu", .since_min = 6, .since_max = 14, .supports = supports_relu, .run = run_relu,
      .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_RELU, .cuda = cuda_float_or_index,
-     .linear_activation = relu_activation},
+     .linear_activation = relu_activation,
+     .chain_link = link_relu},
     {.op_type = "Sigmoid", .since_min = 6, .since_max = 13, .supports = supports_sigmoid, .run = run_sigmoid,
      .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_SIGMOID, .times_input = EPABI_EPILOGUE_SILU,
-     .cuda = epabi_cuda_floating_input, .linear_activation = sigmoid_activation},
+     .cuda = epabi_cuda_floating_input, .linear_activation = sigmoid_activation,
+     .chain_link = link_sigmoid},
     {.op_type = "Abs", .since_min = 6, .since_max = 13, .supports = supports_abs, .run = run_abs,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = cuda_float_or_index},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = cuda_float_or_index,
+     .chain_link = link_abs},
     {.op_type = "Neg", .since_min = 6, .since_max = 13, .supports = supports_neg, .run = run_neg,
-     .launch = EPABI_LAUNCH_UNARY, .host_step = true, .cuda = cuda_float_or_index},
+     .launch = EPABI_LAUNCH_UNARY, .host_step = true, .cuda = cuda_float_or_index,
+     .chain_link = link_neg},
     {.op_type = "Floor", .since_min = 6, .since_max = 13, .supports = supports_floor, .run = run_floor,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
+     .chain_link = link_floor},
     {.op_type = "Ceil", .since_min = 6, .since_max = 13, .supports = supports_ceil, .run = run_ceil,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
+     .chain_link = link_ceil},
     {.op_type = "Round", .since_min = 11, .since_max = 22, .supports = supports_round, .run = run_round,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
+     .chain_link = link_round},
     {.op_type = "Log", .since_min = 6, .since_max = 13, .supports = supports_log, .run = run_log,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
+     .chain_link = link_log},
     {.op_type = "Sin", .since_min = 7, .since_max = 22, .supports = supports_sin, .run = run_sin,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
+     .chain_link = link_sin},
     {.op_type = "Cos", .since_min = 7, .since_max = 22, .supports = supports_cos, .run = run_cos,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
+     .chain_link = link_cos},
     {.op_type = "Sign", .since_min = 9, .since_max = 13, .supports = supports_sign, .run = run_sign,
-     .launch = EPABI_LAUNCH_UNARY, .cuda = cuda_float_or_index},
+     .launch = EPABI_LAUNCH_UNARY, .cuda = cuda_float_or_index,
+     .chain_link = link_sign},
     {.op_type = "Not", .since_min = 1, .since_max = 1, .supports = supports_not, .run = run_not,
      .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_bool_inputs},
     {.op_type = "Clip", .since_min = 6, .since_max = 13, .supports = supports_clip, .init = init_clip,
      .release = free, .run = run_clip, .launch = EPABI_LAUNCH_UNARY, .host_step = true,
-     .cuda = epabi_cuda_numeric_inputs},
+     .cuda = epabi_cuda_numeric_inputs,
+     .chain_link = link_clip},
     {.op_type = "HardSigmoid", .since_min = 6, .since_max = 22, .supports = supports_hard_sigmoid,
      .init = init_hard_sigmoid, .release = free, .run = run_with_params, .launch = EPABI_LAUNCH_UNARY,
-     .as_epilogue = EPABI_EPILOGUE_HARD_SIGMOID, .epilogue_params = params_of, .cuda = epabi_cuda_floating_input},
+     .as_epilogue = EPABI_EPILOGUE_HARD_SIGMOID, .epilogue_params = params_of, .cuda = epabi_cuda_floating_input,
+     .chain_link = link_params},
     {.op_type = "HardSwish", .since_min = 14, .since_max = 22, .supports = supports_hard_swish,
      .run = run_hard_swish, .launch = EPABI_LAUNCH_UNARY, .as_epilogue = EPABI_EPILOGUE_HARD_SWISH,
-     .cuda = epabi_cuda_floating_input},
+     .cuda = epabi_cuda_floating_input,
+     .chain_link = link_hard_swish},
     {.op_type = "LeakyRelu", .since_min = 6, .since_max = 16, .supports = supports_leaky_relu,
      .init = init_leaky_relu, .release = free, .run = run_with_params, .launch = EPABI_LAUNCH_UNARY,
-     .as_epilogue = EPABI_EPILOGUE_LEAKY_RELU, .epilogue_params = params_of, .cuda = epabi_cuda_floating_input},
+     .as_epilogue = EPABI_EPILOGUE_LEAKY_RELU, .epilogue_params = params_of, .cuda = epabi_cuda_floating_input,
+     .chain_link = link_params},
     {.op_type = "Gelu", .since_min = 20, .since_max = 20, .supports = supports_gelu, .init = init_gelu,
      .release = free, .run = run_with_params, .launch = EPABI_LAUNCH_UNARY, .cuda = epabi_cuda_floating_input,
-     .linear_activation = gelu_activation},
+     .linear_activation = gelu_activation,
+     .chain_link = link_params},
     {.op_type = NULL},
 };

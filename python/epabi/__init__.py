@@ -17,11 +17,14 @@ from .ep import Ep
 from .errors import (
     CheckArgumentError,
     ConductError,
+    ConfigEntryNotFoundError,
     HostLimitationError,
     OrtErrorCode,
     OrtStatusError,
     PluginLoadError,
     StaleReplayError,
+    UnknownProviderError,
+    UnknownReleaseError,
 )
 from .hardware import cpu_device, discover_hardware, nvidia_gpu_device
 from .host import Host
@@ -35,6 +38,7 @@ from .objects import (
     OrtHardwareDeviceType,
     OrtMemoryInfoDeviceType,
 )
+from .option_fields import ExecutionMode, ExecutionOrder, GraphOptimizationLevel
 from .package_files import find_package_file, package_dirs
 from .run_options import RunOptions
 from .session import InferenceSession, NodeArg
@@ -104,7 +108,8 @@ __all__ = [
     "ConductError", "Ep", "EpDevice", "HardwareDevice", "Host", "HostLimitationError", "MemoryInfo",
     "NEWEST_EMULATED", "OLDEST_EMULATED", "OrtAllocatorType", "OrtDeviceMemoryType", "OrtErrorCode",
     "OrtHardwareDeviceType", "OrtMemoryInfoDeviceType", "OrtStatusError", "PluginLoadError", "RELEASES",
-    "StaleReplayError",
+    "StaleReplayError", "ConfigEntryNotFoundError", "UnknownProviderError", "UnknownReleaseError",
+    "ExecutionMode", "ExecutionOrder", "GraphOptimizationLevel",
     "SessionOptions", "InferenceSession", "RunOptions", "OrtValue", "IOBinding", "NodeArg",
     "cpu_device", "discover_hardware", "get_cmake_dir", "get_ep_name", "get_include", "get_library_path",
     "nvidia_gpu_device", "read_min_onnxruntime_version", "models",

@@ -4,8 +4,8 @@
 
     python -m epabi devices [--host-version 1.24] [--library PATH] [--name epabi.virtual] [--json]   devices_cmd.py
     python -m epabi inspect LIBRARY [--json]                                                         inspect_cmd.py
-    python -m epabi run [MODEL] [--device auto|software|cpu|gpu[:N]] [--host emulated|onnxruntime]   run_cmd.py
-                        [--library PATH] [--ep NAME]
+    python -m epabi run [MODEL] [--device auto|software|cpu|gpu|npu[:N]] [--host emulated|onnxruntime]   run_cmd.py
+                        [--host-version 1.24] [--library PATH] [--ep NAME]
     python -m epabi check LIBRARY [--versions 1.24..newest] [--ep NAME] [--json] [--junit FILE]     check_cmd.py
     python -m epabi bench [--runs N] [--model-runs N] [--fused-gemm 0|1] [--json]                     bench_cmd.py
 

@@ -1,6 +1,6 @@
 """What the ``epabi`` subcommands share: the one-line error they exit with, the plugin errors they report,
-a host's hardware (discovered or injected with ``--hardware``), the hint for a plugin without devices,
-collecting plugin log records."""
+a host's hardware (discovered or injected with ``--hardware``), the emulated release (``--host-version``), the
+hint for a plugin without devices, collecting plugin log records."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from .errors import ConductError, HostLimitationError, OrtStatusError, PluginLoa
 from .hardware import cpu_device, discover_hardware, parse_hardware
 from .host import Host
 from .objects import HardwareDevice
-from .versions import RELEASES
+from .versions import NEWEST_EMULATED, RELEASES, parse_api_version
 
 #: Errors a plugin (or the host checking it) can raise during registration or EP creation.
 PLUGIN_ERRORS = (OrtStatusError, ConductError, PluginLoadError, HostLimitationError)
@@ -50,6 +50,21 @@ def hardware(cpu_only: bool, injected: list[HardwareDevice] | None = None) -> li
     return [cpu_device()] if cpu_only else discover_hardware()
 
 
+def add_host_version_option(parser: argparse.ArgumentParser) -> None:
+    """``--host-version VERSION``: the ONNX Runtime release (or API) the emulated host emulates; None: newest."""
+    parser.add_argument("--host-version", type=host_version_arg, default=None, metavar="VERSION",
+                        help=f"ONNX Runtime release or API to emulate: 1.24, 1.24.4 or 24 (default: newest, "
+                             f"{RELEASES[NEWEST_EMULATED]}); a patch release must be the one epabi emulates")
+
+
+def host_version_arg(text: str) -> int:
+    """argparse type of ``--host-version``: :func:`epabi.versions.parse_api_version`, errors as usage errors."""
+    try:
+        return parse_api_version(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def hardware_arg(text: str) -> HardwareDevice:
     """argparse type of ``--hardware``: :func:`epabi.hardware.parse_hardware`, errors as usage errors."""
     try:
@@ -65,17 +80,29 @@ OUR_NO_DEVICE_HINT = (
 )
 
 
+def describe_hardware(offered: list[HardwareDevice]) -> str:
+    """The hardware devices a host offered, for messages: ``"CPU GenuineIntel (0x8086), NPU Intel (0x8086)"``."""
+    return ", ".join(f"{hw.type.name} {hw.vendor} ({hw.vendor_id:#06x})" for hw in offered) or "none"
+
+
 def no_device_hint(library: str, factory_names: list[str], offered: list[HardwareDevice]) -> str:
     """What to try when a registered plugin library lists no EP device, naming the plugin (its factories, else
     the library file) and the hardware the host offered it."""
     if EP_NAME in factory_names:
+        kinds = {hw.type.name for hw in offered}
+        if "CPU" not in kinds and not any(hw.type.name == "GPU" and hw.vendor_id == 0x10DE for hw in offered):
+            # the software adapter sits on the CPU hardware device: without one, the switch alone does nothing
+            return (f"hint: the epabi plugin offers EP devices on NVIDIA GPUs and its software adapter on the CPU "
+                    f"(with EPABI_ALLOW_SOFTWARE_ADAPTER=1); this host offered neither ({describe_hardware(offered)})"
+                    ": add --hardware cpu (or --hardware gpu:nvidia:DEVICE_ID), or register with a name ending in "
+                    "'.virtual' (--name epabi.virtual) to list its virtual device")
         return OUR_NO_DEVICE_HINT
     if not factory_names:
         return (f"hint: {Path(library).name} created no EP factory for this host; run with -v for the plugin's "
                 "messages (epabi inspect LIBRARY tries every emulated API version)")
     plugin = (f"the plugin's factory {factory_names[0]} offers" if len(factory_names) == 1 else
               f"the plugin's factories {', '.join(factory_names)} offer")
-    devices = ", ".join(f"{hw.type.name} {hw.vendor} ({hw.vendor_id:#06x})" for hw in offered) or "none"
+    devices = describe_hardware(offered)
     return (f"hint: {plugin} no EP device for the hardware this host offered ({devices}); plugins often "
             "list devices only for their vendor's hardware (OpenVINO: an Intel CPU): inject one with --hardware "
             "(e.g. --hardware cpu:intel), or run with -v for the plugin's messages")

@@ -13,6 +13,7 @@ from . import get_library_path
 from .cmd_common import (
     PLUGIN_ERRORS,
     CliError,
+    add_host_version_option,
     close_host,
     hardware,
     no_device_hint,
@@ -22,14 +23,7 @@ from .cmd_common import (
 )
 from .host import Host
 from .objects import EpDevice, MemoryInfo, OrtAllocatorType
-from .versions import NEWEST_EMULATED, RELEASES, parse_api_version
-
-
-def _api_version_arg(text: str) -> int:
-    try:
-        return parse_api_version(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
+from .versions import NEWEST_EMULATED, RELEASES
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -37,9 +31,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     dev = sub.add_parser("devices", parents=[common], help="list the EP devices a plugin library offers",
                          description="Register a plugin EP library (default: epabi's own) in an emulated "
                                      "host and list its EP devices.")
-    dev.add_argument("--host-version", type=_api_version_arg, default=None, metavar="VERSION",
-                     help=f"ONNX Runtime release or API to emulate: 1.24, 1.24.4 or 24 "
-                          f"(default: newest, {RELEASES[NEWEST_EMULATED]})")
+    add_host_version_option(dev)
     dev.add_argument("--library", default=None, metavar="PATH",
                      help="plugin EP library to register (default: the epabi plugin of this package)")
     dev.add_argument("--name", default="epabi",

@@ -6,6 +6,9 @@
   unknown or leaked handle, a call to an API above the emulated host's version, ...).
 - :class:`PluginLoadError` - the library could not be loaded or lacks a required export.
 - :class:`HostLimitationError` - the plugin called an ``OrtApi`` function this host does not emulate.
+- :class:`ConfigEntryNotFoundError` - (a ``RuntimeError``) a session or run config entry asked for is absent.
+- :class:`UnknownProviderError` - (a ``RuntimeError``) ``providers`` names an EP the host cannot select.
+- :class:`UnknownReleaseError` - (a ``ValueError``) a host version names no ONNX Runtime release epabi emulates.
 - :class:`CheckArgumentError` - ``epabi.check`` / ``epabi check`` was given arguments it cannot work with.
 """
 
@@ -63,3 +66,23 @@ class HostLimitationError(NotImplementedError):
 class CheckArgumentError(ValueError):
     """``epabi.check`` cannot start or finish on these arguments: no such library file, a malformed or empty
     ``--versions`` range, a bad option, or an EP name that no factory of the library has at any checked version."""
+
+
+class ConfigEntryNotFoundError(RuntimeError):
+    """``get_session_config_entry`` / ``get_run_config_entry`` of a key that was never set; a RuntimeError with
+    onnxruntime's message, as its binding raises (1.24.4 and 1.32.0)."""
+
+
+class UnknownReleaseError(ValueError):
+    """A host version (``Host(api_version=...)``, ``--host-version``) that is not one epabi emulates: ``.value``
+    is what was given, ``.known`` the releases there are (``"1.24.4"``, ...)."""
+
+    def __init__(self, value: object, known: tuple[str, ...], message: str) -> None:
+        self.value = value
+        self.known = known
+        super().__init__(message)
+
+
+class UnknownProviderError(RuntimeError):
+    """``InferenceSession(providers=[...])`` / ``set_providers`` naming an EP that is neither the CPU nor a plugin
+    EP the host can select by name; a RuntimeError with onnxruntime's message ("Unknown Provider Type: NAME")."""

@@ -102,7 +102,9 @@ def parse_hardware(spec: str) -> HardwareDevice:
                          "gpu or npu")
     if not rest:
         if kind != "cpu":
-            raise ValueError(f"hardware {spec!r}: a {kind} needs a vendor ({', '.join(_NAMED_VENDORS)} or an id)")
+            raise ValueError(f"hardware {spec!r}: an injected {kind.upper()} needs a vendor, {kind}:VENDOR with VENDOR "
+                             f"{', '.join(_NAMED_VENDORS)} or an id (e.g. {kind}:intel, {kind}:0x8086); only cpu "
+                             "alone means this machine's CPU")
         cpu = cpu_device()
         return HardwareDevice(cpu.type, cpu.vendor_id, cpu.vendor, cpu.device_id, metadata)
     vendor_text = rest[0]

@@ -89,7 +89,8 @@ class Host:
 
     Args:
         api_version: the ORT API to emulate (any of :data:`epabi.versions.EMULATED`; ``"1.24"``, ``"1.24.4"``
-            and ``24`` all work); None means the newest epabi emulates. Versions below the plugin's minimum
+            and ``24`` all work; a patch release must be the emulated one, :data:`epabi.RELEASES`, so
+            ``"1.24.9"`` is refused); None means the newest epabi emulates. Versions below the plugin's minimum
             exist so that refusals can be tested.
         hardware: the hardware devices to offer plugins; None discovers them (CPU + NVIDIA GPUs from sysfs).
         env_config: environment config entries (``OrtEnvCreationOptions::config_entries``), read by plugins
@@ -100,7 +101,9 @@ class Host:
             docstring); False (default) reports them in :meth:`conduct_report` and proceeds as ORT does.
 
     Raises:
-        ValueError: api_version is malformed or outside the emulated range; an env_config string holds a NUL.
+        UnknownReleaseError: (a ValueError) api_version is malformed, a patch release epabi does not emulate, or
+            outside the emulated range.
+        ValueError: an env_config string holds a NUL.
         TypeError: env_config is not a dict of str to str; a hardware entry is not a HardwareDevice.
     """
 

@@ -31,6 +31,15 @@ class ModelMetadata:
     def __post_init__(self) -> None:
         self.ptr: Any = ffi.NULL
 
+    @property
+    def custom_metadata_map(self) -> dict[str, str]:
+        """``custom`` under onnxruntime's Python name (``InferenceSession.get_modelmeta()``)."""
+        return self.custom
+
+    @custom_metadata_map.setter
+    def custom_metadata_map(self, value: dict[str, str]) -> None:
+        self.custom = value
+
     @classmethod
     def of(cls, model: onnx.ModelProto) -> ModelMetadata:
         """The metadata of ``model``; the custom map keeps the last value of a repeated key."""

@@ -1,9 +1,9 @@
 """``epabi run``: run an ONNX model (default: the built-in MLP) through the epabi plugin EP, or any plugin EP
 library (``--library PATH [--ep NAME]``) on that library's devices.
 
-Hosts: ``emulated`` (epabi's own host; ``--hardware`` injects the hardware it offers) or ``onnxruntime`` (a
-pip-installed onnxruntime in this environment). Prints each output's shape, dtype and checksums (sum, mean),
-the EP device, which EP ran each node, and per-run times.
+Hosts: ``emulated`` (epabi's own host of the ``--host-version`` release, default the newest; ``--hardware``
+injects the hardware it offers) or ``onnxruntime`` (a pip-installed onnxruntime in this environment). Prints
+each output's shape, dtype and checksums (sum, mean), the EP device, which EP ran each node, and per-run times.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 
 from . import EP_NAME
-from .cmd_common import hardware, no_device_hint
+from .cmd_common import add_host_version_option, describe_hardware, hardware, no_device_hint
 from .errors import PluginLoadError
 from .models import mlp, sample_inputs
 from .objects import HardwareDevice
@@ -65,7 +65,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                          description="Run an ONNX model (default: a built-in 3-layer MLP, width 64) through the "
                                      "epabi plugin EP, on epabi's emulated host or on a real onnxruntime.")
     run.add_argument("model", nargs="?", default=None, help="ONNX model file (default: the built-in MLP)")
-    run.add_argument("--device", type=_parse_device, default=("auto", None), metavar="auto|software|cpu|gpu[:N]",
+    run.add_argument("--device", type=_parse_device, default=("auto", None), metavar="auto|software|cpu|gpu|npu[:N]",
                      help="EP device: auto (epabi's: a GPU if there is one, else the CPU software adapter; another "
                           "plugin's: its first device), software (epabi's CPU software adapter), or the N-th EP "
                           "device on a cpu, gpu or npu hardware device (default: auto)")
@@ -82,14 +82,16 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     run.add_argument("--name", default=None,
                      help="registration name (default: the --ep name, else epabi); some plugins (ggml) name "
                           "their EP after it")
+    add_host_version_option(run)
     run.set_defaults(func=cmd_run)
 
 
 def _select(devices: list[Any], kind: str, index: int | None, metadata: Any, hw_type: Any,
-            ep: str | None = None, no_device: str = "") -> Any:
+            ep: str | None = None, no_device: str = "", offered: list[HardwareDevice] | None = None) -> Any:
     """The EP device a run uses among a host's devices: of EP ``ep`` (default: ours if it is there, else the
     only EP listed), picked by ``kind``/``index``. ``metadata(d)`` gives a device's ep_metadata, ``hw_type(d)``
-    its hardware type name (CPU, GPU, NPU); ``no_device`` is the hint for an empty list."""
+    its hardware type name (CPU, GPU, NPU); ``no_device`` is the hint for an empty list; ``offered`` the hardware
+    the emulated host offered (None: onnxruntime's own discovery), named in errors."""
     names = list(dict.fromkeys(d.ep_name for d in devices))
     if ep is None:
         if not names and no_device:
@@ -106,7 +108,7 @@ def _select(devices: list[Any], kind: str, index: int | None, metadata: Any, hw_
         raise RunError(f"--ep {ep}: the library lists no device of that EP (EPs with devices: {listed})"
                        + (f". {no_device}" if no_device and not names else ""))
     if ep == EP_NAME:
-        return _select_ours(devices, "software" if kind == "cpu" and not index else kind, index, metadata)
+        return _select_ours(devices, "software" if kind == "cpu" and not index else kind, index, metadata, offered)
     mine = [d for d in devices if d.ep_name == ep]
     if kind == "software":
         raise RunError(f"--device software is the epabi plugin's CPU software adapter; for {ep} use auto, cpu, "
@@ -122,13 +124,18 @@ def _select(devices: list[Any], kind: str, index: int | None, metadata: Any, hw_
     return typed[i]
 
 
-def _select_ours(devices: list[Any], kind: str, index: int | None, metadata: Any) -> Any:
+def _select_ours(devices: list[Any], kind: str, index: int | None, metadata: Any,
+                 offered: list[HardwareDevice] | None = None) -> Any:
     ours = [d for d in devices if d.ep_name == EP_NAME]
     gpus = [d for d in ours if metadata(d).get("device_kind") == "gpu"]
     software = [d for d in ours if metadata(d).get("device_kind") == "software"]
+    hardware_text = "" if offered is None else f"; this host offered: {describe_hardware(offered)}"
     if kind == "npu" or (kind == "cpu" and index):
-        raise RunError(f"device {kind}:{index or 0}: the epabi plugin offers GPU devices and one CPU software "
-                       "adapter")
+        there = "" if offered is None or kind != "npu" or any(hw.type.name == "NPU" for hw in offered) else \
+            " (and this host offered no NPU)"
+        raise RunError(f"device {kind}:{index or 0}: the epabi plugin never offers an EP device on an NPU or a "
+                       f"second CPU device{there}: it offers NVIDIA GPUs (--device gpu[:N]) and one CPU software "
+                       f"adapter (--device software){hardware_text}")
     if kind == "gpu" or (kind == "auto" and gpus):
         i = index or 0
         if i >= len(gpus):
@@ -139,6 +146,9 @@ def _select_ours(devices: list[Any], kind: str, index: int | None, metadata: Any
             raise RunError("no software-adapter device: the plugin offers it only when the host lists no GPU, and "
                            "this host lists one; use --device gpu, or with --host emulated --cpu-only to offer "
                            "the plugin only the CPU")
+        if offered is not None and not any(hw.type.name == "CPU" for hw in offered):
+            raise RunError(f"no software-adapter device: it sits on the CPU hardware device, and this host offered "
+                           f"none ({describe_hardware(offered)}); add --hardware cpu")
         raise RunError("no software-adapter device: set EPABI_ALLOW_SOFTWARE_ADAPTER=1")
     return software[0]
 
@@ -175,21 +185,22 @@ def _time_runs(run: Any, runs: int) -> tuple[list[Any], list[float]]:
 
 def run_emulated(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device: tuple[str, int | None],
                  runs: int, library: str, cpu_only: bool = False, ep: str | None = None, name: str = "epabi",
-                 injected: list[HardwareDevice] | None = None) -> dict[str, Any]:
-    """One session of epabi's emulated host on the chosen EP device of ``library`` (registered as ``name``);
-    ``injected``: the hardware devices the host offers instead of the discovered ones."""
+                 injected: list[HardwareDevice] | None = None, api_version: int | None = None) -> dict[str, Any]:
+    """One session of epabi's emulated host of ``api_version`` (None: the newest) on the chosen EP device of
+    ``library`` (registered as ``name``); ``injected``: the hardware devices the host offers instead of the
+    discovered ones."""
     import epabi
 
     # the software adapter is offered only when no GPU is listed, so asking for it means a CPU-only host
     ours_cpu = device[0] == "software" or (device[0] == "cpu" and ep in (None, EP_NAME)
                                            and Path(library).resolve() == Path(epabi.get_library_path()).resolve())
     offered = hardware(cpu_only, injected) if injected or cpu_only else ([epabi.cpu_device()] if ours_cpu else None)
-    with epabi.Host(hardware=offered) as host:
+    with epabi.Host(api_version=api_version, hardware=offered) as host:
         host.register_execution_provider_library(name, library)
         factories = [f.name for lib in host.libraries for f in lib.factories]
         hint = no_device_hint(library, factories, host.hardware) if EP_NAME not in factories else ""
         dev = _select(host.get_ep_devices(), *device, metadata=lambda d: d.ep_metadata,
-                      hw_type=lambda d: d.device.type.name, ep=ep, no_device=hint)
+                      hw_type=lambda d: d.device.type.name, ep=ep, no_device=hint, offered=host.hardware)
         so = epabi.SessionOptions()
         so.add_provider_for_devices([dev])
         with epabi.InferenceSession(model, so) as session:
@@ -218,10 +229,13 @@ def _ort_placement(session: Any) -> dict[str, str]:
 
 def run_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray], device: tuple[str, int | None],
                     runs: int, library: str, cpu_only: bool = False, ep: str | None = None, name: str = "epabi",
-                    injected: list[HardwareDevice] | None = None) -> dict[str, Any]:
+                    injected: list[HardwareDevice] | None = None, api_version: int | None = None) -> dict[str, Any]:
     """One session of a real onnxruntime on the chosen EP device of ``library`` (registered as ``name``)."""
     if injected:
         raise RunError("--hardware injects hardware into the emulated host only; onnxruntime discovers its own")
+    if api_version is not None:
+        raise RunError("--host-version picks the release the emulated host emulates; --host onnxruntime runs the "
+                       "installed onnxruntime, of its own version")
     try:
         import onnxruntime as ort
     except ImportError as exc:
@@ -349,7 +363,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         # working directory (1.24.4 to 1.32.0 observed)
         library = os.path.abspath(args.library) if args.library else epabi.get_library_path()
         runner = functools.partial(run_emulated if args.host == "emulated" else run_onnxruntime,
-                                   ep=args.ep, name=args.name or args.ep or "epabi", injected=args.hardware)
+                                   ep=args.ep, name=args.name or args.ep or "epabi", injected=args.hardware,
+                                   api_version=args.host_version)
         try:
             raw = _require_claims(runner(model, feeds, args.device, args.runs, library, args.cpu_only))
         except (epabi.OrtStatusError, RunError) as exc:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ._ffi import ffi
+from .errors import ConfigEntryNotFoundError
+from .option_fields import BoolField, IntField, StrField
 
 
 class RunOptions:
@@ -13,12 +15,19 @@ class RunOptions:
 
     onnxruntime's fields, with its defaults: ``terminate`` (True fails a run before its next node, FAIL "Exiting
     due to terminate flag being set to true.", as ORT's executor), ``log_severity_level``, ``log_verbosity_level``,
-    ``logid``, ``only_execute_path_to_fetches`` (kept, not used by the host). Other attributes raise
+    ``logid``, ``only_execute_path_to_fetches`` (kept, not used by the host), each taking the types onnxruntime's
+    binding converts and raising TypeError for others (:mod:`epabi.option_fields`). Other attributes raise
     AttributeError, as on onnxruntime's binding.
     """
 
-    __slots__ = ("config", "_c_values", "ptr", "terminate", "log_severity_level", "log_verbosity_level", "logid",
-                 "only_execute_path_to_fetches")
+    terminate = BoolField()
+    log_severity_level = IntField()
+    log_verbosity_level = IntField()
+    logid = StrField()
+    only_execute_path_to_fetches = BoolField()
+
+    __slots__ = ("config", "_c_values", "ptr", "_terminate", "_log_severity_level", "_log_verbosity_level",
+                 "_logid", "_only_execute_path_to_fetches")
 
     def __init__(self) -> None:
         self.config: dict[str, str] = {}
@@ -38,8 +47,19 @@ class RunOptions:
         self._c_values[key] = ffi.new("char[]", value.encode())
 
     def get_run_config_entry(self, key: str) -> str:
-        """The value of one entry; KeyError when absent."""
-        return self.config[key]
+        """The value of one entry.
+
+        Raises:
+            ConfigEntryNotFoundError: (a RuntimeError) no such entry, with onnxruntime's message
+                ("RunOptions does not have configuration with key: KEY", 1.24.4 and 1.32.0).
+            TypeError: key is not a str.
+        """
+        if not isinstance(key, str):
+            raise TypeError(f"get_run_config_entry: key must be a str, not {type(key).__name__}")
+        try:
+            return self.config[key]
+        except KeyError:
+            raise ConfigEntryNotFoundError(f"RunOptions does not have configuration with key: {key}") from None
 
     def c_value(self, key: str) -> Any:
         return self._c_values.get(key, ffi.NULL)

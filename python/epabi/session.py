@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,9 +39,11 @@ from .io_binding import IOBinding
 from .kernel_nodes import KernelNodes
 from .layout import transform_layout
 from .model_checks import check_ir_version, check_node_inputs, check_opsets, topological_order
+from .model_metadata import ModelMetadata
 from .objects import MemoryInfo, OrtDeviceMemoryType
 from .partition import FusedGroup, Unit, build_groups, non_convex_groups, order_units
 from .profiling import SessionProfiler
+from .provider_list import session_options_for
 from .run_options import RunOptions
 from .served_profiling import EventCategory
 from .served_values import GraphSupportInfo, KernelContext, NodeComputeContext
@@ -147,10 +150,12 @@ class InferenceSession:
     Args:
         path_or_bytes: model file path, serialized model bytes, or a ``ModelProto``.
         sess_options: :class:`SessionOptions`; its ``add_provider_for_devices`` selection picks the plugin EP.
-        providers: accepted for onnxruntime compatibility; only ``["CPUExecutionProvider"]`` is meaningful
-            (plugin EPs are chosen with ``add_provider_for_devices``), anything else raises ValueError.
-        provider_options, enable_fallback: accepted and ignored: epabi never falls back silently.
-        host: the :class:`epabi.Host` the EP devices came from (taken from the devices when omitted).
+        providers, provider_options: as onnxruntime's (:mod:`epabi.provider_list`): None uses the selection of
+            ``sess_options`` (``add_provider_for_devices``); a list replaces it (a UserWarning when there was one):
+            ``"CPUExecutionProvider"``, or a plugin EP's name on hosts 1.26+, with its options.
+        enable_fallback: accepted and ignored: epabi never falls back silently.
+        host: the :class:`epabi.Host` the EP devices came from (taken from the devices when omitted); plugin EPs
+            named in ``providers`` are looked up there.
 
     Raises:
         OrtStatusError: the model cannot be loaded, or the plugin failed (CreateEp, GetCapability, Compile...).
@@ -164,10 +169,13 @@ class InferenceSession:
         self._idle = threading.Condition()
         self._run_lock = threading.Lock()  # serialises runs when the EP does not support concurrent ones
         self._in_flight = 0
-        if providers and any((p[0] if isinstance(p, tuple) else p) != "CPUExecutionProvider" for p in providers):
-            raise ValueError(f"providers={providers!r}: plugin EPs are selected with "
-                             "SessionOptions.add_provider_for_devices(devices, options), as in onnxruntime >= 1.23")
-        del provider_options, enable_fallback  # epabi never falls back silently: every failure raises
+        del enable_fallback  # epabi never falls back silently: every failure raises
+        #: What set_providers re-creates the session from (as onnxruntime keeps the model and the first options).
+        self._source = (path_or_bytes, sess_options, host)
+        initial = sess_options or SessionOptions()
+        if host is None and initial.provider_devices:
+            host = initial.provider_devices[0].factory.library.host
+        chosen = session_options_for(providers, provider_options, initial, host)
         self._closed = False
         self._ep: Any = None
         self._groups: list[FusedGroup] = []
@@ -182,9 +190,10 @@ class InferenceSession:
         self._kernels: KernelNodes | None = None
         self._kernel_nodes: list[NodeView] = []
         self._freed = FreedBuffers()
-        self.options = sess_options or SessionOptions()
+        self.options = chosen
         devices = self.options.provider_devices
         self.host = host if host is not None else (devices[0].factory.library.host if devices else None)
+        self._model_meta: ModelMetadata | None = None
         release = self.host.behaviour if self.host is not None else behaviour(NEWEST_EMULATED)
         # as ORT: profiling starts with the session, before the model loads (epabi.profiling)
         self._profile = SessionProfiler(self.options.enable_profiling, self.options.profile_file_prefix,
@@ -445,10 +454,7 @@ class InferenceSession:
                 failed Compute.
         """
         _check_run_options(run_options)
-        # as onnxruntime's Python binding checks before it calls into ORT (InferenceSession._validate_input)
-        missing = [i.name for i in self._inputs if i.name not in input_feed and not i.type.startswith("optional")]
-        if missing:
-            raise ValueError(f"Required inputs ({missing}) are missing from input feed ({list(input_feed)}).")
+        self._check_required_inputs(input_feed)
         feeds = {name: self._feed_value(name, value) for name, value in input_feed.items()}
         names = [o.name for o in self._outputs] if not output_names else list(output_names)
         if not names:
@@ -460,6 +466,12 @@ class InferenceSession:
             _log.warning("graph replay: run() returns no outputs; bind pre-allocated outputs with io_binding()")
             return []
         return [results[name] for name in names]
+
+    def _check_required_inputs(self, input_feed: dict[str, Any]) -> None:
+        # as onnxruntime's Python binding checks before it calls into ORT (InferenceSession._validate_input)
+        missing = [i.name for i in self._inputs if i.name not in input_feed and not i.type.startswith("optional")]
+        if missing:
+            raise ValueError(f"Required inputs ({missing}) are missing from input feed ({list(input_feed)}).")
 
     def run_with_ort_values(self, output_names: list[str] | None, input_dict_ort_values: dict[str, OrtValue],
                             run_options: RunOptions | None = None) -> list[OrtValue]:
@@ -505,6 +517,62 @@ class InferenceSession:
     def get_profiling_start_time_ns(self) -> int:
         """When profiling started, in nanoseconds since the Unix epoch (0 when the session never profiled)."""
         return self._profile.start_time_ns
+
+    def get_modelmeta(self) -> ModelMetadata:
+        """The model's metadata, as onnxruntime's ``get_modelmeta()``: ``producer_name``, ``graph_name``,
+        ``domain``, ``description`` (the model's doc string), ``graph_description``, ``version`` (model_version)
+        and ``custom_metadata_map`` (``metadata_props``; a repeated key keeps its last value). The same object on
+        every call, as in onnxruntime."""
+        if self._model_meta is None:
+            self._model_meta = ModelMetadata.of(self.model)
+        return self._model_meta
+
+    def set_providers(self, providers: Any = None, provider_options: Any = None) -> None:
+        """Re-creates the session (a new ``CreateEp``, ``GetCapability``, ``Compile``...) from the model and the
+        session options it was created with, on ``providers`` (read as the constructor reads them: None keeps
+        those options' ``add_provider_for_devices`` selection, ``["CPUExecutionProvider"]`` runs on the CPU alone,
+        a plugin EP's name selects its devices on hosts 1.26+), as onnxruntime's ``set_providers``. The old
+        session's EP, graphs and bindings are released first.
+
+        Raises:
+            ValueError, OrtStatusError: as the constructor (a malformed list, an unknown provider, a plugin
+                failure); the session is then closed.
+        """
+        path_or_bytes, sess_options, host = self._source
+        self.close()
+        self.__init__(path_or_bytes, sess_options, providers, provider_options, host=host)  # type: ignore[misc]
+
+    def run_async(self, output_names: list[str] | None, input_feed: dict[str, Any],
+                  callback: Callable[[list[Any], Any, str], None], user_data: Any,
+                  run_options: RunOptions | None = None) -> None:
+        """Runs the model on another thread and calls ``callback(outputs, user_data, err)`` there, as
+        onnxruntime's ``run_async``: ``outputs`` as :meth:`run` returns them and ``err`` "" on success, ``[]`` and
+        the error's message on failure (an unknown output, a bad shape, a failed Compute, ``terminate``).
+        Returns None at once. An exception the callback raises goes to ``threading.excepthook``, as onnxruntime
+        reports it as unraisable; nothing reaches the caller.
+
+        Raises (here, before the run starts, as onnxruntime):
+            ValueError: a required input is missing.
+            TypeError: ``callback`` is not callable, ``run_options`` not a RunOptions.
+            OrtStatusError: INVALID_ARGUMENT when ``intra_op_num_threads`` is 1 (onnxruntime runs the request on
+                its intra-op pool and needs a thread there besides the caller's).
+        """
+        if not callable(callback):
+            raise TypeError(f"run_async: callback must be callable, not {type(callback).__name__}")
+        _check_run_options(run_options)
+        self._check_required_inputs(input_feed)
+        if self.options.intra_op_num_threads == 1:
+            raise _invalid("intra op thread pool must have at least one thread for RunAsync")
+
+        def work() -> None:
+            try:
+                outputs = self.run(output_names, input_feed, run_options)
+            except Exception as exc:  # every failure reaches the callback, as ORT hands it the run's status
+                callback([], user_data, exc.message if isinstance(exc, OrtStatusError) else str(exc))
+                return
+            callback(outputs, user_data, "")
+
+        threading.Thread(target=work, name="epabi-run-async", daemon=True).start()
 
     def release_captured_graph(self, graph_annotation_id: int) -> None:
         """Drops the calling thread's captured graph of this annotation id (ORT's SessionReleaseCapturedGraph,

@@ -9,31 +9,64 @@ from __future__ import annotations
 
 from typing import Any
 
+from .errors import ConfigEntryNotFoundError
 from .objects import EpDevice
+from .option_fields import (
+    BoolField,
+    EnumField,
+    ExecutionMode,
+    ExecutionOrder,
+    GraphOptimizationLevel,
+    IntField,
+    StrField,
+)
 from .profiling import DEFAULT_PREFIX
 
-#: onnxruntime 1.32.0's SessionOptions fields the host keeps without using them, with ORT's defaults (enums as
-#: their numbers: ORT_SEQUENTIAL, DEFAULT order, ORT_ENABLE_ALL).
-_ORT_FIELDS: dict[str, object] = {
-    "enable_cpu_mem_arena": True, "enable_mem_pattern": True, "enable_mem_reuse": True, "execution_mode": 0,
-    "execution_order": 0, "graph_optimization_level": 99, "inter_op_num_threads": 0, "intra_op_num_threads": 0,
-    "log_severity_level": -1, "log_verbosity_level": 0, "logid": "", "optimized_model_filepath": "",
-    "use_deterministic_compute": False, "use_per_session_threads": True}
+#: onnxruntime 1.32.0's defaults of the SessionOptions fields (the same on 1.24.4).
+_DEFAULTS: dict[str, object] = {
+    "enable_cpu_mem_arena": True, "enable_mem_pattern": True, "enable_mem_reuse": True, "enable_profiling": False,
+    "execution_mode": ExecutionMode.ORT_SEQUENTIAL, "execution_order": ExecutionOrder.DEFAULT,
+    "graph_optimization_level": GraphOptimizationLevel.ORT_ENABLE_ALL, "inter_op_num_threads": 0,
+    "intra_op_num_threads": 0, "log_severity_level": -1, "log_verbosity_level": 0, "logid": "",
+    "optimized_model_filepath": "", "profile_file_prefix": DEFAULT_PREFIX, "use_deterministic_compute": False,
+    "use_per_session_threads": True}
 
 
 class SessionOptions:
     """Session configuration (``add_session_config_entry``) and EP selection (``add_provider_for_devices``).
 
     onnxruntime's other fields (``intra_op_num_threads``, ``graph_optimization_level``, ``log_severity_level``,
-    ...) exist with ORT's defaults and are kept, not used: the host's CPU fallback and logging have their own
-    settings. Other attributes raise AttributeError, as on onnxruntime's binding (a misspelt field is not
-    silently kept)."""
+    ...) exist with ORT's defaults (1.32.0) and are kept, not used: the host's CPU fallback and logging have their
+    own settings. Each takes the types onnxruntime's binding converts and raises TypeError for others
+    (:mod:`epabi.option_fields`: ``so.intra_op_num_threads = "2"`` and ``so.graph_optimization_level = 3`` fail;
+    enums are :class:`epabi.GraphOptimizationLevel`, :class:`epabi.ExecutionMode`, :class:`epabi.ExecutionOrder`).
+    Other attributes raise AttributeError, as on onnxruntime's binding (a misspelt field is not silently kept)."""
+
+    enable_cpu_mem_arena = BoolField()
+    enable_mem_pattern = BoolField()
+    enable_mem_reuse = BoolField()
+    #: Profile sessions made with these options (:mod:`epabi.profiling`); ``InferenceSession.end_profiling()``
+    #: writes the file.
+    enable_profiling = BoolField()
+    execution_mode = EnumField(ExecutionMode)
+    execution_order = EnumField(ExecutionOrder)
+    graph_optimization_level = EnumField(GraphOptimizationLevel)
+    inter_op_num_threads = IntField()
+    intra_op_num_threads = IntField()
+    log_severity_level = IntField()
+    log_verbosity_level = IntField()
+    logid = StrField()
+    optimized_model_filepath = StrField()
+    #: The profile file's name up to ``_<time>.json`` (default ``onnxruntime_profile_``, in the working directory).
+    profile_file_prefix = StrField()
+    use_deterministic_compute = BoolField()
+    use_per_session_threads = BoolField()
 
     __slots__ = ("config", "provider_devices", "provider_options", "provider_eps", "weightless_source",
-                 "_enable_profiling", "_profile_file_prefix", *_ORT_FIELDS)
+                 *(f"_{name}" for name in _DEFAULTS))
 
     def __init__(self) -> None:
-        for name, default in _ORT_FIELDS.items():
+        for name, default in _DEFAULTS.items():
             setattr(self, name, default)
         self.config: dict[str, str] = {}
         self.provider_devices: list[EpDevice] = []
@@ -44,33 +77,17 @@ class SessionOptions:
         #: ``(const void*, length)`` the application set with ``SessionOptionsSetWeightlessSourceModelBuffer``
         #: (the host keeps the pointer, not a copy), read back by ``SessionOptionsGetWeightlessSourceModelBuffer``.
         self.weightless_source: tuple[Any, int] | None = None
-        self._enable_profiling = False
-        self._profile_file_prefix = DEFAULT_PREFIX
 
-    @property
-    def enable_profiling(self) -> bool:
-        """Profile sessions made with these options (:mod:`epabi.profiling`); ``InferenceSession.end_profiling()``
-        writes the file. Set as onnxruntime's binding (pybind11's bool) converts: None is False, a number (int,
-        float, numpy scalar) its truth value; anything else (str, list, ...) raises TypeError."""
-        return self._enable_profiling
-
-    @enable_profiling.setter
-    def enable_profiling(self, value: bool) -> None:
-        if value is not None and not hasattr(type(value), "__bool__"):
-            raise TypeError(f"enable_profiling must be a bool, not {type(value).__name__}")
-        self._enable_profiling = bool(value)
-
-    @property
-    def profile_file_prefix(self) -> str:
-        """The profile file's name up to ``_<time>.json`` (default ``onnxruntime_profile_``, in the working
-        directory). Raises TypeError when set to anything but a str."""
-        return self._profile_file_prefix
-
-    @profile_file_prefix.setter
-    def profile_file_prefix(self, value: str) -> None:
-        if not isinstance(value, str):
-            raise TypeError(f"profile_file_prefix must be a str, not {type(value).__name__}")
-        self._profile_file_prefix = value
+    def copy_without_providers(self) -> SessionOptions:
+        """A copy of these options (fields and config entries) without their EP selection: what a session made
+        with ``providers=[...]`` starts from (``InferenceSession``, ``set_providers``; epabi's, not in onnxruntime,
+        which ignores the selection of the same object). The config entries stay, ``ep.<ep name>.<key>`` too."""
+        copy = SessionOptions()
+        for name in _DEFAULTS:
+            setattr(copy, "_" + name, getattr(self, "_" + name))
+        copy.config = dict(self.config)
+        copy.weightless_source = self.weightless_source
+        return copy
 
     def add_session_config_entry(self, key: str, value: str) -> None:
         """Sets one config entry (``session.compile_only``, ``ep.epabiexecutionprovider.enable_cuda_graph``, ...).
@@ -83,8 +100,19 @@ class SessionOptions:
         self.config[key] = value
 
     def get_session_config_entry(self, key: str) -> str:
-        """The value of one config entry. Raises KeyError when absent."""
-        return self.config[key]
+        """The value of one config entry.
+
+        Raises:
+            ConfigEntryNotFoundError: (a RuntimeError) no such entry, with onnxruntime's message
+                ("SessionOptions does not have configuration with key: KEY", 1.24.4 and 1.32.0).
+            TypeError: key is not a str.
+        """
+        if not isinstance(key, str):
+            raise TypeError(f"get_session_config_entry: key must be a str, not {type(key).__name__}")
+        try:
+            return self.config[key]
+        except KeyError:
+            raise ConfigEntryNotFoundError(f"SessionOptions does not have configuration with key: {key}") from None
 
     def add_provider_for_devices(self, devices: list[EpDevice], options: dict[str, str] | None = None) -> None:
         """Selects EP devices of one EP for this session, with provider options.

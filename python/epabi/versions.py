@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from ._ffi import NEWEST_HOST_API, member_since
+from .errors import UnknownReleaseError
 
 
 @dataclass(frozen=True)
@@ -136,22 +137,34 @@ def since_label(api: int) -> str:
 def parse_api_version(text: str | int) -> int:
     """API version from ``24``, ``"24"``, ``"1.24"`` or ``"1.24.4"``.
 
+    A release with its patch number must be the one the host emulates for that API (:data:`RELEASES`:
+    ``"1.24.4"``, not ``"1.24.9"`` or ``"1.24.1"``): the host behaves as that release, so another patch would be
+    emulated by a release it does not name. ``"1.24"`` and ``24`` name the API and get its emulated release.
+
     Raises:
-        ValueError: the text is none of those forms, or names a version this host cannot emulate.
+        UnknownReleaseError: (a ValueError) the text is none of those forms, names a patch release other than
+            the emulated one, or a version outside the emulated range; the message names the known releases.
     """
+    if isinstance(text, bool) or not isinstance(text, int | str):
+        raise _unknown(text, "expected an API number (24) or a release (1.24, 1.24.4)")
     if isinstance(text, int):
         version = text
     else:
-        match = re.fullmatch(r"\s*(?:1\.(\d+)(?:\.\d+)?|(\d+))\s*", str(text))
+        match = re.fullmatch(r"\s*(?:1\.(\d+)(\.\d+)?|(\d+))\s*", text)
         if match is None:
-            raise ValueError(f"host version {text!r}: expected an API number (24) or a release (1.24, 1.24.4)")
-        version = int(match.group(1) or match.group(2))
+            raise _unknown(text, "expected an API number (24) or a release (1.24, 1.24.4)")
+        version = int(match.group(1) or match.group(3))
+        if match.group(2) is not None and version in RELEASES and text.strip() != RELEASES[version]:
+            raise _unknown(text, f"ONNX Runtime 1.{version} is emulated as release {RELEASES[version]} only "
+                                 f"(pass {RELEASES[version]!r} or '1.{version}')")
     if not OLDEST_EMULATED <= version <= NEWEST_EMULATED:
-        raise ValueError(
-            f"host version {text!r}: this host emulates API {OLDEST_EMULATED}..{NEWEST_EMULATED} "
-            f"(ONNX Runtime {RELEASES[OLDEST_EMULATED]}..{RELEASES[NEWEST_EMULATED]})"
-        )
+        raise _unknown(text, f"this host emulates API {OLDEST_EMULATED}..{NEWEST_EMULATED}")
     return version
+
+
+def _unknown(text: object, why: str) -> UnknownReleaseError:
+    known = tuple(RELEASES.values())
+    return UnknownReleaseError(text, known, f"host version {text!r}: {why}; known releases: {', '.join(known)}")
 
 
 def read_min_onnxruntime_version() -> str:

@@ -1,0 +1,242 @@
+/*
+ * chain.c - the chain step (chain.h): run() checks the inputs against the compiled shapes and issues one
+ * EPABI_LAUNCH_CHAIN launch; the host launch walks the output in blocks of CHAIN_BLOCK elements and applies the op
+ * list to a block at a time, one plain loop per op (vectorised), with the unfused kernels' math.
+ */
+#include "chain.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "math_common.h"
+
+/* Elements per block: the registers of a block (EPABI_CHAIN_MAX_OPS of them) stay in the L1 cache. */
+enum { CHAIN_BLOCK = 256 };
+
+/* Binary arithmetic over one block, a loop per stride pattern (each operand contiguous or one value) so that GCC
+ * vectorises each; as elementwise.c's float rows (no contraction: ISO C). */
+#define CHAIN_ROW(EXPR)                                                                        \
+    do {                                                                                       \
+        if (sa == 1 && sb == 1) {                                                              \
+            for (int64_t i = 0; i < n; ++i) {                                                  \
+                const float a = A[i], b = B[i];                                                \
+                O[i] = (EXPR);                                                                 \
+            }                                                                                  \
+        } else if (sa == 0 && sb == 1) {                                                       \
+            const float a = A[0];                                                              \
+            for (int64_t i = 0; i < n; ++i) {                                                  \
+                const float b = B[i];                                                          \
+                O[i] = (EXPR);                                                                 \
+            }                                                                                  \
+        } else if (sa == 1 && sb == 0) {                                                       \
+            const float b = B[0];                                                              \
+            for (int64_t i = 0; i < n; ++i) {                                                  \
+                const float a = A[i];                                                          \
+                O[i] = (EXPR);                                                                 \
+            }                                                                                  \
+        } else {                                                                               \
+            const float a = A[0], b = B[0];                                                    \
+            for (int64_t i = 0; i < n; ++i) O[i] = (EXPR);                                     \
+        }                                                                                      \
+    } while (0)
+
+EPABI_SIMD_CLONES static void binary_block(int32_t op, const float* A, int64_t sa, const float* B, int64_t sb,
+                                           float* O, int64_t n) {
+    switch (op) {
+    case OP_ADD: CHAIN_ROW(a + b); break;
+    case OP_SUB: CHAIN_ROW(a - b); break;
+    case OP_MUL: CHAIN_ROW(a * b); break;
+    case OP_DIV: CHAIN_ROW(a / b); break;
+    default: break;
+    }
+}
+#undef CHAIN_ROW
+
+/* Clip as unary.c's: lo then hi, so a min above the max gives the max; NaN passes. */
+EPABI_SIMD_CLONES static void clip_block(const float* X, float lo, float hi, float* O, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float v = X[i] < lo ? lo : X[i];
+        O[i] = v > hi ? hi : v;
+    }
+}
+
+/* One block of n elements: input k starts at ip[k] with stride is[k] along the block; results at `at`. */
+static void chain_block(const struct chain_args* a, const float* const* ip, const int64_t* is, int64_t at, int64_t n,
+                        float (*reg)[CHAIN_BLOCK], float (*tmp)[CHAIN_BLOCK]) {
+    for (int k = 0; k < a->n_ops; ++k) {
+        const struct chain_op* o = &a->ops[k];
+        const int n_operands = o->kind == CHAIN_BINARY ? 2 : 1;
+        const float* src[2] = {NULL, NULL};
+        int64_t stride[2] = {1, 1};
+        for (int t = 0; t < n_operands; ++t) {
+            const int32_t r = t == 0 ? o->a : o->b;
+            if (r >= 0) {
+                src[t] = reg[r];
+                continue;
+            }
+            const int in = -1 - r;
+            src[t] = ip[in];
+            stride[t] = is[in];
+            /* a unary op takes a contiguous run; a stride other than 0 and 1 is gathered for every op */
+            if ((stride[t] == 0 && o->kind != CHAIN_BINARY) || (stride[t] != 0 && stride[t] != 1)) {
+                for (int64_t i = 0; i < n; ++i) tmp[t][i] = ip[in][i * is[in]];
+                src[t] = tmp[t];
+                stride[t] = 1;
+            }
+        }
+        float* out = reg[k];
+        if (o->kind == CHAIN_BINARY) {
+            binary_block(o->op, src[0], stride[0], src[1], stride[1], out, n);
+        } else if (o->kind == CHAIN_CLIP) {
+            clip_block(src[0], o->alpha, o->beta, out, n);
+        } else {
+            const struct un_args u = {.op = (enum un_op)o->op, .dtype = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT,
+                                      .in = src[0], .out = out, .n = n, .alpha = o->alpha, .beta = o->beta};
+            epabi_unary_span(&u, 0, n);
+        }
+        if (o->out >= 0) memcpy(a->out[o->out] + at, out, (size_t)n * sizeof(float));
+    }
+}
+
+/* Output elements [begin, end) in row-major order, as elementwise.c's ew_span walks them (an odometer over the
+ * outer dims); one chunk of epabi_pool_for_range. */
+static void chain_span(void* ctx, int64_t begin, int64_t end) {
+    const struct chain_args* a = ctx;
+    float reg[EPABI_CHAIN_MAX_OPS][CHAIN_BLOCK];
+    float tmp[2][CHAIN_BLOCK];
+    const int r = a->rank;
+    const int64_t inner = a->dims[r - 1];
+    int64_t idx[EPABI_MAX_RANK] = {0};
+    int64_t off[EPABI_CHAIN_MAX_INPUTS] = {0};
+    int64_t col = begin % inner;
+    for (int64_t rest = begin / inner, d = r - 2; d >= 0; --d) {
+        idx[d] = rest % a->dims[d];
+        rest /= a->dims[d];
+        for (int k = 0; k < a->n_in; ++k) off[k] += idx[d] * a->strides[k][d];
+    }
+    int64_t s[EPABI_CHAIN_MAX_INPUTS];
+    for (int k = 0; k < a->n_in; ++k) s[k] = a->strides[k][r - 1];
+    for (int64_t at = begin; at < end;) {
+        const int64_t row = inner - col < end - at ? inner - col : end - at;
+        for (int64_t done = 0; done < row; done += CHAIN_BLOCK) {
+            const int64_t n = row - done < CHAIN_BLOCK ? row - done : CHAIN_BLOCK;
+            const float* ip[EPABI_CHAIN_MAX_INPUTS];
+            for (int k = 0; k < a->n_in; ++k) ip[k] = a->in[k] + off[k] + (col + done) * s[k];
+            chain_block(a, ip, s, at + done, n, reg, tmp);
+        }
+        at += row;
+        col = 0;
+        for (int d = r - 2; d >= 0; --d) {   /* advance the odometer over the outer dimensions */
+            for (int k = 0; k < a->n_in; ++k) off[k] += a->strides[k][d];
+            if (++idx[d] < a->dims[d]) break;
+            for (int k = 0; k < a->n_in; ++k) off[k] -= a->strides[k][d] * a->dims[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+static void chain_launch(const void* vargs) {
+    const struct chain_args* a = vargs;
+    epabi_pool_for_range(a->pool, epabi_numel(a->rank, a->dims), EPABI_PARALLEL_MIN_ELEMS, chain_span, (void*)a);
+}
+
+/* Drops unit dims and merges neighbours every input walks as one, as elementwise.c's ew_coalesce (the output is
+ * contiguous, so its flat index is unchanged): a chain over contiguous operands is one row. */
+static void chain_coalesce(struct chain_args* a) {
+    int r = 0;
+    for (int d = 0; d < a->rank; ++d) {
+        if (a->dims[d] == 1) continue;
+        bool merge = r > 0;
+        for (int k = 0; k < a->n_in && merge; ++k) merge = a->strides[k][r - 1] == a->strides[k][d] * a->dims[d];
+        if (merge) {
+            a->dims[r - 1] *= a->dims[d];
+            for (int k = 0; k < a->n_in; ++k) a->strides[k][r - 1] = a->strides[k][d];
+            continue;
+        }
+        a->dims[r] = a->dims[d];
+        for (int k = 0; k < a->n_in; ++k) a->strides[k][r] = a->strides[k][d];
+        ++r;
+    }
+    if (r == 0) {
+        a->dims[0] = 1;
+        for (int k = 0; k < a->n_in; ++k) a->strides[k][0] = 0;
+        r = 1;
+    }
+    for (int d = r; d < EPABI_MAX_RANK; ++d) {
+        a->dims[d] = 0;
+        for (int k = 0; k < a->n_in; ++k) a->strides[k][d] = 0;
+    }
+    a->rank = r;
+}
+
+static bool same_dims(int ra, const int64_t* a, int rb, const int64_t* b) {
+    if (ra != rb) return false;
+    for (int d = 0; d < ra; ++d)
+        if (a[d] != b[d]) return false;
+    return true;
+}
+
+static OrtStatus* run_chain(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
+                            int n_out) {
+    const struct epabi_chain_state* c = state;
+    const struct epabi_api* api = epabi_exec_api(ex);
+    if (n_in != c->n_in || n_out != c->n_out)
+        return epabi_error(api, ORT_EP_FAIL, "elementwise chain with %d inputs and %d outputs, compiled for %d and %d",
+                           n_in, n_out, c->n_in, c->n_out);
+    struct chain_args args;
+    memset(&args, 0, sizeof args);
+    args.n_ops = c->n_ops;
+    args.n_in = c->n_in;
+    args.n_out = c->n_out;
+    memcpy(args.ops, c->ops, sizeof args.ops);
+    args.rank = c->rank > 0 ? c->rank : 1;
+    args.dims[0] = 1;
+    memcpy(args.dims, c->dims, sizeof(int64_t) * (size_t)c->rank);
+    for (int k = 0; k < n_in; ++k) {
+        const struct epabi_tensor* t = in[k];
+        if (t == NULL || t->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+            return epabi_error(api, ORT_INVALID_ARGUMENT, "elementwise chain input %d is %s, not float", k,
+                               t == NULL ? "absent" : epabi_dtype_name(t->dtype));
+        if (!same_dims(t->rank, t->dims, c->in_rank[k], c->in_dims[k])) {
+            char got[128], want[128];
+            return epabi_error(api, ORT_INVALID_ARGUMENT,
+                               "elementwise chain input %d has shape %s; the plan fused its nodes for the declared "
+                               "shape %s", k, epabi_shape_str(got, sizeof got, t->rank, t->dims),
+                               epabi_shape_str(want, sizeof want, c->in_rank[k], c->in_dims[k]));
+        }
+        /* broadcast strides against the output shape, both right-aligned */
+        int64_t s = 1;
+        for (int d = args.rank - 1; d >= 0; --d) {
+            const int td = d - (args.rank - t->rank);
+            if (td < 0 || c->rank == 0) {
+                args.strides[k][d] = 0;
+                continue;
+            }
+            args.strides[k][d] = t->dims[td] == 1 && args.dims[d] != 1 ? 0 : s;
+            s *= t->dims[td];
+        }
+        args.in[k] = t->data;
+    }
+    for (int o = 0; o < n_out; ++o) {
+        OrtStatus* st = NULL;
+        struct epabi_tensor* t = epabi_exec_output(ex, o, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, c->rank, c->dims, &st);
+        if (t == NULL) return st;
+        args.out[o] = t->data;
+    }
+    if (epabi_numel(c->rank, c->dims) == 0) return NULL;
+    chain_coalesce(&args);
+    args.pool = epabi_exec_pool(ex);
+    return epabi_exec_launch(ex, EPABI_LAUNCH_CHAIN, chain_launch, &args, sizeof args);
+}
+
+static bool chain_supports(const struct epabi_node* node, char* why, size_t why_len) {
+    (void)node;
+    snprintf(why, why_len, "the chain step is built by the plan, not claimed");
+    return false;
+}
+
+const struct epabi_kernel epabi_kernel_chain = {
+    .op_type = "Chain", .since_min = 0, .since_max = -1, .supports = chain_supports, .run = run_chain,
+    .release = free, .launch = EPABI_LAUNCH_CHAIN,
+};

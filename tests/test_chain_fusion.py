@@ -1,0 +1,287 @@
+"""Elementwise chains (native/plan_chains.c, native/kernels/chain.h): float32 unary ops, Clip with constant bounds and
+Add/Sub/Mul/Div over statically known shapes fused into one plan step.
+
+Each case checks the plan (the VERBOSE summary: steps and "K elementwise chain(s) of M step(s)"), that the fused
+outputs equal, bit for bit, the same nodes run one session per node on our EP (the unfused kernels), and that they
+match ORT's CPU EP. Edge cases: a chain intermediate that is a graph output or read outside the chain, broadcasts,
+integer dtypes and symbolic shapes (not fused), NaN and infinities, a path leaving and re-entering a chain (not
+fused: it would be a cycle). Then real onnxruntime 1.24.4 and 1.32.0, the real models' step counts, and the GPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import epabi
+from real_ort import MIN, NEWEST
+from test_real_ort_models import assert_all_on_our_ep, run_on_real_ort
+
+SUMMARY = re.compile(r"compiled '[^']*': (\d+) steps \(.*\), (\d+) elementwise chain\(s\) of (\d+) step\(s\)")
+F = TensorProto.FLOAT
+
+
+def _scalar(name: str, value: float, dtype: type = np.float32) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(value, dtype), name)
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: dict[str, tuple[int, list]], outputs: list[str],
+           inits: list[onnx.TensorProto] | None = None, opset: int = 17) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "chains", [helper.make_tensor_value_info(n, t, s) for n, (t, s) in inputs.items()],
+                              [helper.make_tensor_value_info(o, 0, None) for o in outputs], inits or [])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    onnx.checker.check_model(inferred, full_check=True)
+    return inferred
+
+
+def hard_swish_model(shape: list, keep: bool = False) -> onnx.ModelProto:
+    """x * relu6(x + 3) / 6 as PyTorch ports write it (Add, Clip, Mul, Div); keep: the Clip's output too."""
+    nodes = [helper.make_node("Add", ["x", "three"], ["a"]), helper.make_node("Clip", ["a", "zero", "six"], ["c"]),
+             helper.make_node("Mul", ["x", "c"], ["m"]), helper.make_node("Div", ["m", "six"], ["y"])]
+    return _model(nodes, {"x": (F, shape)}, ["y", "c"] if keep else ["y"],
+                  [_scalar("three", 3), _scalar("six", 6), _scalar("zero", 0)])
+
+
+def silu_se_model() -> onnx.ModelProto:
+    """SiLU of x, then a squeeze-excite scale s [N, C, 1, 1] and a residual Add of x; the SiLU output also leaves."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["g"]), helper.make_node("Mul", ["x", "g"], ["u"]),
+             helper.make_node("Mul", ["u", "s"], ["v"]), helper.make_node("Add", ["v", "x"], ["y"])]
+    return _model(nodes, {"x": (F, [2, 3, 5, 7]), "s": (F, [2, 3, 1, 1])}, ["y", "u"])
+
+
+def activations_model() -> onnx.ModelProto:
+    """A longer chain through the parameterised activations and a bias row [W] broadcast over [N, H, W]."""
+    nodes = [helper.make_node("LeakyRelu", ["x"], ["l"], alpha=0.3), helper.make_node("Add", ["l", "bias"], ["b"]),
+             helper.make_node("HardSigmoid", ["b"], ["h"], alpha=0.25, beta=0.4),
+             helper.make_node("Sub", ["h", "x"], ["d"]), helper.make_node("Tanh", ["d"], ["t"]),
+             helper.make_node("Exp", ["t"], ["e"]), helper.make_node("Neg", ["e"], ["n"]),
+             helper.make_node("Relu", ["n"], ["y"])]
+    bias = numpy_helper.from_array(np.linspace(-2, 2, 300).astype(np.float32), "bias")
+    return _model(nodes, {"x": (F, [3, 7, 300])}, ["y"], [bias])
+
+
+def add_relu_model() -> onnx.ModelProto:
+    """Add -> Relu (the epilogue pass folds the Relu into the Add) -> Sqrt -> HardSwish: one chain of three steps."""
+    nodes = [helper.make_node("Add", ["x", "z"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Sqrt", ["r"], ["q"]), helper.make_node("HardSwish", ["q"], ["y"])]
+    return _model(nodes, {"x": (F, [4, 1, 33]), "z": (F, [1, 5, 33])}, ["y"])
+
+
+def read_outside_model() -> onnx.ModelProto:
+    """A chain value read by a Transpose outside the chain: it is written, and the chain goes on."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["g"]), helper.make_node("Mul", ["g", "x"], ["u"]),
+             helper.make_node("Transpose", ["u"], ["tu"], perm=[1, 0]), helper.make_node("Abs", ["u"], ["y"]),
+             helper.make_node("Add", ["tu", "y"], ["w"])]
+    return _model(nodes, {"x": (F, [6, 6])}, ["w"])
+
+
+def cycle_model() -> onnx.ModelProto:
+    """Sigmoid's output leaves through a Transpose and comes back into the Add: Sigmoid and Add cannot be one step."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["g"]), helper.make_node("Transpose", ["g"], ["t"], perm=[1, 0]),
+             helper.make_node("Add", ["g", "t"], ["y"])]
+    return _model(nodes, {"x": (F, [5, 5])}, ["y"])
+
+
+def int_model() -> onnx.ModelProto:
+    nodes = [helper.make_node("Add", ["x", "one"], ["a"]), helper.make_node("Mul", ["a", "x"], ["m"]),
+             helper.make_node("Abs", ["m"], ["y"])]
+    return _model(nodes, {"x": (TensorProto.INT32, [4, 8])}, ["y"], [_scalar("one", 1, np.int32)])
+
+
+def symbolic_model() -> onnx.ModelProto:
+    nodes = [helper.make_node("Sigmoid", ["x"], ["g"]), helper.make_node("Mul", ["x", "g"], ["y"])]
+    return _model(nodes, {"x": (F, ["batch", 16])}, ["y"])
+
+
+#: name -> (model, input shapes, expected steps, chains, steps fused into them)
+CASES = {
+    "hard_swish": (lambda: hard_swish_model([2, 8, 9, 9]), 1, 1, 4),
+    "hard_swish_keep_clip": (lambda: hard_swish_model([1, 4, 3, 3], keep=True), 1, 1, 4),
+    "silu_se_residual": (silu_se_model, 1, 1, 4),
+    "activations": (activations_model, 1, 1, 8),
+    "add_relu_broadcast": (add_relu_model, 1, 1, 3),
+    "read_outside": (read_outside_model, 3, 1, 3),
+    "cycle": (cycle_model, 3, 0, 0),
+    "int32": (int_model, 3, 0, 0),
+    "symbolic": (symbolic_model, 2, 0, 0),
+}
+
+
+def _feeds(model: onnx.ModelProto, rng: np.random.Generator, special: bool = False) -> dict[str, np.ndarray]:
+    feeds = {}
+    for vi in model.graph.input:
+        dims = [d.dim_value if d.HasField("dim_value") else 3 for d in vi.type.tensor_type.shape.dim]
+        if vi.type.tensor_type.elem_type == TensorProto.INT32:
+            feeds[vi.name] = rng.integers(-50, 50, dims).astype(np.int32)
+            continue
+        x = (rng.standard_normal(dims) * 4).astype(np.float32)
+        if special:   # NaN, infinities, signed zeros and values at the clamps' edges
+            flat = x.reshape(-1)
+            picks = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, -3.0, 3.0, 6.0, 1e-40, -88.0, 89.0], np.float32)
+            flat[: min(flat.size, picks.size)] = picks[: flat.size]
+        feeds[vi.name] = x
+    return feeds
+
+
+@pytest.fixture
+def compile_log(host: epabi.Host, caplog: pytest.LogCaptureFixture) -> Iterator:
+    """compile_log(model, options) -> (session, (steps, chains, chained steps)) on the software adapter."""
+    made: list[epabi.InferenceSession] = []
+
+    def make(model: onnx.ModelProto, options: dict[str, str] | None = None):
+        so = epabi.SessionOptions()
+        so.log_severity_level = 0
+        so.add_provider_for_devices(host.get_ep_devices(), options or {})
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="epabi"):
+            sess = epabi.InferenceSession(model, so)
+        made.append(sess)
+        assert set(sess.node_assignment.values()) == {epabi.get_ep_name()}, sess.node_assignment
+        found = [SUMMARY.search(r.getMessage()) for r in caplog.records]
+        counts = [tuple(int(g) for g in m.groups()) for m in found if m]
+        assert len(counts) == 1, [r.getMessage() for r in caplog.records if "compiled" in r.getMessage()]
+        return sess, counts[0]
+
+    yield make
+    for s in made:
+        s.close()
+
+
+def node_by_node(host: epabi.Host, model: onnx.ModelProto, feeds: dict[str, np.ndarray],
+                 devices: list | None = None) -> dict[str, np.ndarray]:
+    """Every value of the graph, computed one single-node session per node on our EP (``devices``: the host's, or
+    these): the unfused kernels."""
+    env = dict(feeds)
+    consts = {t.name: t for t in model.graph.initializer}
+    for node in model.graph.node:
+        ins = [n for n in node.input if n and n not in consts]
+        infos = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(env[n].dtype), env[n].shape)
+                 for n in ins]
+        graph = helper.make_graph(
+            [node], "one", infos,
+            [helper.make_tensor_value_info(o, 0, None) for o in node.output],
+            [consts[n] for n in node.input if n in consts])
+        one = helper.make_model(graph, opset_imports=list(model.opset_import))
+        one.ir_version = model.ir_version
+        so = epabi.SessionOptions()
+        so.add_provider_for_devices(devices or host.get_ep_devices(), {})
+        with epabi.InferenceSession(one, so) as sess:
+            assert set(sess.node_assignment.values()) == {epabi.get_ep_name()}, sess.node_assignment
+            for name, value in zip(node.output, sess.run(None, {n: env[n] for n in ins})):
+                env[name] = value
+    return env
+
+
+def _cpu_ep(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    ort = pytest.importorskip("onnxruntime")
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)
+
+
+@pytest.mark.parametrize("special", [False, True])
+@pytest.mark.parametrize("case", list(CASES))
+def test_chain_plan_and_values(host: epabi.Host, compile_log, case: str, special: bool) -> None:
+    build, steps, chains, chained = CASES[case]
+    model = build()
+    sess, counts = compile_log(model)
+    assert counts == (steps, chains, chained)
+    feeds = _feeds(model, np.random.default_rng(len(case)), special)
+    got = sess.run(None, feeds)
+    ref = node_by_node(host, model, feeds)
+    for out, value in zip(model.graph.output, got):
+        assert value.dtype == ref[out.name].dtype and value.shape == ref[out.name].shape, out.name
+        assert np.array_equal(value, ref[out.name], equal_nan=True), \
+            f"{out.name}: {np.sum(~np.isclose(value, ref[out.name], equal_nan=True))} values differ from unfused"
+    if not special:   # the CPU EP's Sigmoid/Tanh/Exp approximations differ by ulps
+        for value, want in zip(got, _cpu_ep(model, feeds)):
+            np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_long_chain_over_threads_and_blocks(host: epabi.Host, compile_log, threads: int) -> None:
+    """Rows longer than the host's block (256), partial rows per thread, a bias broadcast along them."""
+    model = activations_model()
+    sess, counts = compile_log(model, {"intra_op_num_threads": str(threads)})
+    assert counts[1:] == (1, 8)
+    feeds = _feeds(model, np.random.default_rng(7))
+    got = sess.run(None, feeds)[0]
+    assert np.array_equal(got, node_by_node(host, model, feeds)["y"], equal_nan=True)
+
+
+def test_chain_in_graph_capture(host: epabi.Host) -> None:
+    """Replays of a captured chain recompute it from inputs updated in place."""
+    model = hard_swish_model([2, 8, 9, 9])
+    so = epabi.SessionOptions()
+    so.add_provider_for_devices(host.get_ep_devices(), {"enable_cuda_graph": "1",
+                                                        "min_num_runs_before_cuda_graph_capture": "1"})
+    rng = np.random.default_rng(3)
+    with epabi.InferenceSession(model, so) as sess:
+        x = epabi.OrtValue.ortvalue_from_numpy(_feeds(model, rng)["x"])
+        y = epabi.OrtValue.ortvalue_from_shape_and_type([2, 8, 9, 9], np.float32)
+        binding = sess.io_binding()
+        binding.bind_ortvalue_input("x", x)
+        binding.bind_ortvalue_output("y", y)
+        for _ in range(4):
+            feed = _feeds(model, rng)["x"]
+            x.update_inplace(feed)
+            sess.run_with_iobinding(binding)
+            np.testing.assert_allclose(y.numpy(), _cpu_ep(model, {"x": feed})[0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.real_ort
+@pytest.mark.parametrize("version", [MIN, NEWEST])
+def test_real_ort_chains(version: str, library_path: str, tmp_path: Path) -> None:
+    for case in ["hard_swish_keep_clip", "silu_se_residual", "activations", "add_relu_broadcast", "read_outside"]:
+        model = CASES[case][0]()
+        feeds = _feeds(model, np.random.default_rng(1))
+        path = tmp_path / f"{case}.onnx"
+        onnx.save(model, str(path))
+        result, outs, err = run_on_real_ort(version, library_path, path, feeds, "default", tmp_path / case)
+        assert_all_on_our_ep(result, version, err)
+        for got, want in zip(outs, _cpu_ep(model, feeds)):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=case)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["hard_swish_keep_clip", "silu_se_residual", "activations", "add_relu_broadcast",
+                                  "read_outside"])
+def test_gpu_chains(library_path: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+                    case: str) -> None:
+    """chain_f32 on the GPU: the plan fuses as on the host; values equal the unfused CUDA kernels bit for bit (NaN and
+    infinities included) and match the CPU EP."""
+    if epabi.hardware.cuda_gpu_count() == 0:
+        pytest.skip("no NVIDIA GPU with a working driver")
+    monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
+    monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
+    build, steps, chains, chained = CASES[case]
+    model = build()
+    with epabi.Host() as host:
+        host.register_execution_provider_library("epabi", library_path)
+        gpus = [d for d in host.get_ep_devices()
+                if d.ep_name == epabi.get_ep_name() and d.ep_metadata.get("device_kind") == "gpu"]
+        assert gpus, host.get_ep_devices()
+        so = epabi.SessionOptions()
+        so.log_severity_level = 0
+        so.add_provider_for_devices(gpus[:1], {})
+        for special in [False, True]:
+            feeds = _feeds(model, np.random.default_rng(5), special)
+            caplog.clear()
+            with caplog.at_level(logging.DEBUG, logger="epabi"), epabi.InferenceSession(model, so) as sess:
+                got = sess.run(None, feeds)
+            counts = [m.groups() for m in (SUMMARY.search(r.getMessage()) for r in caplog.records) if m]
+            assert [tuple(int(g) for g in c) for c in counts] == [(steps, chains, chained)]
+            ref = node_by_node(host, model, feeds, gpus[:1])
+            for out, value in zip(model.graph.output, got):
+                np.testing.assert_array_equal(value, ref[out.name], err_msg=f"{case} {out.name} special={special}")
+            if not special:
+                for value, want in zip(got, _cpu_ep(model, feeds)):
+                    np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-5, err_msg=case)
