@@ -17,8 +17,8 @@ ONNX Runtime's CPU EP, through epabi's host and through real onnxruntime (MIN an
   threads and ragged chunk counts.
 * pool.c's separable float MaxPool (1-D and 2-D, no Indices) and the vectorised GlobalMaxPool: bit for bit against
   onnx.reference (max is exact), with -inf planes, NaN in windows and windows that reach only padding; its
-  GlobalAveragePool (planes over the pool, sixteen double lanes each) within one float32 rounding of float64 numpy,
-  with plane sizes that leave ragged lanes and plane counts that leave ragged chunks.
+  GlobalAveragePool (sixteen double lanes per plane) within one float32 rounding of float64 numpy, with plane sizes
+  that leave ragged lanes.
 
 Speed itself is measured by bench/software_adapter.py, never here.
 """

@@ -375,9 +375,8 @@ struct pool_launch {
 struct gavgpool_launch {
     const float* x;
     float* y;
-    int64_t planes;   /* N * C */
-    int64_t size;     /* spatial positions per plane, >= 1 */
-    struct epabi_pool* pool;   /* the software adapter's pool (planes spread over it); NULL on devices */
+    int64_t planes;
+    int64_t size;
 };
 
 /* BatchNormalization in inference mode: X viewed as [n, c, inner]; per channel s = scale * (1 / sqrt(var +

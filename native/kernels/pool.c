@@ -130,10 +130,10 @@ EPABI_SIMD_CLONES static void gavgpool_planes(void* ctx, int64_t p0, int64_t p1)
     }
 }
 
+/* Serial: spreading the planes over the pool needs a pool member in gavgpool_launch, whose layout
+ * native/cuda/cuda_kernels.cu mirrors (tests/test_cuda_source.py). */
 static void gavgpool_launch_fn(const void* p) {
-    const struct gavgpool_launch* L = p;
-    int64_t grain = (4 * (int64_t)EPABI_PARALLEL_MIN_ELEMS + L->size - 1) / L->size;
-    epabi_pool_for_range(L->pool, L->planes, grain, gavgpool_planes, (void*)L);
+    gavgpool_planes((void*)p, 0, ((const struct gavgpool_launch*)p)->planes);
 }
 
 static bool gavgpool_supports(const struct epabi_node* node, char* why, size_t why_len) {
@@ -185,7 +185,6 @@ static OrtStatus* gavgpool_run(struct epabi_exec* ex, const void* state, const s
     if (L.planes == 0) return NULL;
     L.x = X->data;
     L.y = Y->data;
-    L.pool = epabi_exec_pool(ex);
     return epabi_exec_launch(ex, EPABI_LAUNCH_GLOBAL_AVGPOOL, gavgpool_launch_fn, &L, sizeof L);
 }
 
