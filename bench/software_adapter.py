@@ -49,6 +49,10 @@ MAGIKA_BATCHES = [1, 16]
 BASELINE = "ort-cpu"
 CPU_EP_OPTION = "intra_op_num_threads"
 BLOCK = 4  # timed runs of one backend in a row (time_pair)
+# Idle time before each block (time_pair): ONNX Runtime's intra-op workers keep polling for about 50-60 ms after a
+# Run ends (measured on the 2-core machine: the CPU EP's worker thread used 15 ms of CPU 20-60 ms after its
+# session's run, /proc/self/task/*/schedstat), so a block of ours started at once had one core fewer.
+SETTLE_S = 0.1
 
 Runner = Callable[[], Any]
 
@@ -206,10 +210,12 @@ class OrtBackend:
 
 # -- timing and report -----------------------------------------------------------------------------------
 
-def time_pair(ours: Runner, base: Runner, runs: int, warmup: int, block: int = BLOCK) -> tuple[list[float], ...]:
+def time_pair(ours: Runner, base: Runner, runs: int, warmup: int, block: int = BLOCK,
+              settle_s: float = SETTLE_S) -> tuple[list[float], ...]:
     """Times ``ours`` and ``base`` in turn, ``block`` runs of one then of the other (which goes first alternating),
-    each block after one untimed run: a thread pool that spins after its runs (the CPU EP's does by default) then
-    slows only that untimed run of the other. ms per run, then the last outputs of each."""
+    each block after ``settle_s`` seconds idle and one untimed run: the pool of the backend timed before (the CPU
+    EP's polls for tens of ms after its runs) is asleep again when the next block starts, and each block's pool is
+    awake and its data in cache when its timed runs start. ms per run, then the last outputs of each."""
     out_ours = out_base = None
     for _ in range(warmup):
         out_ours, out_base = ours(), base()
@@ -219,6 +225,7 @@ def time_pair(ours: Runner, base: Runner, runs: int, warmup: int, block: int = B
     while len(times[0]) < runs or len(times[1]) < runs:
         for which in ((0, 1) if turn % 2 == 0 else (1, 0)):
             run = (ours, base)[which]
+            time.sleep(settle_s)
             outputs[which] = run()
             for _ in range(min(block, runs - len(times[which]))):
                 start = time.perf_counter()

@@ -14,6 +14,7 @@
 #include "ep_factory.h"
 #include "graph_capture.h"
 #include "kernel.h"
+#include "thread_pool.h"
 
 struct epabi_exec {
     const struct epabi_plan* plan;
@@ -585,8 +586,10 @@ OrtStatus* epabi_plan_run(const struct epabi_plan* p, OrtKernelContext* ctx, con
                           epabi_has(p->api, EPABI_SINCE_OrtApi_KernelContext_GetPreallocatedOutput);
             if (ex.classify) st = classify_outputs(&ex);
         }
+        epabi_pool_run_begin(ex.threads);   /* workers wake while the inputs are bound, not at the first loop */
         if (st == NULL) st = bind_inputs(&ex);
         if (st == NULL) st = run_steps(&ex);
+        epabi_pool_run_end(ex.threads);
         /* what launches found: at once without a stream, and on the host stream, which executes as it goes
          * (also while capturing); a device stream's word is read at its synchronize (stream.h) */
         if (st == NULL && ex.error_word != 0) st = epabi_launch_error_status(p->api, ex.error_word, false);

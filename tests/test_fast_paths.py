@@ -16,7 +16,9 @@ ONNX Runtime's CPU EP, through epabi's host and through real onnxruntime (MIN an
   and Transpose by rows, Reshape's copy by byte chunks): exactly numpy's, with copies of several MiB on 2-3
   threads and ragged chunk counts.
 * pool.c's separable float MaxPool (1-D and 2-D, no Indices) and the vectorised GlobalMaxPool: bit for bit against
-  onnx.reference (max is exact), with -inf planes, NaN in windows and windows that reach only padding.
+  onnx.reference (max is exact), with -inf planes, NaN in windows and windows that reach only padding; its
+  GlobalAveragePool (sixteen double lanes per plane) within one float32 rounding of float64 numpy, with plane sizes
+  that leave ragged lanes.
 
 Speed itself is measured by bench/software_adapter.py, never here.
 """
@@ -382,6 +384,22 @@ def test_separable_maxpool_equals_the_reference(session, shape: tuple, attrs: di
     assert np.array_equal(g.reshape(shape[:2]), np.max(with_nan.reshape(*shape[:2], -1), axis=2), equal_nan=True)
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("shape", [(2, 67, 33, 31), (1, 300, 17), (3, 5, 7, 2, 3)])
+def test_global_average_pool_equals_numpy(session, shape: tuple, threads: int) -> None:
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.standard_normal(shape) * 10 + 3).astype(np.float32)
+    x.flat[5::211] = np.inf                # an inf in a plane makes its mean inf, as the sequential sum did
+    model = _model([helper.make_node("GlobalAveragePool", ["x"], ["y"])], {"x": (TensorProto.FLOAT, list(shape))},
+                   ["y"], opset=12)
+    (y,) = session(model, threads).run(None, {"x": x})
+    want = x.reshape(*shape[:2], -1).astype(np.float64).mean(axis=2)
+    assert y.shape == shape[:2] + (1,) * (len(shape) - 2)
+    assert np.array_equal(np.isinf(y.reshape(shape[:2])), np.isinf(want))
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(y.reshape(shape[:2])[finite], want[finite].astype(np.float32), rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.real_ort
 @pytest.mark.parametrize("version", [MIN, NEWEST])
 def test_real_ort_separable_maxpool(version: str, library_path: str, tmp_path: Path) -> None:
@@ -389,14 +407,16 @@ def test_real_ort_separable_maxpool(version: str, library_path: str, tmp_path: P
     nodes = [helper.make_node("MaxPool", ["x"], ["p1"], kernel_shape=[5, 5], pads=[2, 2, 2, 2]),
              helper.make_node("MaxPool", ["p1"], ["p2"], kernel_shape=[5, 5], pads=[2, 2, 2, 2]),
              helper.make_node("Concat", ["x", "p1", "p2"], ["y"], axis=1),
-             helper.make_node("GlobalMaxPool", ["y"], ["g"])]
-    model = _model(nodes, {"x": (TensorProto.FLOAT, [1, 16, 10, 10])}, ["y", "g"], opset=12)
+             helper.make_node("GlobalMaxPool", ["y"], ["g"]), helper.make_node("GlobalAveragePool", ["y"], ["a"])]
+    model = _model(nodes, {"x": (TensorProto.FLOAT, [1, 16, 10, 10])}, ["y", "g", "a"], opset=12)
     path = tmp_path / "sppf.onnx"
     onnx.save(model, str(path))
     result, outs, err = run_on_real_ort(version, library_path, path, {"x": x}, "default", tmp_path / "run")
     assert_all_on_our_ep(result, version, err)
-    for got, want in zip(outs, _cpu_ep(model, {"x": x})):
-        assert np.array_equal(got, want)
+    want = _cpu_ep(model, {"x": x})
+    for got, ref in zip(outs[:2], want[:2]):
+        assert np.array_equal(got, ref)
+    np.testing.assert_allclose(outs[2], want[2], rtol=1e-6, atol=1e-6)   # the CPU EP sums in float
 
 
 # -- data movement over the pool ----------------------------------------------------------------------------------

@@ -44,6 +44,13 @@ typedef void (*epabi_pool_task)(void* ctx, int64_t task, int slot);
  * worker that cannot be started or scheduled leaves its share to the others. */
 void epabi_pool_for(struct epabi_pool* pool, int64_t n_tasks, epabi_pool_task fn, void* ctx);
 
+/* A run's bounds (a fused node's Compute): between them the pool's idle workers keep polling for the next loop
+ * (up to a few ms each time, then they sleep) instead of sleeping after ~50 us, and run_begin wakes sleeping
+ * workers so that they are up by the run's first loop. Workers that were never started stay unstarted. Calls
+ * pair up, may nest and may come from several threads at once (the pool counts open runs); NULL is ignored. */
+void epabi_pool_run_begin(struct epabi_pool* pool);
+void epabi_pool_run_end(struct epabi_pool* pool);
+
 /* One chunk [begin, end) of a range loop. */
 typedef void (*epabi_pool_range_fn)(void* ctx, int64_t begin, int64_t end);
 

@@ -1,13 +1,17 @@
 /*
  * pool_stress.c - native/kernels/thread_pool.c alone, built by tests/test_kernel_harness.py under ThreadSanitizer
  * where it runs (plain otherwise): three threads each start 300 loops of 1 to 50 tasks on one pool of 4, so loops
- * meet a busy pool, late workers and back-to-back generations. Every task must run exactly once, on a slot below
- * the pool's thread count; exit status 0 and "ok" when they all did.
+ * meet a busy pool, late workers and back-to-back generations; runs (epabi_pool_run_begin/_end) open and close
+ * around some loops on each thread, overlapping and nested, with pauses long enough for the workers to fall asleep
+ * and be woken by a run. Every task must run exactly once, on a slot below the pool's thread count; exit status 0
+ * and "ok" when they all did.
  */
+#define _POSIX_C_SOURCE 200809L   /* nanosleep under -std=c11 */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "thread_pool.h"
 
@@ -31,6 +35,12 @@ static void* caller(void* arg) {
     long id = (long)arg;
     for (int r = 0; r < 300; ++r) {
         int n = 1 + (r * 7 + (int)id) % 50;
+        const int runs = (r + (int)id) % 4 == 0 ? 2 : (r + (int)id) % 4 == 1 ? 1 : 0;   /* nested, single, none */
+        for (int k = 0; k < runs; ++k) epabi_pool_run_begin(g_pool);
+        if (r % 60 == (int)id) {   /* idle past the workers' polling, so that a run or a loop must wake them */
+            struct timespec pause = {0, 5 * 1000 * 1000};
+            nanosleep(&pause, NULL);
+        }
         struct job j = {.threads = epabi_pool_threads(g_pool)};
         j.hits = calloc((size_t)n, sizeof(int));
         if (j.hits == NULL) abort();
@@ -46,6 +56,7 @@ static void* caller(void* arg) {
             exit(1);
         }
         free(j.hits);
+        for (int k = 0; k < runs; ++k) epabi_pool_run_end(g_pool);
     }
     return NULL;
 }
