@@ -117,6 +117,23 @@ def test_a_wrong_expectation_fails_the_check(library_path: str, software_adapter
                       threading.get_native_id())
 
 
+def test_an_origin_lag_is_tolerated_but_not_a_wrong_origin(library_path: str, software_adapter: None,
+                                                            tmp_path: Path) -> None:
+    """The EP's events may all sit earlier by the moment between the host's offset and the EP's clock read (17 us
+    seen on a loaded machine): the check accepts one such shift, not an origin off by milliseconds."""
+    with _host(None, library_path) as host, _session(host, tmp_path, graph=True) as session:
+        _calls(session, graph=True)
+        profile = _profile(session, tmp_path)
+    expected = expected_events(CALLS, graph=True)
+
+    def shifted(us: int) -> list[dict]:
+        return [{**ev, "ts": ev["ts"] - us} if ev["cat"] == "Kernel" else ev for ev in profile]
+
+    check_profile(shifted(17), expected, MLP_NODES, os.getpid(), threading.get_native_id())
+    with pytest.raises(AssertionError):
+        check_profile(shifted(5000), expected, MLP_NODES, os.getpid(), threading.get_native_id())
+
+
 def test_api_24_sees_no_create_profiler(library_path: str, software_adapter: None, tmp_path: Path) -> None:
     """The plugin fills OrtEp::CreateProfiler only for hosts >= 1.25; a 1.24 session profiles its own events."""
     for api, filled in ((24, False), (25, True)):
