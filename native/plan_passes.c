@@ -160,10 +160,9 @@ static int sole_reader(const struct plan_value* values, const struct plan_step* 
     return count == 1 ? reader : -1;
 }
 
-/* Removes step ri, whose outputs the linear step `into` now stands for; returns `into`'s index afterwards. */
-static int drop_folded_step(struct epabi_plan* p, int ri, int into) {
+/* Erases step ri (its state and names freed), keeping the producer indices of later steps' values right. */
+static void erase_step(struct epabi_plan* p, int ri) {
     struct plan_step* r = &p->steps[ri];
-    for (int j = 0; j < r->n_out; ++j) p->values[r->out[j]].producer = into;
     if (r->state != NULL && r->kernel->release != NULL) r->kernel->release(r->state);
     free(r->node_name);
     free(r->op_type);
@@ -172,6 +171,13 @@ static int drop_folded_step(struct epabi_plan* p, int ri, int into) {
         if (p->values[v].producer > ri) p->values[v].producer--;
     memmove(r, r + 1, (size_t)(p->n_steps - ri - 1) * sizeof *r);
     p->n_steps--;
+}
+
+/* Removes step ri, whose outputs the linear step `into` now stands for; returns `into`'s index afterwards. */
+static int drop_folded_step(struct epabi_plan* p, int ri, int into) {
+    const struct plan_step* r = &p->steps[ri];
+    for (int j = 0; j < r->n_out; ++j) p->values[r->out[j]].producer = into;
+    erase_step(p, ri);
     return into > ri ? into - 1 : into;
 }
 
@@ -311,15 +317,7 @@ static int readers_of(const struct epabi_plan* p, int v) {
 
 /* Drops step ri, whose work another step took over, keeping producer indices right. */
 static void remove_step(struct epabi_plan* p, int ri) {
-    struct plan_step* r = &p->steps[ri];
-    if (r->state != NULL && r->kernel->release != NULL) r->kernel->release(r->state);
-    free(r->node_name);
-    free(r->op_type);
-    free(r->frees);
-    for (int v = 0; v < p->n_values; ++v)
-        if (p->values[v].producer > ri) p->values[v].producer--;
-    memmove(r, r + 1, (size_t)(p->n_steps - ri - 1) * sizeof *r);
-    p->n_steps--;
+    erase_step(p, ri);
     p->n_fused++;
 }
 

@@ -60,7 +60,7 @@ struct epabi_cu_launch_config {
     unsigned block_x, block_y, block_z;
     unsigned shared_bytes;
     epabi_cu_stream stream;
-    struct epabi_cu_launch_attribute* attrs;
+    const struct epabi_cu_launch_attribute* attrs;
     unsigned num_attrs;
 };
 _Static_assert(sizeof(struct epabi_cu_launch_config) == 56 || sizeof(void*) != 8, "CUlaunchConfig is 56 bytes");

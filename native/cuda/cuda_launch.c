@@ -14,7 +14,6 @@
  * Thread-safety: no state; launches on distinct streams may run concurrently.
  */
 #include <stdint.h>
-#include <string.h>
 
 #include "cuda_coverage.h"
 #include "cuda_launch_internal.h"
@@ -47,11 +46,9 @@ OrtStatus* epabi_cuda_run(const struct epabi_cuda_launch_env* env, const char* w
     if (env->pdl) {
         /* every kernel of ours waits for its predecessor first (EP_PDL_ENTER in cuda_kernels.cu), so it may be launched
          * before that one ends: in a graph the launch latency between our kernels overlaps their work */
-        struct epabi_cu_launch_attribute attr;
-        memset(&attr, 0, sizeof attr);
-        attr.id = EPABI_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attr.value.value = 1;
-        const struct epabi_cu_launch_config config = {gx, gy, gz, block, 1, 1, 0, env->stream, &attr, 1};
+        static const struct epabi_cu_launch_attribute kPdl = {
+            .id = EPABI_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, .value = {.value = 1}};
+        const struct epabi_cu_launch_config config = {gx, gy, gz, block, 1, 1, 0, env->stream, &kPdl, 1};
         r = cu->LaunchKernelEx(&config, env->module->fn[id], params, NULL);
     } else {
         r = cu->LaunchKernel(env->module->fn[id], gx, gy, gz, block, 1, 1, 0, env->stream, params, NULL);

@@ -14,45 +14,6 @@
 /* Elements per block: the registers of a block (EPABI_CHAIN_MAX_OPS of them) stay in the L1 cache. */
 enum { CHAIN_BLOCK = 256 };
 
-/* Binary arithmetic over one block, a loop per stride pattern (each operand contiguous or one value) so that GCC
- * vectorises each; as elementwise.c's float rows (no contraction: ISO C). */
-#define CHAIN_ROW(EXPR)                                                                        \
-    do {                                                                                       \
-        if (sa == 1 && sb == 1) {                                                              \
-            for (int64_t i = 0; i < n; ++i) {                                                  \
-                const float a = A[i], b = B[i];                                                \
-                O[i] = (EXPR);                                                                 \
-            }                                                                                  \
-        } else if (sa == 0 && sb == 1) {                                                       \
-            const float a = A[0];                                                              \
-            for (int64_t i = 0; i < n; ++i) {                                                  \
-                const float b = B[i];                                                          \
-                O[i] = (EXPR);                                                                 \
-            }                                                                                  \
-        } else if (sa == 1 && sb == 0) {                                                       \
-            const float b = B[0];                                                              \
-            for (int64_t i = 0; i < n; ++i) {                                                  \
-                const float a = A[i];                                                          \
-                O[i] = (EXPR);                                                                 \
-            }                                                                                  \
-        } else {                                                                               \
-            const float a = A[0], b = B[0];                                                    \
-            for (int64_t i = 0; i < n; ++i) O[i] = (EXPR);                                     \
-        }                                                                                      \
-    } while (0)
-
-EPABI_SIMD_CLONES static void binary_block(int32_t op, const float* A, int64_t sa, const float* B, int64_t sb,
-                                           float* O, int64_t n) {
-    switch (op) {
-    case OP_ADD: CHAIN_ROW(a + b); break;
-    case OP_SUB: CHAIN_ROW(a - b); break;
-    case OP_MUL: CHAIN_ROW(a * b); break;
-    case OP_DIV: CHAIN_ROW(a / b); break;
-    default: break;
-    }
-}
-#undef CHAIN_ROW
-
 /* Clip as unary.c's: lo then hi, so a min above the max gives the max; NaN passes. */
 EPABI_SIMD_CLONES static void clip_block(const float* X, float lo, float hi, float* O, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
@@ -92,7 +53,7 @@ static void chain_block(const struct chain_args* a, const float* const* ip, cons
         }
         float* out = reg[k];
         if (o->kind == CHAIN_BINARY) {
-            binary_block(o->op, src[0], stride[0], src[1], stride[1], out, n);
+            epabi_arith_f32_span(o->op, src[0], stride[0], src[1], stride[1], out, n);
         } else if (o->kind == CHAIN_CLIP) {
             clip_block(src[0], o->alpha, o->beta, out, n);
         } else {

@@ -39,4 +39,8 @@ extern const struct epabi_kernel epabi_kernel_chain;
  * the calling thread (unary.c). */
 void epabi_unary_span(const struct un_args* a, int64_t begin, int64_t end);
 
+/* o[i] = a[i * sa] op b[i * sb] for i in [0, n), op OP_ADD, OP_SUB, OP_MUL or OP_DIV, as the float32 Add/Sub/Mul/Div
+ * kernels compute a row (elementwise.c; o may be a or b). */
+void epabi_arith_f32_span(int32_t op, const float* a, int64_t sa, const float* b, int64_t sb, float* o, int64_t n);
+
 #endif

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chain.h"
 #include "cuda_coverage.h"
 #include "kernel.h"
 #include "math_common.h"
@@ -110,6 +111,10 @@ EPABI_SIMD_CLONES static void arith_f32(enum ew_op op, const float* A, int64_t s
         for (int64_t i = 0; i < n; ++i) O[i] = O[i] < 0.0f ? 0.0f : O[i];
 }
 #undef F32_ROW
+
+void epabi_arith_f32_span(int32_t op, const float* a, int64_t sa, const float* b, int64_t sb, float* o, int64_t n) {
+    arith_f32((enum ew_op)op, a, sa, b, sb, o, n, false);
+}
 
 static void arith_row(enum ew_op op, ONNXTensorElementDataType dtype, const void* pa, int64_t sa, const void* pb,
                       int64_t sb, void* po, int64_t n) {

@@ -125,15 +125,8 @@ static OrtStatus* linear_run(struct epabi_exec* ex, const void* state, const str
         L.c_cols = cols;
         L.beta = 1.0f;
     } else if (C != NULL && s->lead.beta != 0.0f) {
-        /* Gemm's C: unidirectional broadcast, its dims right-aligned to [M,N] each 1 or the full extent */
-        int64_t cr = C->rank >= 2 ? C->dims[C->rank - 2] : 1;
-        int64_t cc = C->rank >= 1 ? C->dims[C->rank - 1] : 1;
-        if (C->rank > 2 || (cr != 1 && cr != m) || (cc != 1 && cc != n))
-            return epabi_error(api, ORT_INVALID_ARGUMENT, "Gemm: C %s does not broadcast to the output [%lld,%lld]",
-                               epabi_shape_str(sa, sizeof sa, C->rank, C->dims), (long long)m, (long long)n);
+        EPABI_RETURN_IF_ERROR(epabi_gemm_c_extent(api, C, m, n, &L.c_rows, &L.c_cols));
         L.c = C->data;
-        L.c_rows = cr;
-        L.c_cols = cc;
         L.beta = s->lead.beta;
     }
     OrtStatus* st = NULL;

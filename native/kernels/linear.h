@@ -61,6 +61,11 @@ struct gemm_launch;
  * what a linear step computes before its activation. Thread-safe on distinct Y (the pool splits the product). */
 void epabi_gemm_host(const struct gemm_launch* L);
 
+/* Gemm's C against the output [m, n] (unidirectional broadcast: its dims, right-aligned, each 1 or the full extent):
+ * its rows and columns after left-padding to rank 2 (matmul.c). Errors: ORT_INVALID_ARGUMENT naming C's shape. */
+OrtStatus* epabi_gemm_c_extent(const struct epabi_api* api, const struct epabi_tensor* c, int64_t m, int64_t n,
+                               int64_t* rows, int64_t* cols);
+
 /* A malloc'ed state (NULL when out of memory). */
 struct epabi_linear_state* epabi_linear_state_new(const struct epabi_linear_lead* lead, bool bias, int32_t activation,
                                                   int32_t path, bool weights_const);

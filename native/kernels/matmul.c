@@ -389,6 +389,20 @@ void epabi_gemm_host(const struct gemm_launch* L) {
 
 static void gemm_launch_fn(const void* p) { epabi_gemm_host(p); }
 
+OrtStatus* epabi_gemm_c_extent(const struct epabi_api* api, const struct epabi_tensor* c, int64_t m, int64_t n,
+                               int64_t* rows, int64_t* cols) {
+    const int64_t cr = c->rank >= 2 ? c->dims[c->rank - 2] : 1;
+    const int64_t cc = c->rank >= 1 ? c->dims[c->rank - 1] : 1;
+    if (c->rank > 2 || (cr != 1 && cr != m) || (cc != 1 && cc != n)) {
+        char text[160];
+        return epabi_error(api, ORT_INVALID_ARGUMENT, "Gemm: C %s does not broadcast to the output [%lld,%lld]",
+                           epabi_shape_str(text, sizeof text, c->rank, c->dims), (long long)m, (long long)n);
+    }
+    *rows = cr;
+    *cols = cc;
+    return NULL;
+}
+
 static bool gemm_supports(const struct epabi_node* node, char* why, size_t why_len) {
     if (node->n_in < 2 || node->n_in > 3 || node->n_out != 1) {
         snprintf(why, why_len, "Gemm: expected 2-3 inputs and 1 output, got %d and %d", node->n_in, node->n_out);
@@ -458,15 +472,8 @@ static OrtStatus* gemm_run(struct epabi_exec* ex, const void* state, const struc
     struct gemm_launch L;
     memset(&L, 0, sizeof L);
     if (C != NULL && s->beta != 0.0f) {
-        /* Unidirectional broadcast: C's dims, right-aligned to [M,N], must each be 1 or the full extent. */
-        int64_t cr = C->rank >= 2 ? C->dims[C->rank - 2] : 1;
-        int64_t cc = C->rank >= 1 ? C->dims[C->rank - 1] : 1;
-        if (C->rank > 2 || (cr != 1 && cr != m) || (cc != 1 && cc != n))
-            return epabi_error(api, ORT_INVALID_ARGUMENT, "Gemm: C %s does not broadcast to the output [%lld,%lld]",
-                               epabi_shape_str(sa, sizeof sa, C->rank, C->dims), (long long)m, (long long)n);
+        EPABI_RETURN_IF_ERROR(epabi_gemm_c_extent(api, C, m, n, &L.c_rows, &L.c_cols));
         L.c = C->data;
-        L.c_rows = cr;
-        L.c_cols = cc;
     }
     int64_t out_dims[2] = {m, n};
     OrtStatus* st = NULL;
