@@ -25,6 +25,8 @@ from __future__ import annotations
 import enum
 from typing import Any
 
+from .errors import ConfigEntryNotFoundError
+
 _INT_MIN, _INT_MAX = -(2 ** 31), 2 ** 31 - 1
 
 
@@ -51,6 +53,18 @@ class ExecutionOrder(enum.IntEnum):
     DEFAULT = 0
     PRIORITY_BASED = 1
     MEMORY_EFFICIENT = 2
+
+
+def config_entry(config: dict[str, str], key: object, owner: str, method: str) -> str:
+    """``config[key]`` as onnxruntime's get_*_config_entry answers it (1.24.4 and 1.32.0): TypeError for a key that is
+    not a str, ConfigEntryNotFoundError (a RuntimeError) naming ``owner`` ("SessionOptions", "RunOptions") and the
+    key for a missing one."""
+    if not isinstance(key, str):
+        raise TypeError(f"{method}: key must be a str, not {type(key).__name__}")
+    try:
+        return config[key]
+    except KeyError:
+        raise ConfigEntryNotFoundError(f"{owner} does not have configuration with key: {key}") from None
 
 
 def _refuse(owner: str, name: str, kind: str, value: object) -> TypeError:

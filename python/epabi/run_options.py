@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._ffi import ffi
-from .errors import ConfigEntryNotFoundError
-from .option_fields import BoolField, IntField, StrField
+from .option_fields import BoolField, IntField, StrField, config_entry
 
 
 class RunOptions:
@@ -54,12 +53,7 @@ class RunOptions:
                 ("RunOptions does not have configuration with key: KEY", 1.24.4 and 1.32.0).
             TypeError: key is not a str.
         """
-        if not isinstance(key, str):
-            raise TypeError(f"get_run_config_entry: key must be a str, not {type(key).__name__}")
-        try:
-            return self.config[key]
-        except KeyError:
-            raise ConfigEntryNotFoundError(f"RunOptions does not have configuration with key: {key}") from None
+        return config_entry(self.config, key, "RunOptions", "get_run_config_entry")
 
     def c_value(self, key: str) -> Any:
         return self._c_values.get(key, ffi.NULL)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import ConfigEntryNotFoundError
 from .objects import EpDevice
 from .option_fields import (
     BoolField,
@@ -19,6 +18,7 @@ from .option_fields import (
     GraphOptimizationLevel,
     IntField,
     StrField,
+    config_entry,
 )
 from .profiling import DEFAULT_PREFIX
 
@@ -107,12 +107,7 @@ class SessionOptions:
                 ("SessionOptions does not have configuration with key: KEY", 1.24.4 and 1.32.0).
             TypeError: key is not a str.
         """
-        if not isinstance(key, str):
-            raise TypeError(f"get_session_config_entry: key must be a str, not {type(key).__name__}")
-        try:
-            return self.config[key]
-        except KeyError:
-            raise ConfigEntryNotFoundError(f"SessionOptions does not have configuration with key: {key}") from None
+        return config_entry(self.config, key, "SessionOptions", "get_session_config_entry")
 
     def add_provider_for_devices(self, devices: list[EpDevice], options: dict[str, str] | None = None) -> None:
         """Selects EP devices of one EP for this session, with provider options.
