@@ -25,10 +25,13 @@ struct epabi_chain_state {
     int32_t n_ops, n_in, n_out;
     struct chain_op ops[EPABI_CHAIN_MAX_OPS];
     int rank;                                              /* the output's */
-    int64_t dims[EPABI_MAX_RANK];                          /* -1: symbolic (then input 0's, at run time) */
-    bool symbolic;   /* one input, whose run-time shape every op keeps; in_dims -1 where symbolic */
+    int64_t dims[EPABI_MAX_RANK];                          /* -1: symbolic (then the inputs' broadcast, at run time) */
+    bool symbolic;   /* the output's run-time shape is the broadcast of the inputs'; in_dims -1 where symbolic */
     int in_rank[EPABI_CHAIN_MAX_INPUTS];
     int64_t in_dims[EPABI_CHAIN_MAX_INPUTS][EPABI_MAX_RANK];
+    /* per output: the inputs (bits) it depends on; its run-time shape, their broadcast, must be the chain's */
+    unsigned out_cone[EPABI_CHAIN_MAX_OUTPUTS];
+    char out_decl[96], in_decl[EPABI_CHAIN_MAX_INPUTS][96];   /* the declared shapes with symbols, for messages */
 };
 
 /* The kernel of every chain step; not in the registry (no ONNX op has it), only the plan installs it. Its state is
