@@ -381,11 +381,14 @@ def test_magika_chains(host: epabi.Host, compile_log) -> None:
 @pytest.mark.parametrize("version", [MIN, NEWEST])
 def test_real_ort_magika_chains(version: str, library_path: str, tmp_path: Path) -> None:
     from magika_model import batch, model_path
-    feeds = {"bytes": batch()}
-    result, outs, err = run_on_real_ort(version, library_path, model_path(), feeds, "default", tmp_path / "magika")
-    assert_all_on_our_ep(result, version, err)
-    want = _cpu_ep(onnx.load(str(model_path())), feeds)
-    np.testing.assert_allclose(outs[0], want[0], rtol=1e-5, atol=1e-5)
+    x = batch()
+    for n, feed in enumerate([x[:1], np.concatenate([x, x])[:6]]):
+        feeds = {"bytes": feed}
+        result, outs, err = run_on_real_ort(version, library_path, model_path(), feeds, "default",
+                                            tmp_path / f"magika{n}")
+        assert_all_on_our_ep(result, version, err)
+        want = _cpu_ep(onnx.load(str(model_path())), feeds)
+        np.testing.assert_allclose(outs[0], want[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.real_ort
@@ -394,13 +397,15 @@ def test_real_ort_chains(version: str, library_path: str, tmp_path: Path) -> Non
     for case in ["hard_swish_keep_clip", "silu_se_residual", "activations", "add_relu_broadcast", "read_outside",
                  "gelu_tanh_symbolic", "immediates", "sixteen", *SYMBOLIC]:
         model = CASES[case][0]()
-        feeds = _feeds(model, np.random.default_rng(1))
         path = tmp_path / f"{case}.onnx"
         onnx.save(model, str(path))
-        result, outs, err = run_on_real_ort(version, library_path, path, feeds, "default", tmp_path / case)
-        assert_all_on_our_ep(result, version, err)
-        for got, want in zip(outs, _cpu_ep(model, feeds)):
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=case)
+        for batch in [1, 5] if case in SYMBOLIC else [3]:
+            feeds = _feeds(model, np.random.default_rng(1), batch=batch)
+            result, outs, err = run_on_real_ort(version, library_path, path, feeds, "default",
+                                                tmp_path / f"{case}{batch}")
+            assert_all_on_our_ep(result, version, err)
+            for got, want in zip(outs, _cpu_ep(model, feeds)):
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{case} batch {batch}")
 
 
 @pytest.mark.gpu

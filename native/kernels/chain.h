@@ -5,7 +5,8 @@
  * the chain reads its inputs once and writes only the values something outside it reads: no intermediate buffers.
  *
  * The plan builds one (plan_chains.c, epabi_plan_fuse_chains) from nodes whose kernels have a `chain_link`
- * (kernel.h) and whose shapes the graph declares statically; every node of a chain has the chain's output shape.
+ * (kernel.h) and whose declared shapes (symbols included) prove each written value of the chain's output shape; over
+ * symbolic dims run() computes that shape as the broadcast of the inputs' and checks each output's.
  * The software adapter applies each op with the functions of the unfused kernels (unary.c's span, the same float
  * arithmetic as elementwise.c), so a chain gives the unfused nodes' bits; CUDA interprets the op list in one kernel
  * (cuda_kernels.cu, chain_f32) with the unfused kernels' un_apply and non-contracted arithmetic (__fadd_rn...).
