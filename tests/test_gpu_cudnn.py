@@ -115,20 +115,6 @@ CASES = [
 ]
 
 
-#: The set-up's measured choice between cuDNN and epabi's im2col GEMM (cuda_cudnn.h), when it keeps epabi's.
-MEASURED = re.compile(r"epabi's im2col GEMM measured ([\d.]+) us against cuDNN's ([\d.]+) us \(algorithm \w+\)")
-
-# GEMM-shaped: magika's Conv (256 channels in, 512 out, a 5x1 kernel over 512 positions)
-MAGIKA_CONV = ConvCase("magika", (1, 256, 512, 1), (512, 256, 5, 1), bias=False)
-
-
-@pytest.fixture(autouse=True)
-def _no_timed_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cases below check cuDNN's own set-ups; the timed choice, which may keep a shape on epabi's GEMM, is
-    tested on its own (test_the_set_up_keeps_the_faster_form)."""
-    monkeypatch.setenv("EPABI_CUDNN_AUTOTUNE", "0")
-
-
 @pytest.fixture
 def gpu_host(library_path: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[epabi.Host]:
     monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
@@ -261,28 +247,6 @@ def test_cudnn_by_default_only_where_graphs_are_captured(gpu_host: epabi.Host, g
         np.testing.assert_allclose(got, ort_cpu(model, feeds), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("case", [MAGIKA_CONV, *(c for c in CASES if c.id in ("3x3_pad1", "relu", "1x1"))],
-                         ids=lambda c: c.id)
-def test_the_set_up_keeps_the_faster_form(gpu_host: epabi.Host, case: ConvCase,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    """With the timed choice on (the default), each shape's set-up logs one line: cuDNN's, or epabi's kernel with both
-    measured times (epabi's under 0.9x cuDNN's); every call, eager and replayed, gives the CPU EP's values."""
-    monkeypatch.delenv("EPABI_CUDNN_AUTOTUNE")
-    model, feeds = case.build()
-    expected = ort_cpu(model, feeds)
-    outs, messages = _run(gpu_host, case, "1", graphs=True)
-    if _cudnn_line(messages).startswith("not loaded"):
-        pytest.skip("no cuDNN on this machine")
-    for call, got in enumerate(outs):
-        np.testing.assert_allclose(got, expected, **TOL, err_msg=f"call {call}")
-    on = [m for m in messages if ON_CUDNN.search(m)]
-    ours = [m.group(4) for m in map(ON_OURS.search, messages) if m]
-    assert len(on) + len(ours) == 1, (on, ours)
-    if ours:
-        timed = MEASURED.fullmatch(ours[0])
-        assert timed and float(timed.group(1)) < 0.9 * float(timed.group(2)), ours
-
-
 def test_the_backend_line_names_the_cudnn_loaded(gpu_host: epabi.Host) -> None:
     _, messages = _run(gpu_host, CASES[0], "1", graphs=False, calls=1)
     loaded = _cudnn_line(messages)
@@ -377,37 +341,3 @@ def test_real_onnxruntime_runs_conv_on_cudnn(library_path: str, tmp_path: Path) 
                 on = [m for m in match.group(1).splitlines() if ON_CUDNN.search(m)]
                 want = 1 if cudnn == "1" and loaded and case.cudnn else 0
                 assert len(on) == want, (case.id, cudnn, graphs, on)
-
-
-def test_real_onnxruntime_keeps_the_faster_form(library_path: str, tmp_path: Path,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """magika's Conv through the interpreter's onnxruntime with the timed choice on: the CPU EP's values with cudnn
-    1 and 0, eager and captured, and one set-up line for cudnn 1 (cuDNN's, or epabi's with both times)."""
-    if importlib.util.find_spec("onnxruntime") is None:
-        pytest.skip("onnxruntime is not installed in this interpreter")
-    from real_ort import run_json_on_gpu
-
-    monkeypatch.delenv("EPABI_CUDNN_AUTOTUNE")
-    model, feeds = MAGIKA_CONV.build()
-    expected = ort_cpu(model, feeds)
-    onnx.save(model, tmp_path / "0.onnx")
-    np.save(tmp_path / "0_x.npy", feeds["x"])
-    np.save(tmp_path / "0_shape.npy", np.array(expected.shape, np.int64))
-    result, err = run_json_on_gpu(REAL_ORT_SCRIPT, [library_path, str(tmp_path),
-                                                    f"{tmp_path / '0.onnx'}:{tmp_path / '0_x.npy'}:"
-                                                    f"{tmp_path / '0_shape.npy'}"])
-    assert set(result["providers"]) == {EP}, result["providers"]
-    for cudnn in ("1", "0"):
-        for graphs in result["graph_modes"]:
-            for call in range(3):
-                got = np.load(tmp_path / f"0_{cudnn}_{graphs}_{call}.npy")
-                np.testing.assert_allclose(got, expected, **TOL, err_msg=f"cudnn={cudnn} graphs={graphs} call {call}")
-            match = re.search(rf"^EPABI-MODEL 0 {cudnn} {graphs}$(.*?)^EPABI-MODEL-END 0 {cudnn} {graphs}$", err,
-                              re.S | re.M)
-            assert match, err[-4000:]
-            lines = [m for m in match.group(1).splitlines() if ON_CUDNN.search(m) or ON_OURS.search(m)]
-            if cudnn == "0" or re.search(r"cuDNN not loaded: (?!cudnn=0)", err):
-                assert lines == [], lines
-            else:
-                assert len(lines) == 1, lines
-                assert ON_CUDNN.search(lines[0]) or MEASURED.search(lines[0]), lines

@@ -279,44 +279,8 @@ static const char* form_text(enum run_form f) {
     return "no bias";
 }
 
-/* Microseconds per run of `runs` runs of cuDNN's form (gemm NULL) or of epabi's GEMM form, after one warm-up; -1 when
- * timing is unavailable or a cuDNN run failed, with *err the GEMM form's error. Outside any capture only. */
-static double time_form(struct epabi_cudnn_stream* s, const struct epabi_cuda_launch_env* env,
-                        const struct conv_setup* e, const struct conv_launch* L, epabi_conv_gemm_fn gemm,
-                        OrtStatus** err) {
-    enum { RUNS = 3 };
-    const struct epabi_cuda_driver* cu = s->cu;
-    epabi_cu_event ev[2] = {NULL, NULL};
-    double us = -1.0;
-    if (cu->EventElapsedTime == NULL || cu->EventCreate(&ev[0], 0) != 0) return -1.0;
-    if (cu->EventCreate(&ev[1], 0) != 0) goto done;
-    for (int i = 0; i <= RUNS; ++i) {
-        if (i == 1 && cu->EventRecord(ev[0], s->stream) != 0) goto done;
-        if (gemm != NULL) {
-            if ((*err = gemm(env, L)) != NULL) goto done;
-        } else if (execute(s, e, L) != 0) {
-            goto done;
-        }
-    }
-    float ms = 0.0f;
-    if (cu->EventRecord(ev[1], s->stream) == 0 && cu->EventSynchronize(ev[1]) == 0 &&
-        cu->EventElapsedTime(&ms, ev[0], ev[1]) == 0)
-        us = (double)ms * 1000.0 / RUNS;
-done:
-    if (ev[1] != NULL) cu->EventDestroy(ev[1]);
-    cu->EventDestroy(ev[0]);
-    return us;
-}
-
-static bool autotune_on(void) {
-    const char* v = getenv("EPABI_CUDNN_AUTOTUNE");
-    return v == NULL || strcmp(v, "0") != 0;
-}
-
 /* A new shape's set-up, run once for real on L. On return e->usable says whether cuDNN computed L. */
-static OrtStatus* first_run(struct epabi_cudnn_stream* s, const struct epabi_cuda_launch_env* env,
-                            const struct conv_launch* L, epabi_conv_gemm_fn gemm, struct conv_setup* e) {
-    OrtStatus* err = NULL;
+static void first_run(struct epabi_cudnn_stream* s, const struct conv_launch* L, struct conv_setup* e) {
     char why[320] = "";
     e->usable = describe(s, L, e, why, sizeof why);
     if (e->usable && L->bias != NULL) {
@@ -347,41 +311,24 @@ static OrtStatus* first_run(struct epabi_cudnn_stream* s, const struct epabi_cud
             e->usable = false;
         }
     }
-    if (e->usable && gemm != NULL && autotune_on()) {
-        /* cuDNN's heuristics pick by shape class; a GEMM-shaped conv (many channels, a small map) can run faster as
-         * one cuBLAS product. cuDNN is timed last so that Y holds its result when it keeps the shape. */
-        const double ours = time_form(s, env, e, L, gemm, &err);
-        const double theirs = err == NULL && ours > 0.0 ? time_form(s, env, e, L, NULL, &err) : -1.0;
-        if (err != NULL) return err;
-        if (ours > 0.0 && theirs > 0.0 && ours < 0.9 * theirs) {
-            snprintf(why, sizeof why, "epabi's im2col GEMM measured %.1f us against cuDNN's %.1f us (algorithm %s)",
-                     ours, theirs, algo_name(e->algo));
-            e->usable = false;
-        } else if (ours > 0.0 && theirs < 0.0) {
-            /* a cuDNN run after the GEMM form failed: Y is the caller's to rewrite */
-            snprintf(why, sizeof why, "a timed run with algorithm %s failed", algo_name(e->algo));
-            e->usable = false;
-        }
-    }
     if (e->usable)
         EPABI_LOG(s->api, s->logger, ORT_LOGGING_LEVEL_VERBOSE,
                   EPABI_EP_NAME ": Conv X [%lld,%lld,%lld,%lld] W [%lld,%lld,%lld,%lld] group %lld runs on cuDNN: "
                   "algorithm %s, workspace %zu bytes, %s", (long long)L->n, (long long)L->c, (long long)L->h,
                   (long long)L->wd, (long long)L->m, (long long)L->cg, (long long)L->kh, (long long)L->kw,
                   (long long)L->group, algo_name(e->algo), e->workspace, form_text(e->form));
-    if (e->usable) return NULL;
+    if (e->usable) return;
     EPABI_LOG(s->api, s->logger, ORT_LOGGING_LEVEL_VERBOSE,
               EPABI_EP_NAME ": Conv X [%lld,%lld,%lld,%lld] W [%lld,%lld,%lld,%lld] group %lld runs on epabi's "
               "kernel, not cuDNN: %s", (long long)L->n, (long long)L->c, (long long)L->h, (long long)L->wd,
               (long long)L->m, (long long)L->cg, (long long)L->kh, (long long)L->kw, (long long)L->group, why);
     descriptors_free(s->lib, e);   /* the entry only remembers the refusal */
-    return NULL;
 }
 
 /* ---- run ------------------------------------------------------------------------------------------------- */
 
 OrtStatus* epabi_cudnn_conv(struct epabi_cudnn_stream* s, const struct epabi_cuda_launch_env* env,
-                            const struct conv_launch* L, epabi_conv_gemm_fn gemm, bool* done, bool* fused) {
+                            const struct conv_launch* L, bool* done, bool* fused) {
     *done = false;
     *fused = false;
     if (L->n * L->m * L->oh * L->ow <= 0) return NULL;   /* nothing to compute: epabi's launcher returns at once */
@@ -400,15 +347,10 @@ OrtStatus* epabi_cudnn_conv(struct epabi_cudnn_stream* s, const struct epabi_cud
         e = calloc(1, sizeof *e);
         if (e == NULL) return NULL;                     /* out of memory: epabi's kernel */
         memcpy(e->key, key, sizeof key);
-        OrtStatus* err = first_run(s, env, L, gemm, e);
+        first_run(s, L, e);
         e->next = s->buckets[b];
         s->buckets[b] = e;
         s->setups++;
-        if (err != NULL) {
-            e->usable = false;
-            descriptors_free(s->lib, e);
-            return err;
-        }
         *done = e->usable;
         *fused = e->usable && e->form == RUN_BIAS_RELU;
         return NULL;

@@ -136,20 +136,10 @@ struct epabi_cudnn_stream* epabi_cudnn_stream_create(const struct epabi_cudnn* l
 /* Frees the cached set-ups, the workspace and the handle (the stream's work must be finished); NULL is a no-op. */
 void epabi_cudnn_stream_destroy(struct epabi_cudnn_stream* s);
 
-/* epabi's own GEMM form of a conv (im2col + cuBLAS), which a set-up may time against cuDNN's; it computes all of Y
- * (bias included, epilogue not). */
-typedef OrtStatus* (*epabi_conv_gemm_fn)(const struct epabi_cuda_launch_env* env, const struct conv_launch* L);
-
-/* Runs conv `L` through cuDNN on the env's stream when it can: *done false leaves it to epabi's kernel (nothing
- * more to do for cuDNN; Y is rewritten by the caller). *fused: the conv also applied L->epilogue (ReLU through
- * cudnnConvolutionBiasActivationForward); else the caller applies it.
- * gemm (may be NULL): epabi's GEMM form for this L. At the set-up, when given, both are timed on the stream (one
- * warm-up and three runs each, CUDA events; the stream is synchronized, which a set-up outside any capture may do)
- * and epabi's form keeps the shape when it took under 0.9x cuDNN's time; the VERBOSE line then reads "... runs on
- * epabi's kernel, not cuDNN: epabi's im2col GEMM measured <a> us against cuDNN's <b> us (algorithm ...)".
- * EPABI_CUDNN_AUTOTUNE=0 (read at each set-up) turns the timing off. Errors: ORT_EP_FAIL naming the cuDNN call and
- * its status, for a set-up that ran before; a failing GEMM form during the timing, as its own error. */
+/* Runs conv `L` through cuDNN on the env's stream when it can: *done false leaves it to epabi's kernel (nothing was
+ * queued). *fused: the conv also applied L->epilogue (ReLU through cudnnConvolutionBiasActivationForward); else the
+ * caller applies it. Errors: ORT_EP_FAIL naming the cuDNN call and its status, for a set-up that ran before. */
 OrtStatus* epabi_cudnn_conv(struct epabi_cudnn_stream* s, const struct epabi_cuda_launch_env* env,
-                            const struct conv_launch* L, epabi_conv_gemm_fn gemm, bool* done, bool* fused);
+                            const struct conv_launch* L, bool* done, bool* fused);
 
 #endif

@@ -199,15 +199,6 @@ enum { CONV_MAX_GEMM_CALLS = 1024 };   /* im2col tiles beyond this go to the dir
  * per image, group and column tile, im2col into L->col then a GEMM. CONV_PER_CHANNEL (depthwise), no
  * input channels, or too many tiles: the direct kernel, which covers every configuration. The GEMM paths
  * first fill Y with the bias and add with beta = 1. */
-static bool conv_gemm_ok(const struct conv_launch* L) {
-    const int64_t P = L->oh * L->ow;
-    const int64_t kdim = L->cg * L->kh * L->kw;
-    bool gemm = kdim > 0 && L->mg > 0 &&
-                (L->path == CONV_GEMM_X || (L->path == CONV_GEMM_COLS && L->col != NULL && L->tile > 0));
-    int64_t ntiles = L->path == CONV_GEMM_COLS && L->tile > 0 ? (P + L->tile - 1) / L->tile : 1;
-    return gemm && !(L->path == CONV_GEMM_COLS && L->n * L->group * ntiles > CONV_MAX_GEMM_CALLS);
-}
-
 static OrtStatus* conv_body(const struct epabi_cuda_launch_env* env, const struct conv_launch* in) {
     const char* what = "Conv";
     struct conv_launch L = *in;
@@ -215,8 +206,12 @@ static OrtStatus* conv_body(const struct epabi_cuda_launch_env* env, const struc
     int64_t items = L.n * L.m * P;
     if (items <= 0) return NULL;
     const int64_t kdim = L.cg * L.kh * L.kw;
+    bool gemm = kdim > 0 && L.mg > 0 &&
+                (L.path == CONV_GEMM_X || (L.path == CONV_GEMM_COLS && L.col != NULL && L.tile > 0));
+    int64_t ntiles = L.path == CONV_GEMM_COLS && L.tile > 0 ? (P + L.tile - 1) / L.tile : 1;
+    if (gemm && L.path == CONV_GEMM_COLS && L.n * L.group * ntiles > CONV_MAX_GEMM_CALLS) gemm = false;
     const unsigned grid = epabi_cuda_grid(items, EPABI_CUDA_BLOCK);
-    if (!conv_gemm_ok(&L)) {
+    if (!gemm) {
         void* params[] = {&L, &items};
         return epabi_cuda_run(env, what, EPABI_CK_conv_direct, grid, 1, 1, EPABI_CUDA_BLOCK, params);
     }
@@ -275,10 +270,7 @@ static bool epilogue_op(const struct conv_launch* L, struct un_args* a) {
  * activation the plan fused into it (conv_launch.epilogue) as one in-place pass over Y, unless cuDNN fused it. */
 OrtStatus* epabi_cuda_launch_conv(const struct epabi_cuda_launch_env* env, const struct conv_launch* in) {
     bool done = false, fused = false;
-    if (env->cudnn != NULL && env->cublas != NULL)
-        EPABI_RETURN_IF_ERROR(epabi_cudnn_conv(env->cudnn, env, in, conv_gemm_ok(in) ? conv_body : NULL, &done, &fused));
-    else if (env->cudnn != NULL)
-        EPABI_RETURN_IF_ERROR(epabi_cudnn_conv(env->cudnn, env, in, NULL, &done, &fused));
+    if (env->cudnn != NULL) EPABI_RETURN_IF_ERROR(epabi_cudnn_conv(env->cudnn, env, in, &done, &fused));
     if (!done) EPABI_RETURN_IF_ERROR(conv_body(env, in));
     if (fused) return NULL;
     struct un_args a;
