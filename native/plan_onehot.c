@@ -44,11 +44,11 @@ static bool is_keys(const struct plan_value* c, int64_t* k) {
     return *k >= 1;
 }
 
-/* W: a float constant [k, n] with no NaN or infinity (0 * inf would make every row's sum NaN). */
-static bool is_weights(const struct plan_value* w, int64_t k) {
+/* W: a float constant [k, n] ([n, k] transposed) with no NaN or infinity (0 * inf would make every row's sum NaN). */
+static bool is_weights(const struct plan_value* w, int64_t k, bool trans) {
     const struct epabi_tensor* t = &w->tensor;
     if (w->kind != VK_CONST || t->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT || t->host == NULL || t->rank != 2 ||
-        t->dims[0] != k)
+        t->dims[trans ? 1 : 0] != k)
         return false;
     const float* f = t->host;
     for (int64_t i = 0; i < t->dims[0] * t->dims[1]; ++i)
@@ -82,6 +82,7 @@ struct group {
     int x, c, w, bias;           /* values; bias -1: none */
     int tail;                    /* the value the fused step writes */
     int64_t k, n, bias_cols;
+    bool trans_w;                /* a Gemm with transB: W is [n, k] */
 };
 
 static bool match(const struct epabi_plan* p, int ei, struct group* g) {
@@ -117,15 +118,26 @@ static bool match(const struct epabi_plan* p, int ei, struct group* g) {
     if (g->matmul < 0 || slot != 0) return false;
     const struct plan_step* m = &p->steps[g->matmul];
     struct epabi_linear_lead lead;
-    if (m->kernel->linear_lead == NULL || m->n_in != 2 || m->n_out != 1 || m->in[1] < 0 ||
-        !m->kernel->linear_lead(m->state, &lead) || !lead.matmul || !is_weights(&p->values[m->in[1]], g->k) ||
-        p->values[m->out[0]].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+    if (m->kernel->linear_lead == NULL || m->n_in < 2 || m->n_out != 1 || m->in[1] < 0 ||
+        !m->kernel->linear_lead(m->state, &lead) || p->values[m->out[0]].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
         return false;
+    /* a Gemm (ORT's MatMulAddFusion makes one of a 2-D MatMul + Add): op(A) must be A and alpha 1; its C, with beta
+     * 1, is the bias */
+    const bool has_c = m->n_in >= 3 && m->in[2] >= 0;
+    const int out_rank = p->values[a].decl_rank;   /* the product's rank is the one-hot's */
+    if (!lead.matmul && (lead.trans_a || lead.alpha != 1.0f || (has_c && lead.beta != 1.0f))) return false;
+    if (lead.matmul && m->n_in != 2) return false;
+    g->trans_w = !lead.matmul && lead.trans_b;
+    if (!is_weights(&p->values[m->in[1]], g->k, g->trans_w)) return false;
     g->w = m->in[1];
-    g->n = p->values[g->w].tensor.dims[1];
+    g->n = p->values[g->w].tensor.dims[g->trans_w ? 0 : 1];
     g->tail = m->out[0];
-    /* the Add of a bias; the product's rank is the one-hot's, which the graph must declare */
-    const int out_rank = p->values[a].decl_rank;
+    if (has_c) {
+        if (!is_bias(&p->values[m->in[2]], g->n, out_rank, &g->bias_cols)) return false;
+        g->bias = m->in[2];
+        return true;
+    }
+    /* the Add of a bias */
     const int r = p->values[g->tail].dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT ? only_reader(p, g->tail, &slot) : -1;
     if (r >= 0 && p->steps[r].kernel->linear_bias && p->steps[r].n_in == 2 && p->steps[r].n_out == 1 &&
         p->steps[r].in[1 - slot] >= 0 && is_bias(&p->values[p->steps[r].in[1 - slot]], g->n, out_rank, &g->bias_cols) &&
@@ -148,6 +160,20 @@ static int drop_into(struct epabi_plan* p, int si, int into) {
 static OrtStatus* fuse(struct epabi_plan* p, struct group* g) {
     const struct plan_value* cv = &p->values[g->c];
     const struct plan_value* bv = g->bias >= 0 ? &p->values[g->bias] : NULL;
+    const char* base = p->values[g->tail].name;   /* owned by the value: it stays where it is */
+    if (g->trans_w) {   /* the lookup and the general path read W as [k, n] */
+        const float* wt = p->values[g->w].tensor.host;
+        float* w = malloc((size_t)(g->k * g->n > 0 ? g->k * g->n : 1) * sizeof *w);
+        if (w == NULL) return epabi_plan_oom(p, "one-hot weights");
+        for (int64_t i = 0; i < g->k; ++i)
+            for (int64_t j = 0; j < g->n; ++j) w[i * g->n + j] = wt[j * g->k + i];
+        const int64_t dims[2] = {g->k, g->n};
+        OrtStatus* st = add_derived(p, base, "weights", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, 2, dims, w, &g->w);
+        free(w);
+        EPABI_RETURN_IF_ERROR(st);
+        cv = &p->values[g->c];   /* the value table may have moved */
+        bv = g->bias >= 0 ? &p->values[g->bias] : NULL;
+    }
     struct epabi_onehot_table t;
     if (!epabi_onehot_table_build(cv->dtype, cv->tensor.host, g->k, p->values[g->w].tensor.host, g->n,
                                   bv != NULL ? bv->tensor.host : NULL, g->bias_cols, &t))
@@ -160,7 +186,6 @@ static OrtStatus* fuse(struct epabi_plan* p, struct group* g) {
     int table_id = -1, keys_id = -1;
     OrtStatus* st = NULL;
     if (state == NULL || op == NULL) st = epabi_plan_oom(p, "one-hot step");
-    const char* base = p->values[g->tail].name;
     const int64_t table_dims[2] = {t.n_keys + 1, g->n};
     if (st == NULL)
         st = add_derived(p, base, "table", ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, 2, table_dims, t.table, &table_id);
