@@ -62,6 +62,7 @@ struct epabi_plan {
     int n_linear_folded;               /* bias Adds and activations folded into them */
     int n_chains;                      /* elementwise chain steps (kernels/chain.h) */
     int n_chain_nodes;                 /* the steps fused into them */
+    int n_onehot;                      /* one-hot lookup steps (kernels/onehot.h) */
     int n_nodes;                       /* ONNX nodes of the fused graph */
     char* name;                        /* owned */
     struct plan_value* values;
@@ -86,8 +87,17 @@ struct epabi_plan {
 /* The ORT_FAIL status for running out of memory while building p; `what` names the structure. plan_build.c. */
 OrtStatus* epabi_plan_oom(const struct epabi_plan* p, const char* what);
 
-/* The passes epabi_plan_build runs once every step and value is in, in this order (plan_passes.c): */
-OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p);   /* when the build asks for it (fuse_linear) */
+/* A new plan-owned constant (name, dtype, shape and data copied; uploaded on device plans), for a pass that derives
+ * one at build; its value id in *id_out. Errors as for the graph's constants. plan_build.c. */
+OrtStatus* epabi_plan_add_constant(struct epabi_plan* p, const char* name, ONNXTensorElementDataType dtype, int rank,
+                                   const int64_t* dims, const void* data, int* id_out);
+/* Erases step si (its state and names freed), keeping the producer indices of later steps' values right; values it
+ * produced must have been given another producer first. plan_passes.c. */
+void epabi_plan_erase_step(struct epabi_plan* p, int si);
+
+/* The passes epabi_plan_build runs once every step and value is in, in this order: */
+OrtStatus* epabi_plan_fuse_onehot(struct epabi_plan* p);   /* plan_onehot.c; when the build asks for fuse_linear */
+OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p);   /* plan_passes.c from here; when it asks for fuse_linear */
 void epabi_plan_fuse_epilogues(struct epabi_plan* p);
 OrtStatus* epabi_plan_schedule(struct epabi_plan* p);
 void epabi_plan_place_steps(struct epabi_plan* p);       /* device plans the host cannot read (device_only) */

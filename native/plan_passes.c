@@ -160,8 +160,7 @@ static int sole_reader(const struct plan_value* values, const struct plan_step* 
     return count == 1 ? reader : -1;
 }
 
-/* Erases step ri (its state and names freed), keeping the producer indices of later steps' values right. */
-static void erase_step(struct epabi_plan* p, int ri) {
+void epabi_plan_erase_step(struct epabi_plan* p, int ri) {
     struct plan_step* r = &p->steps[ri];
     if (r->state != NULL && r->kernel->release != NULL) r->kernel->release(r->state);
     free(r->node_name);
@@ -177,7 +176,7 @@ static void erase_step(struct epabi_plan* p, int ri) {
 static int drop_folded_step(struct epabi_plan* p, int ri, int into) {
     const struct plan_step* r = &p->steps[ri];
     for (int j = 0; j < r->n_out; ++j) p->values[r->out[j]].producer = into;
-    erase_step(p, ri);
+    epabi_plan_erase_step(p, ri);
     return into > ri ? into - 1 : into;
 }
 
@@ -317,7 +316,7 @@ static int readers_of(const struct epabi_plan* p, int v) {
 
 /* Drops step ri, whose work another step took over, keeping producer indices right. */
 static void remove_step(struct epabi_plan* p, int ri) {
-    erase_step(p, ri);
+    epabi_plan_erase_step(p, ri);
     p->n_fused++;
 }
 

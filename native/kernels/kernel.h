@@ -180,6 +180,12 @@ struct epabi_kernel {
      * plan fills the operands. Input 0 (and 1 of a binary link) are the operands; any others must be constants the
      * link consumed (Clip's bounds). NULL / false: the node is never one. */
     bool (*chain_link)(const void* state, const struct epabi_tensor* const* in, int n_in, struct chain_op* out);
+    /* One-hot lookups (onehot.h: Equal, Cast to float, a MatMul by a constant and a bias Add, fused by the plan).
+     * onehot_compare: its bool output is the elementwise equality of its two inputs, broadcast (Equal).
+     * cast_to: the dtype its output holds its one input's values converted to, from its state (Cast's `to`).
+     * NULL / false: the op takes no part. */
+    bool onehot_compare;
+    ONNXTensorElementDataType (*cast_to)(const void* state);
 };
 
 #define EPABI_EPILOGUE_BIT(kind) (1u << (kind))
