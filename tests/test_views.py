@@ -311,7 +311,9 @@ def test_real_ort_capture_with_views(version: str, library_path: str, tmp_path: 
     for k in calls:
         np.testing.assert_allclose(out.outputs[k]["y"], _cpu_ep(model, plan.inputs_at(k))[0], rtol=1e-6, atol=1e-6,
                                    err_msg=f"call {k}")
-    assert _counts(VIEWS, out.stderr.splitlines()) == [(4, 3)]
+    # ORT's default level may merge the reshapes (1.26.0 and 1.32.0: into one Reshape); all but the Add are views
+    [(steps, views)] = _counts(VIEWS, out.stderr.splitlines())
+    assert views == steps - 1 >= 1, (steps, views)
     assert _counts(LAUNCHES, out.stderr.splitlines()) == [(1,)]
 
 
