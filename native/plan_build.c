@@ -385,6 +385,7 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
     if (st == NULL && p->device_only) epabi_plan_place_steps(p);
     if (st == NULL) st = epabi_plan_fuse_chains(p);
     if (st == NULL && p->has_device) epabi_plan_mark_device_reads(p);
+    if (st == NULL) st = epabi_plan_mark_views(p);
     for (int i = 0; st == NULL && i < p->n_steps; ++i)   /* the steps stay where they are from now on */
         p->steps[i].site = (struct epabi_error_site){p->steps[i].node_name, p->steps[i].op_type, p->name};
     free(nodes);
@@ -398,9 +399,10 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
     }
     EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_VERBOSE,
               EPABI_EP_NAME ": compiled '%s': %d steps (%d on the host, %d activation nodes fused, %d linear with %d "
-              "node(s) folded in), %d one-hot lookup(s), %d elementwise chain(s) of %d step(s), %d values, %d inputs, "
-              "%d outputs", p->name, p->n_steps, p->n_host_steps, p->n_fused, p->n_linear, p->n_linear_folded,
-              p->n_onehot, p->n_chains, p->n_chain_nodes, p->n_values, p->n_inputs, p->n_outputs);
+              "node(s) folded in), %d one-hot lookup(s), %d elementwise chain(s) of %d step(s), %d views, %d values, "
+              "%d inputs, %d outputs", p->name, p->n_steps, p->n_host_steps, p->n_fused, p->n_linear,
+              p->n_linear_folded, p->n_onehot, p->n_chains, p->n_chain_nodes, p->n_views, p->n_values, p->n_inputs,
+              p->n_outputs);
     *out = p;
     return NULL;
 }

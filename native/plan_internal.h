@@ -45,6 +45,7 @@ struct plan_step {
     int* frees;                        /* intermediates whose last reader is this step (owned) */
     int n_frees;
     bool on_host;                      /* device plans: a host step (plan.h) */
+    bool view;                         /* its output 0 may be its input 0's bytes (epabi_plan_mark_views) */
     int epilogue;                      /* enum epabi_epilogue: an activation fused into this step (fuse_epilogues) */
     float epilogue_alpha, epilogue_beta;   /* its parameters (kernel.h, epilogue_params) */
     struct epabi_error_site site;      /* what its launches report errors as (set once the build is done) */
@@ -63,6 +64,7 @@ struct epabi_plan {
     int n_chains;                      /* elementwise chain steps (kernels/chain.h) */
     int n_chain_nodes;                 /* the steps fused into them */
     int n_onehot;                      /* one-hot lookup steps (kernels/onehot.h) */
+    int n_views;                       /* steps allowed to hand out a view (epabi_plan_mark_views) */
     int n_nodes;                       /* ONNX nodes of the fused graph */
     char* name;                        /* owned */
     struct plan_value* values;
@@ -104,5 +106,7 @@ void epabi_plan_place_steps(struct epabi_plan* p);       /* device plans the hos
 /* Elementwise chains (plan_chains.c), on the scheduled and placed plan; schedules and places again when it fused. */
 OrtStatus* epabi_plan_fuse_chains(struct epabi_plan* p);
 void epabi_plan_mark_device_reads(struct epabi_plan* p); /* device plans (has_device) */
+/* Which steps may alias their output to their input (zero-copy views), and the frees that makes right. Last. */
+OrtStatus* epabi_plan_mark_views(struct epabi_plan* p);
 
 #endif
