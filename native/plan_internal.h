@@ -1,7 +1,7 @@
 /*
  * plan_internal.h - private to the plan files: the value and step model of a built plan (struct epabi_plan),
- * shared by the builder (plan_build.c), its passes (plan_passes.c) and the executor (plan_exec.c). Nothing
- * outside those files includes it; the rest of the plugin sees plan.h only.
+ * shared by the builder (plan_build.c), its passes (plan_passes.c, plan_chains.c, plan_moments.c) and the executor
+ * (plan_exec.c). Nothing outside those files includes it; the rest of the plugin sees plan.h only.
  *
  * A built plan is read-only (plan.h), so the executor reads these structs without locks.
  */
@@ -61,6 +61,7 @@ struct epabi_plan {
     int n_linear_folded;               /* bias Adds and activations folded into them */
     int n_chains;                      /* elementwise chain steps (kernels/chain.h) */
     int n_chain_nodes;                 /* the steps fused into them */
+    int n_moments;                     /* moments steps (kernels/moments.h), each a ReduceSum pair and its Mul */
     int n_nodes;                       /* ONNX nodes of the fused graph */
     char* name;                        /* owned */
     struct plan_value* values;
@@ -84,6 +85,8 @@ OrtStatus* epabi_plan_oom(const struct epabi_plan* p, const char* what);
 /* The passes epabi_plan_build runs once every step and value is in, in this order (plan_passes.c): */
 OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p);   /* when the build asks for it (fuse_linear) */
 void epabi_plan_fuse_epilogues(struct epabi_plan* p);
+/* ReduceSum(X) + ReduceSum(Mul(X, X)) pairs into moments steps (plan_moments.c), before the schedule. */
+OrtStatus* epabi_plan_fuse_moments(struct epabi_plan* p);
 OrtStatus* epabi_plan_schedule(struct epabi_plan* p);
 void epabi_plan_place_steps(struct epabi_plan* p);       /* device plans the host cannot read (device_only) */
 /* Elementwise chains (plan_chains.c), on the scheduled and placed plan; schedules and places again when it fused. */

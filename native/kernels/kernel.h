@@ -134,6 +134,7 @@ static inline void epabi_launch_report(uint64_t* word, uint64_t site) {
 }
 
 struct epabi_linear_lead;   /* linear.h */
+struct epabi_reduce_spec;   /* reduce.h */
 
 /* Everything the rest of the plugin knows about an op is on its descriptor; nothing outside native/kernels/
  * keys on op names. */
@@ -177,6 +178,9 @@ struct epabi_kernel {
      * plan fills the operands. Input 0 (and 1 of a binary link) are the operands; any others must be constants the
      * link consumed (Clip's bounds). NULL / false: the node is never one. */
     bool (*chain_link)(const void* state, const struct epabi_tensor* const* in, int n_in, struct chain_op* out);
+    /* Reduce* nodes: their attributes from the state (reduce.h), so the plan can pair ReduceSum(X) with
+     * ReduceSum(X * X) over the same axes into one moments step (moments.h). NULL: the op is no reduction. */
+    const struct epabi_reduce_spec* (*reduce_spec)(const void* state);
 };
 
 #define EPABI_EPILOGUE_BIT(kind) (1u << (kind))
