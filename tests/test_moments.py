@@ -333,27 +333,30 @@ def test_gpu_moments_shapes(gpu_host: epabi.Host, gpu_device: epabi.EpDevice, co
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("op", ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL2"])
-@pytest.mark.parametrize(("shape", "axes"), [([2, 512, 256], [1]), ([3, 33, 5, 70], [0, 2]), ([40, 3], [0])])
+@pytest.mark.parametrize(("shape", "axes"), [([2, 512, 256], [1]), ([3, 33, 20, 70], [0, 2]), ([40, 3], [0])])
 def test_gpu_column_reduce(gpu_device: epabi.EpDevice, op: str, shape: list[int], axes: list[int]) -> None:
     """Every Reduce op over a non-last axis (reduce_cols_f32: coalesced column reads) against the CPU EP; ReduceMax
-    and ReduceMin with a NaN in a column."""
-    device = gpu_device
+    and ReduceMin with a NaN in a column against numpy, whose NaN propagation the kernels follow (ORT's CPU EP loses
+    the NaN on some shapes)."""
     node = helper.make_node(op, ["x"], ["y"], keepdims=1, axes=axes)
     graph = helper.make_graph([node], "col", [helper.make_tensor_value_info("x", F, shape)],
                               [helper.make_tensor_value_info("y", 0, None)])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
     model.ir_version = 8
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     rng = np.random.default_rng(len(shape))
     scale = 1.0 if op != "ReduceProd" else 0.02
     x = (1.0 + rng.standard_normal(shape) * scale).astype(np.float32)
-    if op in ("ReduceMax", "ReduceMin"):
-        x.reshape(-1)[5] = np.nan
     so = epabi.SessionOptions()
-    so.add_provider_for_devices([device], {})
+    so.add_provider_for_devices([gpu_device], {})
     with epabi.InferenceSession(model, so) as sess:
         assert set(sess.node_assignment.values()) == {epabi.get_ep_name()}
-        got = sess.run(None, {"x": x})[0]
-    np.testing.assert_allclose(got, _cpu_ep(model, {"x": x})[0], rtol=2e-5, atol=1e-5, err_msg=op)
+        np.testing.assert_allclose(sess.run(None, {"x": x})[0], _cpu_ep(model, {"x": x})[0], rtol=2e-5, atol=1e-5,
+                                   err_msg=op)
+        if op in ("ReduceMax", "ReduceMin"):
+            x.reshape(-1)[5] = np.nan
+            want = (np.max if op == "ReduceMax" else np.min)(x, axis=tuple(axes), keepdims=True)
+            np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want, err_msg=f"{op} with a NaN")
 
 
 @pytest.mark.gpu
