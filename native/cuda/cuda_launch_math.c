@@ -370,7 +370,9 @@ OrtStatus* epabi_cuda_launch_reduce(const struct epabi_cuda_launch_env* env, con
         return epabi_error(env->api, ORT_NOT_IMPLEMENTED, EPABI_EP_NAME ": Reduce over rank %d", L.rank);
     const struct red_shape r = reduce_shape(&L);
     unsigned tw = r.tw;
-    void* params[] = {&L, &tw};
+    void* one[] = {&L};
+    void* with_tw[] = {&L, &tw};   /* the column kernels take the outputs per block */
+    void** params = r.variant == RED_COLS ? with_tw : one;
     static const enum epabi_cuda_kernel_id ids[] = {EPABI_CK_reduce_thread_f32, EPABI_CK_reduce_block_f32,
                                                     EPABI_CK_reduce_cols_f32};
     return epabi_cuda_run(env, what, ids[r.variant], r.grid, 1, 1, r.block, params);
@@ -391,7 +393,9 @@ OrtStatus* epabi_cuda_launch_moments(const struct epabi_cuda_launch_env* env, co
                            M.r.rank, (int)M.r.op);
     const struct red_shape r = reduce_shape(&M.r);
     unsigned tw = r.tw;
-    void* params[] = {&M, &tw};
+    void* one[] = {&M};
+    void* with_tw[] = {&M, &tw};   /* the column kernels take the outputs per block */
+    void** params = r.variant == RED_COLS ? with_tw : one;
     static const enum epabi_cuda_kernel_id ids[] = {EPABI_CK_moments_thread_f32, EPABI_CK_moments_block_f32,
                                                     EPABI_CK_moments_cols_f32};
     return epabi_cuda_run(env, what, ids[r.variant], r.grid, 1, 1, r.block, params);
