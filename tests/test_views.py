@@ -24,6 +24,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import epabi
+from magika_model import PLAN_STEPS, PLAN_VIEWS
 from real_ort import MIN, NEWEST, run_json
 from test_real_ort_models import RUN_MODEL_SCRIPT, SOFTWARE, assert_all_on_our_ep
 
@@ -245,13 +246,13 @@ def _magika():
     return onnx.load(str(model_path())), batch()
 
 
-MAGIKA_VIEWS = 21   # 21 of its 71 steps: Reshape/Squeeze/Unsqueeze/Flatten, 7 identity Expands, full Slices
+MAGIKA_VIEWS = PLAN_VIEWS   # Reshape/Squeeze/Unsqueeze/Flatten, 7 identity Expands, full Slices
 
 
 def test_magika_views(host: epabi.Host, compiled) -> None:
     model, x = _magika()
     sess, (steps, views) = compiled(host, model)
-    assert (steps, views) == (71, MAGIKA_VIEWS)
+    assert (steps, views) == (PLAN_STEPS, MAGIKA_VIEWS)
     for feed in [x, x[:1]]:
         _assert_close(sess.run(None, {"bytes": feed}), _cpu_ep(model, {"bytes": feed}), f"batch {len(feed)}")
 

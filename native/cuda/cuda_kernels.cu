@@ -80,6 +80,7 @@ static_assert(sizeof(ln_operand) == 80, "ln_operand layout");
 static_assert(sizeof(layernorm_launch) == 296, "layernorm_launch layout");
 static_assert(sizeof(gmaxpool_launch) == 40, "gmaxpool_launch layout");
 static_assert(sizeof(reduce_launch) == 136, "reduce_launch layout");
+static_assert(sizeof(moments_launch) == 144, "moments_launch layout");
 static_assert(sizeof(softmax_launch) == 56, "softmax_launch layout");
 static_assert(sizeof(pool_launch) == 232, "pool_launch layout");
 static_assert(sizeof(gavgpool_launch) == 32, "gavgpool_launch layout");
@@ -272,6 +273,8 @@ static_assert(EP_OFF(reduce_launch, reduced) == 104, "reduce_launch.reduced");
 static_assert(EP_OFF(reduce_launch, in_numel) == 112, "reduce_launch.in_numel");
 static_assert(EP_OFF(reduce_launch, out_numel) == 120, "reduce_launch.out_numel");
 static_assert(EP_OFF(reduce_launch, count) == 128, "reduce_launch.count");
+static_assert(EP_OFF(moments_launch, r) == 0, "moments_launch.r");
+static_assert(EP_OFF(moments_launch, sumsq) == 136, "moments_launch.sumsq");
 static_assert(EP_OFF(softmax_launch, x) == 0, "softmax_launch.x");
 static_assert(EP_OFF(softmax_launch, y) == 8, "softmax_launch.y");
 static_assert(EP_OFF(softmax_launch, max) == 16, "softmax_launch.max");
@@ -1693,6 +1696,7 @@ EP_DEV int64_t red_base(const red_geom& g, int64_t o) {
 }
 
 EP_DEV int64_t red_offset(const red_geom& g, int64_t q) {
+    if (g.nr == 1) return q * g.rstride[0];   /* one reduced run: no 64-bit division per element */
     int64_t off = 0;
     for (int d = g.nr - 1; d >= 0; --d) {
         off += (q % g.rdim[d]) * g.rstride[d];
@@ -1780,6 +1784,140 @@ EP_KERNEL reduce_block_f32(const EP_GC reduce_launch L) {
             a = block_reduce(a, op_add_d(), 0.0, dsm);
             if (threadIdx.x == 0) L.y[o] = red_finish(L, a);
         }
+    }
+}
+
+/* Column reductions (the innermost merged dim kept: [outer, R, inner] over R, magika's LayerNorm over axis 1 of
+ * [B, 512, 256]): a block takes `tw` neighbouring outputs along the innermost axis and blockDim.x / tw (a power of
+ * two) threads per output, which walk the reduced elements `th` apart; each warp then reads whole 32-byte sectors of
+ * consecutive floats (a block per output would read one float per sector, 1 KiB apart). The partials combine in
+ * shared memory in a fixed tree, so a result does not depend on timing. MOM: the moments step (moments.h), L.op
+ * REDUCE_SUM, whose sums of (float)(v * v) go to sumsq. */
+template <typename T, typename Op>
+EP_DEV T col_combine(T v, Op op, T* sm, unsigned tx, unsigned ty, unsigned tw, unsigned th) {
+    sm[ty * tw + tx] = v;
+    __syncthreads();
+    for (unsigned s = th >> 1; s > 0; s >>= 1) {
+        if (ty < s) sm[ty * tw + tx] = op(sm[ty * tw + tx], sm[(ty + s) * tw + tx]);
+        __syncthreads();
+    }
+    const T r = sm[tx];
+    __syncthreads();
+    return r;
+}
+
+enum { EP_COL_THREADS = 256 };   /* the launcher's cap on a column block (cuda_launch_math.c) */
+
+template <bool MOM> EP_DEV void reduce_cols(const reduce_launch& L, float* sumsq, unsigned tw) {
+    __shared__ double dcol[EP_COL_THREADS];
+    __shared__ float fcol[EP_COL_THREADS];
+    red_geom g;
+    red_geom_init(L, g);
+    const int64_t inner = L.dims[L.rank - 1];
+    const unsigned tx = threadIdx.x % tw, ty = threadIdx.x / tw, th = blockDim.x / tw;
+    const int64_t tiles = (inner + tw - 1) / tw;
+    const int64_t n_tiles = (L.out_numel / inner) * tiles;
+    for (int64_t b = blockIdx.x; b < n_tiles; b += gridDim.x) {
+        const int64_t j = (b % tiles) * tw + tx;
+        const bool live = j < inner;
+        const int64_t o = (b / tiles) * inner + j;
+        const float* x = L.x + (live ? red_base(g, o) : 0);
+        if (!MOM && (L.op == REDUCE_MAX || L.op == REDUCE_MIN)) {
+            const bool mx = L.op == REDUCE_MAX;
+            float m = mx ? -inf_f() : inf_f();
+            if (live)
+                for (int64_t q = ty; q < g.rcount; q += th) {
+                    const float v = x[red_offset(g, q)];
+                    m = mx ? sticky_max(m, v) : sticky_min(m, v);
+                }
+            m = mx ? col_combine(m, op_sticky_f(), fcol, tx, ty, tw, th)
+                   : col_combine(m, op_sticky_min_f(), fcol, tx, ty, tw, th);
+            if (live && ty == 0) L.y[o] = m;
+        } else if (!MOM && L.op == REDUCE_PROD) {
+            double a = 1.0;
+            if (live)
+                for (int64_t q = ty; q < g.rcount; q += th) a *= (double)x[red_offset(g, q)];
+            a = col_combine(a, op_mul_d(), dcol, tx, ty, tw, th);
+            if (live && ty == 0) L.y[o] = (float)a;
+        } else {
+            double a = 0.0, a2 = 0.0;
+            if (live)
+                for (int64_t q = ty; q < g.rcount; q += th) {
+                    const float v = x[red_offset(g, q)];
+                    a += red_term(L, v);
+                    if (MOM) a2 += (double)__fmul_rn(v, v);   /* the Mul's float square, never contracted */
+                }
+            a = col_combine(a, op_add_d(), dcol, tx, ty, tw, th);
+            if (MOM) a2 = col_combine(a2, op_add_d(), dcol, tx, ty, tw, th);
+            if (live && ty == 0) {
+                L.y[o] = red_finish(L, a);
+                if (MOM) sumsq[o] = (float)a2;
+            }
+        }
+    }
+}
+
+/* tw: outputs per block along the innermost axis (a power of two dividing blockDim.x). */
+EP_KERNEL reduce_cols_f32(const EP_GC reduce_launch L, unsigned tw) {
+    EP_PDL_ENTER();
+    reduce_cols<false>(L, nullptr, tw);
+}
+
+/* ---- the moments step: ReduceSum(X) and ReduceSum(X * X) in one pass (struct moments_launch) ----------------- */
+
+/* The three shapes of the ReduceSum kernels, with the same loops, block shapes and combine order, so each sum has the
+ * bits of the unfused ReduceSum; the squares are the Mul's, (float)(v * v) (__fmul_rn: no multiply-add contraction). */
+EP_KERNEL moments_thread_f32(const EP_GC moments_launch M) {
+    EP_PDL_ENTER();
+    red_geom g;
+    red_geom_init(M.r, g);
+    GRID_LOOP(o, M.r.out_numel) {
+        const float* x = M.r.x + red_base(g, o);
+        double a = 0.0, a2 = 0.0;
+        for (int64_t q = 0; q < g.rcount; ++q) {
+            const float v = x[red_offset(g, q)];
+            a += (double)v;
+            a2 += (double)__fmul_rn(v, v);
+        }
+        M.r.y[o] = (float)a;
+        M.sumsq[o] = (float)a2;
+    }
+}
+
+EP_KERNEL moments_block_f32(const EP_GC moments_launch M) {
+    EP_PDL_ENTER();
+    __shared__ double dsm[32];
+    red_geom g;
+    red_geom_init(M.r, g);
+    for (int64_t o = blockIdx.x; o < M.r.out_numel; o += gridDim.x) {
+        const float* x = M.r.x + red_base(g, o);
+        double a = 0.0, a2 = 0.0;
+        for (int64_t q = threadIdx.x; q < g.rcount; q += blockDim.x) {
+            const float v = x[red_offset(g, q)];
+            a += (double)v;
+            a2 += (double)__fmul_rn(v, v);
+        }
+        a = block_reduce(a, op_add_d(), 0.0, dsm);
+        a2 = block_reduce(a2, op_add_d(), 0.0, dsm);
+        if (threadIdx.x == 0) {
+            M.r.y[o] = (float)a;
+            M.sumsq[o] = (float)a2;
+        }
+    }
+}
+
+EP_KERNEL moments_cols_f32(const EP_GC moments_launch M, unsigned tw) {
+    EP_PDL_ENTER();
+    reduce_cols<true>(M.r, M.sumsq, tw);
+}
+
+/* noop_with_empty_axes and no axes: the sums are X, the sums of squares X * X. */
+EP_KERNEL moments_copy_f32(const EP_GC moments_launch M) {
+    EP_PDL_ENTER();
+    GRID_LOOP(i, M.r.in_numel) {
+        const float v = M.r.x[i];
+        M.r.y[i] = v;
+        M.sumsq[i] = __fmul_rn(v, v);
     }
 }
 

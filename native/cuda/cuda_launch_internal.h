@@ -31,7 +31,8 @@
     X(linear_nn_1) X(linear_nn_2) X(linear_nn_4) X(linear_nn_8) X(linear_nn_16)                            \
     X(linear_nt_1) X(linear_nt_2) X(linear_nt_4) X(linear_nt_8) X(linear_nt_16) X(linear_epilogue_f32)     \
     X(conv_direct) X(conv_im2col) X(conv_bias_fill)                                                        \
-    X(layernorm_f32) X(gmaxpool_f32) X(reduce_thread_f32) X(reduce_block_f32)                              \
+    X(layernorm_f32) X(gmaxpool_f32) X(reduce_thread_f32) X(reduce_block_f32) X(reduce_cols_f32)            \
+    X(moments_thread_f32) X(moments_block_f32) X(moments_cols_f32) X(moments_copy_f32)                     \
     X(softmax_rows_f32) X(softmax_strided_f32)                                                             \
     X(ew_compare) X(un_not) X(un_clip)                                                                     \
     X(pool_max_f32) X(pool_max_f64) X(pool_max_i8) X(pool_max_u8) X(pool_avg_f32) X(gavgpool_f32)          \

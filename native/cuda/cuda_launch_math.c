@@ -1,7 +1,7 @@
 /*
  * cuda_launch_math.c - the launchers of the float32 math kinds (MatMul, Gemm, Conv, LayerNormalization,
- * GlobalMaxPool, ReduceSum/Mean/Max, Softmax) and epabi_cuda_sgemm, the one GEMM behind MatMul, Gemm and
- * Conv: cuBLAS when the launch has a handle, else the sgemm_f32 kernel.
+ * GlobalMaxPool, ReduceSum/Mean/Max, the moments step, Softmax) and epabi_cuda_sgemm, the one GEMM behind MatMul,
+ * Gemm and Conv: cuBLAS when the launch has a handle, else the sgemm_f32 kernel.
  *
  * cuBLAS is column-major; a row-major C[m,n] = op(A) op(B) is the column-major C^T[n,m] = op(B)^T op(A)^T,
  * so every call swaps the operands (B first) and the dimensions (n, m), keeping each operand's leading
@@ -312,6 +312,50 @@ OrtStatus* epabi_cuda_launch_gmaxpool(const struct epabi_cuda_launch_env* env, c
                           params);
 }
 
+/* How a reduction runs: one thread per output (fewer than 32 elements reduced into each), a block per output (the
+ * innermost merged dim reduced: threads read along it), or columns (the innermost merged dim kept: each block takes
+ * `tw` neighbouring outputs along it and its threads split the reduced elements, so a warp reads consecutive floats;
+ * cuda_kernels.cu, reduce_cols). The ReduceSum and moments kernels take the same shape for one geometry, which keeps
+ * a moments step's bits those of the unfused ReduceSums. */
+enum red_variant { RED_THREAD, RED_BLOCK, RED_COLS };
+struct red_shape {
+    enum red_variant variant;
+    unsigned grid, block, tw;
+};
+
+static unsigned pow2_at_least(int64_t n, unsigned cap) {
+    unsigned b = 1;
+    while (b < cap && (int64_t)b < n) b <<= 1;
+    return b;
+}
+
+static struct red_shape reduce_shape(const struct reduce_launch* L) {
+    int64_t reduced = 1;
+    for (int d = 0; d < L->rank; ++d)
+        if (L->reduced[d]) reduced *= L->dims[d];
+    struct red_shape r = {RED_THREAD, epabi_cuda_grid(L->out_numel, EPABI_CUDA_BLOCK), EPABI_CUDA_BLOCK, 0};
+    if (reduced < 32) return r;
+    if (L->reduced[L->rank - 1]) {
+        r.variant = RED_BLOCK;
+        r.grid = rows_grid(L->out_numel);
+        r.block = epabi_cuda_row_block(reduced);
+        return r;
+    }
+    /* columns: 32 outputs a block, down to 8 (one 32-byte sector per reduced row) while there are fewer than 64
+     * blocks, so a small batch still spreads over the SMs; about 4 reduced elements per thread, 256 threads at most */
+    const int64_t inner = L->dims[L->rank - 1], rows = L->out_numel / inner;
+    const unsigned cols_threads = 256;   /* EP_COL_THREADS of cuda_kernels.cu: its shared arrays hold one per thread */
+    unsigned tw = pow2_at_least(inner, 32);
+    while (tw > 8 && rows * ((inner + tw - 1) / tw) < 64) tw >>= 1;
+    const unsigned th = pow2_at_least((reduced + 3) / 4, cols_threads / tw);
+    const int64_t tiles = rows * ((inner + tw - 1) / tw);
+    r.variant = RED_COLS;
+    r.tw = tw;
+    r.block = tw * th;
+    r.grid = rows_grid(tiles);
+    return r;
+}
+
 OrtStatus* epabi_cuda_launch_reduce(const struct epabi_cuda_launch_env* env, const struct reduce_launch* in) {
     const char* what = "Reduce";
     struct reduce_launch L = *in;
@@ -324,15 +368,37 @@ OrtStatus* epabi_cuda_launch_reduce(const struct epabi_cuda_launch_env* env, con
     if (L.out_numel <= 0) return NULL;
     if (L.rank < 1 || L.rank > EPABI_MAX_RANK)
         return epabi_error(env->api, ORT_NOT_IMPLEMENTED, EPABI_EP_NAME ": Reduce over rank %d", L.rank);
-    int64_t reduced = 1;
-    for (int d = 0; d < L.rank; ++d)
-        if (L.reduced[d]) reduced *= L.dims[d];
-    void* params[] = {&L};
-    if (reduced >= 32)   /* a block per output element */
-        return epabi_cuda_run(env, what, EPABI_CK_reduce_block_f32, rows_grid(L.out_numel), 1, 1,
-                              epabi_cuda_row_block(reduced), params);
-    return epabi_cuda_run(env, what, EPABI_CK_reduce_thread_f32, epabi_cuda_grid(L.out_numel, EPABI_CUDA_BLOCK), 1, 1,
-                          EPABI_CUDA_BLOCK, params);
+    const struct red_shape r = reduce_shape(&L);
+    unsigned tw = r.tw;
+    void* one[] = {&L};
+    void* with_tw[] = {&L, &tw};   /* the column kernels take the outputs per block */
+    void** params = r.variant == RED_COLS ? with_tw : one;
+    static const enum epabi_cuda_kernel_id ids[] = {EPABI_CK_reduce_thread_f32, EPABI_CK_reduce_block_f32,
+                                                    EPABI_CK_reduce_cols_f32};
+    return epabi_cuda_run(env, what, ids[r.variant], r.grid, 1, 1, r.block, params);
+}
+
+OrtStatus* epabi_cuda_launch_moments(const struct epabi_cuda_launch_env* env, const struct moments_launch* in) {
+    const char* what = "ReduceSum+Mul+ReduceSum";
+    struct moments_launch M = *in;
+    if (M.r.copy) {
+        if (M.r.in_numel <= 0) return NULL;
+        void* params[] = {&M};
+        return epabi_cuda_run(env, what, EPABI_CK_moments_copy_f32, epabi_cuda_grid(M.r.in_numel, EPABI_CUDA_BLOCK),
+                              1, 1, EPABI_CUDA_BLOCK, params);
+    }
+    if (M.r.out_numel <= 0) return NULL;
+    if (M.r.rank < 1 || M.r.rank > EPABI_MAX_RANK || M.r.op != REDUCE_SUM)
+        return epabi_error(env->api, ORT_EP_FAIL, EPABI_EP_NAME ": malformed moments launch (rank %d, op %d)",
+                           M.r.rank, (int)M.r.op);
+    const struct red_shape r = reduce_shape(&M.r);
+    unsigned tw = r.tw;
+    void* one[] = {&M};
+    void* with_tw[] = {&M, &tw};   /* the column kernels take the outputs per block */
+    void** params = r.variant == RED_COLS ? with_tw : one;
+    static const enum epabi_cuda_kernel_id ids[] = {EPABI_CK_moments_thread_f32, EPABI_CK_moments_block_f32,
+                                                    EPABI_CK_moments_cols_f32};
+    return epabi_cuda_run(env, what, ids[r.variant], r.grid, 1, 1, r.block, params);
 }
 
 OrtStatus* epabi_cuda_launch_softmax(const struct epabi_cuda_launch_env* env, const struct softmax_launch* in) {

@@ -147,6 +147,7 @@ static inline void epabi_launch_report(uint64_t* word, uint64_t site) {
 }
 
 struct epabi_linear_lead;   /* linear.h */
+struct epabi_reduce_spec;   /* reduce.h */
 
 /* Everything the rest of the plugin knows about an op is on its descriptor; nothing outside native/kernels/
  * keys on op names. */
@@ -199,6 +200,9 @@ struct epabi_kernel {
      * NULL / false: the op takes no part. */
     bool onehot_compare;
     ONNXTensorElementDataType (*cast_to)(const void* state);
+    /* Reduce* nodes: their attributes from the state (reduce.h), so the plan can pair ReduceSum(X) with
+     * ReduceSum(X * X) over the same axes into one moments step (moments.h). NULL: the op is no reduction. */
+    const struct epabi_reduce_spec* (*reduce_spec)(const void* state);
 };
 
 #define EPABI_EPILOGUE_BIT(kind) (1u << (kind))

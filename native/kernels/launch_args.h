@@ -69,6 +69,7 @@ struct epabi_pool;
     X(LAYERNORM, layernorm, layernorm_launch)                  \
     X(GLOBAL_MAXPOOL, gmaxpool, gmaxpool_launch)               \
     X(REDUCE, reduce, reduce_launch)                           \
+    X(MOMENTS, moments, moments_launch)                        \
     X(SOFTMAX, softmax, softmax_launch)                        \
     X(POOL, pool, pool_launch)                                 \
     X(GLOBAL_AVGPOOL, gavgpool, gavgpool_launch)              \
@@ -340,6 +341,14 @@ struct reduce_launch {
     int64_t dims[EPABI_MAX_RANK];
     bool reduced[EPABI_MAX_RANK];
     int64_t in_numel, out_numel, count;   /* count: input elements per output element */
+};
+
+/* ReduceSum(X) and ReduceSum(X * X) over the same axes in one pass (kernels/moments.h): r is the ReduceSum's block
+ * (op REDUCE_SUM, y receiving the sums; on the host acc holds 2 * out_numel doubles, the sums then the sums of
+ * squares); sumsq receives the sums of (float)(x * x), out_numel floats (in_numel with r.copy, where it is x * x). */
+struct moments_launch {
+    struct reduce_launch r;
+    float* sumsq;
 };
 
 struct softmax_launch {

@@ -12,19 +12,11 @@
  */
 #include "math_common.h"
 #include "cuda_coverage.h"
+#include "reduce.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-
-struct reduce_state {
-    enum reduce_op op;
-    bool axes_input;                 /* axes come from input 1 (else from the attribute) */
-    bool keepdims, noop_empty;
-    int n_axes;                      /* attribute axes; -1: attribute absent */
-    int64_t axes[EPABI_MAX_RANK];
-};
 
 
 /* Whether the op keeps a running double (sums, products) rather than a running float extreme. */
@@ -177,7 +169,7 @@ static bool reduce_supports(const struct epabi_node* node, char* why, size_t why
 }
 
 static OrtStatus* reduce_init(const struct epabi_node* node, void** state) {
-    struct reduce_state* s = calloc(1, sizeof *s);
+    struct epabi_reduce_spec* s = calloc(1, sizeof *s);
     if (s == NULL) return epabi_error(node->api, ORT_FAIL, "%s: out of memory", node->op_type);
     s->op = reduce_kind(node->op_type);
     s->axes_input = node->since_version >= reduce_axes_input_since(s->op);
@@ -210,25 +202,26 @@ static const char* reduce_name(enum reduce_op op) {
     }
 }
 
-static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
-                             int n_out) {
-    (void)n_out;
-    const struct reduce_state* s = state;
+bool epabi_reduce_spec_same(const struct epabi_reduce_spec* a, const struct epabi_reduce_spec* b) {
+    if (a->axes_input != b->axes_input || a->keepdims != b->keepdims || a->noop_empty != b->noop_empty ||
+        a->n_axes != b->n_axes)
+        return false;
+    for (int i = 0; i < a->n_axes; ++i)
+        if (a->axes[i] != b->axes[i]) return false;
+    return true;
+}
+
+OrtStatus* epabi_reduce_geometry(struct epabi_exec* ex, const struct epabi_reduce_spec* s, const struct epabi_tensor* X,
+                                 const struct epabi_tensor* A, struct reduce_launch* L, int* out_rank,
+                                 int64_t* out_dims) {
     const struct epabi_api* api = epabi_exec_api(ex);
     const char* name = reduce_name(s->op);
-    if (n_in < 1) return epabi_error(api, ORT_INVALID_ARGUMENT, "%s: expected the data input", name);
-    const struct epabi_tensor* X = in[0];
     char sx[160], why[200];
-    if (X->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
-        return epabi_error(api, ORT_INVALID_ARGUMENT, "%s: data has dtype %s; only float is implemented", name,
-                           epabi_dtype_name(X->dtype));
-
     /* The axes: from the state, or read from the (host-readable, shape-deciding) axes input. */
     int64_t axes[EPABI_MAX_RANK];
     size_t n_axes = 0;
     bool have_axes = false;
     if (s->axes_input) {
-        const struct epabi_tensor* A = epabi_opt_input(in, n_in, 1);
         if (A != NULL) {
             if (A->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64 || A->rank > 1)
                 return epabi_error(api, ORT_INVALID_ARGUMENT, "%s: axes must be a 1-D int64 tensor, got %s %s", name,
@@ -252,23 +245,17 @@ static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const str
         have_axes = n_axes > 0;   /* an empty attribute list reduces everything, like an absent one */
     }
 
-    struct reduce_launch L;
-    memset(&L, 0, sizeof L);
-    L.op = s->op;
-    L.in_numel = epabi_numel(X->rank, X->dims);
+    L->op = s->op;
+    L->in_numel = epabi_numel(X->rank, X->dims);
     bool mask[EPABI_MAX_RANK] = {false};
-    OrtStatus* st = NULL;
     /* ReduceL2 over no axis still maps each element to sqrt(x * x), as ORT's CPU EP gives: the general path with
      * nothing reduced; the other ops copy */
     const bool reduce_none = !have_axes && s->noop_empty && s->op == REDUCE_L2;
     if (!have_axes && s->noop_empty && !reduce_none) {
-        struct epabi_tensor* Y = epabi_exec_output(ex, 0, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, X->rank, X->dims, &st);
-        if (Y == NULL) return st;
-        if (L.in_numel == 0) return NULL;
-        L.copy = true;
-        L.x = X->data;
-        L.y = Y->data;
-        return epabi_exec_launch(ex, EPABI_LAUNCH_REDUCE, reduce_launch_fn, &L, sizeof L);
+        L->copy = true;
+        *out_rank = X->rank;
+        memcpy(out_dims, X->dims, sizeof(int64_t) * (size_t)X->rank);
+        return NULL;
     }
     if (reduce_none) {
         /* mask stays all false */
@@ -280,82 +267,105 @@ static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const str
         for (int d = 0; d < X->rank; ++d) mask[d] = true;
     }
 
-    int64_t out_dims[EPABI_MAX_RANK];
-    int out_rank = 0;
-    L.count = 1;
+    int rank = 0;
+    L->count = 1;
     for (int d = 0; d < X->rank; ++d) {
         if (mask[d]) {
-            L.count *= X->dims[d];
-            if (s->keepdims) out_dims[out_rank++] = 1;
+            L->count *= X->dims[d];
+            if (s->keepdims) out_dims[rank++] = 1;
         } else {
-            out_dims[out_rank++] = X->dims[d];
+            out_dims[rank++] = X->dims[d];
         }
     }
-    struct epabi_tensor* Y = epabi_exec_output(ex, 0, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, out_rank, out_dims, &st);
-    if (Y == NULL) return st;
-    L.out_numel = epabi_numel(out_rank, out_dims);
-    if (L.out_numel == 0) return NULL;
+    *out_rank = rank;
+    L->out_numel = epabi_numel(rank, out_dims);
 
     /* Merge: size-1 axes vanish, neighbours with the same role fuse. */
     for (int d = 0; d < X->rank; ++d) {
         if (X->dims[d] == 1) continue;
-        if (L.rank > 0 && L.reduced[L.rank - 1] == mask[d]) {
-            L.dims[L.rank - 1] *= X->dims[d];
+        if (L->rank > 0 && L->reduced[L->rank - 1] == mask[d]) {
+            L->dims[L->rank - 1] *= X->dims[d];
         } else {
-            L.dims[L.rank] = X->dims[d];
-            L.reduced[L.rank] = mask[d];
-            ++L.rank;
+            L->dims[L->rank] = X->dims[d];
+            L->reduced[L->rank] = mask[d];
+            ++L->rank;
         }
     }
-    if (L.rank == 0) {   /* one element in, one out */
-        L.dims[0] = 1;
-        L.rank = 1;
+    if (L->rank == 0) {   /* one element in, one out */
+        L->dims[0] = 1;
+        L->rank = 1;
     }
+    return NULL;
+}
+
+static OrtStatus* reduce_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
+                             int n_out) {
+    (void)n_out;
+    const struct epabi_reduce_spec* s = state;
+    const struct epabi_api* api = epabi_exec_api(ex);
+    const char* name = reduce_name(s->op);
+    if (n_in < 1) return epabi_error(api, ORT_INVALID_ARGUMENT, "%s: expected the data input", name);
+    const struct epabi_tensor* X = in[0];
+    if (X->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
+        return epabi_error(api, ORT_INVALID_ARGUMENT, "%s: data has dtype %s; only float is implemented", name,
+                           epabi_dtype_name(X->dtype));
+    struct reduce_launch L;
+    memset(&L, 0, sizeof L);
+    int64_t out_dims[EPABI_MAX_RANK];
+    int out_rank = 0;
+    OrtStatus* st = epabi_reduce_geometry(ex, s, X, s->axes_input ? epabi_opt_input(in, n_in, 1) : NULL, &L,
+                                          &out_rank, out_dims);
+    if (st != NULL) return st;
+    struct epabi_tensor* Y = epabi_exec_output(ex, 0, ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT, out_rank, out_dims, &st);
+    if (Y == NULL) return st;
+    if (L.copy ? L.in_numel == 0 : L.out_numel == 0) return NULL;
     L.x = X->data;
     L.y = Y->data;
-    if (reduce_accumulates(L.op)) {
+    if (!L.copy && reduce_accumulates(L.op)) {
         L.acc = epabi_exec_scratch(ex, sizeof(double) * (size_t)L.out_numel, &st);
         if (L.acc == NULL) return st;
     }
     return epabi_exec_launch(ex, EPABI_LAUNCH_REDUCE, reduce_launch_fn, &L, sizeof L);
 }
 
+static const struct epabi_reduce_spec* reduce_spec(const void* state) { return state; }
+
 const struct epabi_kernel epabi_kernels_reduce[] = {
     {.op_type = "ReduceSum", .since_min = 1, .since_max = 12, .supports = reduce_supports, .init = reduce_init,
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
-     .cuda = epabi_cuda_float32_math},
+     .cuda = epabi_cuda_float32_math, .reduce_spec = reduce_spec},
     {.op_type = "ReduceSum", .since_min = 13, .since_max = 13, .supports = reduce_supports, .init = reduce_init,
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
-     .cuda = epabi_cuda_float32_math},
+     .cuda = epabi_cuda_float32_math, .reduce_spec = reduce_spec},
     {.op_type = "ReduceMean", .since_min = 1, .since_max = 17, .supports = reduce_supports, .init = reduce_init,
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
-     .cuda = epabi_cuda_float32_math},
+     .cuda = epabi_cuda_float32_math, .reduce_spec = reduce_spec},
     {.op_type = "ReduceMean", .since_min = 18, .since_max = 18, .supports = reduce_supports,
      .init = reduce_init, .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
-     .cuda = epabi_cuda_float32_math},
+     .cuda = epabi_cuda_float32_math, .reduce_spec = reduce_spec},
     {.op_type = "ReduceMax", .since_min = 1, .since_max = 17, .supports = reduce_supports, .init = reduce_init,
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
-     .cuda = epabi_cuda_float32_math},
+     .cuda = epabi_cuda_float32_math, .reduce_spec = reduce_spec},
     {.op_type = "ReduceMax", .since_min = 18, .since_max = 20, .supports = reduce_supports, .init = reduce_init,
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
-     .cuda = epabi_cuda_float32_math},
+     .cuda = epabi_cuda_float32_math, .reduce_spec = reduce_spec},
     {.op_type = "ReduceMin", .since_min = 1, .since_max = 17, .supports = reduce_supports, .init = reduce_init,
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
-     .cuda = epabi_cuda_float32_math},
+     .cuda = epabi_cuda_float32_math, .reduce_spec = reduce_spec},
     {.op_type = "ReduceMin", .since_min = 18, .since_max = 20, .supports = reduce_supports, .init = reduce_init,
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
-     .cuda = epabi_cuda_float32_math},
+     .cuda = epabi_cuda_float32_math, .reduce_spec = reduce_spec},
     {.op_type = "ReduceProd", .since_min = 1, .since_max = 17, .supports = reduce_supports, .init = reduce_init,
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
-     .cuda = epabi_cuda_float32_math},
+     .cuda = epabi_cuda_float32_math, .reduce_spec = reduce_spec},
     {.op_type = "ReduceProd", .since_min = 18, .since_max = 18, .supports = reduce_supports, .init = reduce_init,
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
-     .cuda = epabi_cuda_float32_math},
+     .cuda = epabi_cuda_float32_math, .reduce_spec = reduce_spec},
     {.op_type = "ReduceL2", .since_min = 1, .since_max = 17, .supports = reduce_supports, .init = reduce_init,
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
-     .cuda = epabi_cuda_float32_math},
+     .cuda = epabi_cuda_float32_math, .reduce_spec = reduce_spec},
     {.op_type = "ReduceL2", .since_min = 18, .since_max = 18, .supports = reduce_supports, .init = reduce_init,
      .release = free, .run = reduce_run, .launch = EPABI_LAUNCH_REDUCE, .host_inputs = 1u << 1,
-     .cuda = epabi_cuda_float32_math},
+     .cuda = epabi_cuda_float32_math, .reduce_spec = reduce_spec},
     {.op_type = NULL},
 };
