@@ -320,7 +320,9 @@ def test_gpu_magika_lookup_replays(gpu_host: epabi.Host, caplog: pytest.LogCaptu
         for feed in [x, x[:1]]:
             np.testing.assert_allclose(sess.run(None, {"bytes": feed})[0], _cpu_ep(data, {"bytes": feed})[0], **TOL)
     so = epabi.SessionOptions()
-    so.add_provider_for_devices([gpu_ep_device(gpu_host)], {"enable_cuda_graph": "1"})
+    # cudnn 0: the Conv as in the eager session above; cuDNN's own summation order moves rows of rolled real files
+    # whose LayerNorm variance is tiny by up to 2e-4 from the CPU EP (seen on the H200), which is not the lookup's
+    so.add_provider_for_devices([gpu_ep_device(gpu_host)], {"enable_cuda_graph": "1", "cudnn": "0"})
     with epabi.InferenceSession(data, so) as sess:
         xv = epabi.OrtValue.ortvalue_from_numpy(x, "cuda", 0)
         yv = epabi.OrtValue.ortvalue_from_shape_and_type([x.shape[0], 214], np.float32, "cuda", 0)

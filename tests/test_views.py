@@ -382,10 +382,21 @@ def test_gpu_magika_views(gpu_host: epabi.Host, caplog: pytest.LogCaptureFixture
                                                                 "min_num_runs_before_cuda_graph_capture": "1"})
         caplog.clear()
         with caplog.at_level(logging.DEBUG, logger="epabi"), epabi.InferenceSession(model, so) as sess:
-            for feed in [x, x[:1]] if graph == "0" else [x]:
-                for _ in range(3):   # capture, then replays
-                    got = sess.run(None, {"bytes": feed})
-                    want = _cpu_ep(model, {"bytes": feed})
-                    np.testing.assert_allclose(got[0], want[0], rtol=1e-4, atol=1e-4)
+            want = _cpu_ep(model, {"bytes": x})[0]
+            if graph == "0":
+                for feed in [x, x[:1]]:
+                    got = sess.run(None, {"bytes": feed})[0]
+                    np.testing.assert_allclose(got, _cpu_ep(model, {"bytes": feed})[0], rtol=1e-4, atol=1e-4)
+            else:   # a capture records device addresses: inputs and outputs bound in the device's memory
+                xv = epabi.OrtValue.ortvalue_from_numpy(x, "cuda", 0, host=gpu_host)
+                yv = epabi.OrtValue.ortvalue_from_shape_and_type(list(want.shape), np.float32, "cuda", 0,
+                                                                 host=gpu_host)
+                binding = sess.io_binding()
+                binding.bind_ortvalue_input("bytes", xv)
+                binding.bind_ortvalue_output(sess.get_outputs()[0].name, yv)
+                for _ in range(3):   # a regular run, the capture, then a replay
+                    yv.update_inplace(np.full(want.shape, np.nan, np.float32))
+                    sess.run_with_iobinding(binding)
+                    np.testing.assert_allclose(yv.numpy(), want, rtol=1e-4, atol=1e-4)
         counts = _counts(VIEWS, [r.getMessage() for r in caplog.records])
         assert len(counts) == 1 and counts[0][1] >= MAGIKA_VIEWS - 2, counts
