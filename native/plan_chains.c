@@ -1,8 +1,8 @@
 /*
  * plan_chains.c - elementwise-chain fusion (kernels/chain.h), a pass epabi_plan_build (plan_build.c) runs on the
  * scheduled plan: groups of float32 steps with a chain link (unary ops, Clip with constant bounds, Add/Sub/Mul/Div,
- * an Add/Sub/Mul/Div with the Relu the epilogue pass folded into it) that all produce the same statically declared
- * shape become one chain step, so a SiLU, a hand-written HardSwish (Add, Clip, Mul, Div) or a squeeze-excite Mul
+ * two-input Max/Min, an Add/Sub/Mul/Div with the Relu the epilogue pass folded into it) that all produce the same
+ * statically declared shape become one chain step, so a SiLU, a hand-written HardSwish (Add, Clip, Mul, Div) or a squeeze-excite Mul
  * followed by a residual Add is one launch instead of one per node.
  *
  * A group grows from its first step (in schedule order) by every later candidate that reads one of its values and

@@ -180,6 +180,15 @@ def growing_operand_model() -> onnx.ModelProto:
     return _model(nodes, {"x": (F, ["B", 1, 8]), "w": (F, ["B", 6, 8])}, ["u", "v"])
 
 
+def max_min_model() -> onnx.ModelProto:
+    """An expanded LayerNorm's clamp: Sub(x [B,6,8], m [B,1,8]) -> Max(0, .) -> Min(., six [1,6,1]) -> Mul(., x); NaN
+    and infinities among the specials must pass through Max/Min as the unfused kernels pass them."""
+    nodes = [helper.make_node("Sub", ["x", "m"], ["d"]), helper.make_node("Max", ["zero", "d"], ["p"]),
+             helper.make_node("Min", ["p", "six"], ["q"]), helper.make_node("Mul", ["q", "x"], ["y"])]
+    six = numpy_helper.from_array(np.linspace(0.5, 6, 6).astype(np.float32).reshape(1, 6, 1), "six")
+    return _model(nodes, {"x": (F, ["B", 6, 8]), "m": (F, ["B", 1, 8])}, ["y"], [_scalar("zero", 0.0), six])
+
+
 #: name -> (model, input shapes, expected steps, chains, steps fused into them)
 CASES = {
     "hard_swish": (lambda: hard_swish_model([2, 8, 9, 9]), 1, 1, 4),
@@ -201,6 +210,7 @@ CASES = {
     "kept_intermediate_other_symbol": (lambda: kept_intermediate_model("C"), 2, 0, 0),
     "kept_intermediate_unnamed": (lambda: kept_intermediate_model(None), 2, 0, 0),
     "growing_operand": (growing_operand_model, 2, 0, 0),
+    "max_min": (max_min_model, 1, 1, 4),
     "gelu_tanh": (lambda: gelu_tanh_model([2, 16, 64]), 1, 1, 9),
     "gelu_tanh_symbolic": (lambda: gelu_tanh_model(["batch", 16, 64]), 1, 1, 9),
     "immediates": (immediates_model, 1, 1, 6),

@@ -2452,6 +2452,8 @@ EP_DEV float chain_binary(int op, float a, float b) {
     case OP_ADD: return __fadd_rn(a, b);
     case OP_SUB: return __fsub_rn(a, b);
     case OP_MUL: return __fmul_rn(a, b);
+    case OP_MAX: return nan_max(a, b);
+    case OP_MIN: return nan_min(a, b);
     default: return __fdiv_rn(a, b);
     }
 }
@@ -2467,6 +2469,18 @@ static __device__ __noinline__ void chain_offsets_nd(const chain_args& a, int64_
     }
 }
 
+/* chain_offsets_nd in 32-bit index arithmetic, for chains of fewer than 2^32 elements: a 64-bit division is a
+ * software routine of tens of instructions, and a broadcast chain of rank 3 ran three per element per launch. */
+static __device__ __noinline__ void chain_offsets_nd32(const chain_args& a, uint32_t i, int64_t* off) {
+    for (int k = 0; k < EPABI_CHAIN_MAX_INPUTS; ++k) off[k] = 0;
+    for (int d = a.rank - 1; d >= 0; --d) {
+        const uint32_t dim = (uint32_t)a.dims[d];
+        const uint32_t c = i % dim;
+        i /= dim;
+        for (int k = 0; k < a.n_in; ++k) off[k] += (int64_t)c * a.strides[k][d];
+    }
+}
+
 /* Each thread takes an element through the whole op list: registers r[] live in local memory (indexed by the list),
  * immediates come from the op itself (alpha for operand a, beta for operand b),
  * and the op loop is not unrolled, so every op's result is stored rounded before the next op reads it, as between
@@ -2477,6 +2491,8 @@ EP_KERNEL chain_f32(const EP_GC chain_args a, int64_t n) {
         int64_t off[EPABI_CHAIN_MAX_INPUTS];
         if (a.rank == 1) {
             for (int k = 0; k < EPABI_CHAIN_MAX_INPUTS; ++k) off[k] = k < a.n_in ? i * a.strides[k][0] : 0;
+        } else if (n <= (int64_t)0xffffffffu) {   /* every dim then fits 32 bits too */
+            chain_offsets_nd32(a, (uint32_t)i, off);
         } else {
             chain_offsets_nd(a, i, off);
         }

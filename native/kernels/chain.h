@@ -1,5 +1,6 @@
 /*
- * chain.h - the chain step: float32 elementwise nodes (unary ops, Clip with constant bounds, Add/Sub/Mul/Div of
+ * chain.h - the chain step: float32 elementwise nodes (unary ops, Clip with constant bounds, Add/Sub/Mul/Div and
+ * two-input Max/Min of
  * same-shape or statically broadcast operands) that the plan fused into one launch of kind EPABI_LAUNCH_CHAIN
  * (struct chain_args, launch_args.h). Each element of the output shape goes through the whole op list at once, so
  * the chain reads its inputs once and writes only the values something outside it reads: no intermediate buffers.
@@ -43,8 +44,8 @@ extern const struct epabi_kernel epabi_kernel_chain;
  * the calling thread (unary.c). */
 void epabi_unary_span(const struct un_args* a, int64_t begin, int64_t end);
 
-/* o[i] = a[i * sa] op b[i * sb] for i in [0, n), op OP_ADD, OP_SUB, OP_MUL or OP_DIV, as the float32 Add/Sub/Mul/Div
- * kernels compute a row (elementwise.c; o may be a or b). */
+/* o[i] = a[i * sa] op b[i * sb] for i in [0, n), op OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_MAX or OP_MIN (NaN if either
+ * is NaN), as the float32 Add/Sub/Mul/Div/Max/Min kernels compute a row (elementwise.c; o may be a or b). */
 void epabi_arith_f32_span(int32_t op, const float* a, int64_t sa, const float* b, int64_t sb, float* o, int64_t n);
 
 #endif

@@ -923,6 +923,8 @@ LINK(add, OP_ADD)
 LINK(sub, OP_SUB)
 LINK(mul, OP_MUL)
 LINK(div, OP_DIV)
+LINK(max, OP_MAX)   /* two inputs only: a variadic Max/Min of more stays its own step */
+LINK(min, OP_MIN)
 #undef LINK
 
 /* ---- CUDA coverage (cuda_coverage.h) --------------------------------------------------------------- */
@@ -978,10 +980,12 @@ const struct epabi_kernel epabi_kernels_elementwise[] = {
      .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_pow},
     {.op_type = "Max", .since_min = 8, .since_max = 13, .supports = supports_arith, .run = run_max,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
-     .cuda = epabi_cuda_numeric_inputs},
+     .cuda = epabi_cuda_numeric_inputs,
+     .chain_link = link_max},
     {.op_type = "Min", .since_min = 8, .since_max = 13, .supports = supports_arith, .run = run_min,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
-     .cuda = epabi_cuda_numeric_inputs},
+     .cuda = epabi_cuda_numeric_inputs,
+     .chain_link = link_min},
     {.op_type = "Equal", .since_min = 7, .since_max = 19, .supports = supports_equal, .run = run_equal,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_equal, .onehot_compare = true},
     {.op_type = "Where", .since_min = 9, .since_max = 16, .supports = supports_where, .run = run_where,
