@@ -234,7 +234,24 @@ CONVP_TARGET static void convp_store(const struct conv_launch* L, const struct c
     }
 }
 
+/* d0[q] = src[2q], d1[q] = src[2q + 1] for q < n (src holds 2n floats, rounded up to a multiple of 32): two loads
+ * and two permutes per 16 of each, where the strided loops read every input row twice, once per phase. */
+CONVP_TARGET static void convp_deinterleave(const float* src, int64_t n, float* d0, float* d1) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int64_t q = 0; q < n; q += 16) {
+        const __m512 lo = _mm512_loadu_ps(src + 2 * q), hi = _mm512_loadu_ps(src + 2 * q + 16);
+        const __mmask16 m = (__mmask16)(n - q >= 16 ? 0xFFFFu : (1u << (n - q)) - 1u);
+        _mm512_mask_storeu_ps(d0 + q, m, _mm512_permutex2var_ps(lo, even, hi));
+        _mm512_mask_storeu_ps(d1 + q, m, _mm512_permutex2var_ps(lo, odd, hi));
+    }
+}
+
 #else   /* no AVX-512 kernel on this target: conv.c never picks the path */
+
+static void convp_deinterleave(const float* src, int64_t n, float* d0, float* d1) {
+    (void)src, (void)n, (void)d0, (void)d1;
+}
 
 #define CONVP_TARGET
 
@@ -278,10 +295,48 @@ struct convp_image {
 /* Grid rows [r0, r1) of every channel and phase of xs from X (conv_packed.h): each row is zeros, then the input
  * row's columns q*sw + b - pw, then zeros. Split by rows, as the tiles are, so that on a pool each thread writes
  * the rows its own tiles read (thread_pool.c's shares). At the kernels' level, so the strided copies vectorise. */
+/* The widest grid row convp_rearrange_s2 stages on its stack. */
+enum { CONVP_S2_COLS = 2048 };
+
+/* convp_rearrange for column stride 2: each input row is staged once, zero-padded (row[j] = X[iy][j - pw]), and
+ * split into its two column phases at once (phase b's column q is row[2q + b]). */
+CONVP_TARGET static void convp_rearrange_s2(const struct convp_image* im, int64_t r0, int64_t r1) {
+    const struct conv_launch* L = im->L;
+    const struct convp_geom* g = &im->g;
+    float row[2 * CONVP_S2_COLS + 32] __attribute__((aligned(64)));
+    const int64_t staged = (2 * g->cols + 31) / 32 * 32;   /* what convp_deinterleave reads */
+    const int64_t plane = g->rows * g->cols;
+    /* the part of the staged row that X fills: j in [lo, hi) */
+    const int64_t lo = L->pw < staged ? L->pw : staged;
+    const int64_t hi = L->pw + L->wd < staged ? L->pw + L->wd : staged;
+    for (int64_t j = 0; j < lo; ++j) row[j] = 0.0f;
+    for (int64_t j = hi > lo ? hi : lo; j < staged; ++j) row[j] = 0.0f;
+    for (int64_t c = 0; c < L->c; ++c) {
+        const float* xc = im->x + c * L->h * L->wd;
+        for (int64_t a = 0; a < g->phase_h; ++a) {
+            float* d0 = im->xs + c * g->channel + a * 2 * plane + r0 * g->cols;
+            for (int64_t r = r0; r < r1; ++r, d0 += g->cols) {
+                const int64_t iy = r * L->sh + a - L->ph;
+                if (iy < 0 || iy >= L->h || hi <= lo) {
+                    memset(d0, 0, (size_t)g->cols * sizeof(float));
+                    memset(d0 + plane, 0, (size_t)g->cols * sizeof(float));
+                    continue;
+                }
+                memcpy(row + lo, xc + iy * L->wd + lo - L->pw, (size_t)(hi - lo) * sizeof(float));
+                convp_deinterleave(row, g->cols, d0, d0 + plane);
+            }
+        }
+    }
+}
+
 CONVP_TARGET static void convp_rearrange(void* ctx, int64_t r0, int64_t r1) {
     const struct convp_image* im = ctx;
     const struct conv_launch* L = im->L;
     const struct convp_geom* g = &im->g;
+    if (L->sw == 2 && g->cols <= CONVP_S2_COLS) {
+        convp_rearrange_s2(im, r0, r1);
+        return;
+    }
     for (int64_t c = 0; c < L->c; ++c) {
         const float* xc = im->x + c * L->h * L->wd;
         for (int64_t a = 0; a < g->phase_h; ++a) {
