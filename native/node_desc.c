@@ -26,8 +26,13 @@ static OrtStatus* read_tensor_info(const struct epabi_api* api, const OrtTensorT
     }
     out->rank = (int)rank;
     if (rank > 0) EPABI_RETURN_IF_ERROR(ort->GetDimensions(info, out->dims, rank));
-    for (size_t i = 0; i < rank; ++i)
+    /* the symbols let the plan prove two symbolic shapes equal (plan_chains.c); ORT gives "" for a static or
+     * unnamed dim (TensorShape's dim_params, OrtApis::GetSymbolicDimensions, 1.24 and later alike) */
+    if (rank > 0) EPABI_RETURN_IF_ERROR(ort->GetSymbolicDimensions(info, out->dim_names, rank));
+    for (size_t i = 0; i < rank; ++i) {
+        if (out->dim_names[i] == NULL || out->dims[i] >= 0) out->dim_names[i] = "";
         if (out->dims[i] < 0) out->dims[i] = -1;   /* symbolic or unknown */
+    }
     return NULL;
 }
 

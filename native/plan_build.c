@@ -93,12 +93,38 @@ static int add_value(struct epabi_plan* p, const char* name, enum value_kind kin
     return id;
 }
 
-/* Records the shape the graph declares for value id, unless one is known already (constants: their own). */
-static void note_shape(struct epabi_plan* p, int id, const struct epabi_value_desc* d) {
+/* The id of a dim's symbol (1 + its index in sym_names, added if new): 0 for "" or NULL (static or unnamed), -1 when
+ * out of memory. A plan has a handful of symbols, so a linear search is enough. */
+static int32_t intern_symbol(struct epabi_plan* p, const char* name) {
+    if (name == NULL || name[0] == '\0') return 0;
+    for (int k = 0; k < p->n_syms; ++k)
+        if (strcmp(p->sym_names[k], name) == 0) return k + 1;
+    if (p->n_syms == p->cap_syms) {
+        const int cap = p->cap_syms == 0 ? 8 : 2 * p->cap_syms;
+        char** names = realloc(p->sym_names, (size_t)cap * sizeof *names);
+        if (names == NULL) return -1;
+        p->sym_names = names;
+        p->cap_syms = cap;
+    }
+    char* copy = strdup(name);
+    if (copy == NULL) return -1;
+    p->sym_names[p->n_syms++] = copy;
+    return p->n_syms;
+}
+
+/* Records the shape the graph declares for value id, symbols included, unless one is known already (constants:
+ * their own). Out of memory: an error. */
+static OrtStatus* note_shape(struct epabi_plan* p, int id, const struct epabi_value_desc* d) {
     struct plan_value* v = &p->values[id];
-    if (v->decl_rank >= 0 || d->rank < 0 || d->rank > EPABI_MAX_RANK) return;
+    if (v->decl_rank >= 0 || d->rank < 0 || d->rank > EPABI_MAX_RANK) return NULL;
+    for (int k = 0; k < d->rank; ++k) {
+        const int32_t sym = d->dims[k] < 0 ? intern_symbol(p, d->dim_names[k]) : 0;
+        if (sym < 0) return epabi_plan_oom(p, "dim symbol");
+        v->decl_sym[k] = sym;
+    }
     v->decl_rank = d->rank;
     memcpy(v->decl_dims, d->dims, sizeof(int64_t) * (size_t)d->rank);
+    return NULL;
 }
 
 /* Copies a constant initializer's data into a new VK_CONST value. */
@@ -174,7 +200,7 @@ static OrtStatus* add_step(struct epabi_plan* p, const OrtNode* node, struct epa
             id = add_value(p, d->name, VK_INNER, d->dtype);
             if (id < 0) return epabi_plan_oom(p, "value");
         }
-        note_shape(p, id, d);
+        EPABI_RETURN_IF_ERROR(note_shape(p, id, d));
         s->in[j] = id;
     }
     for (int j = 0; j < desc->n_out; ++j) {
@@ -188,7 +214,7 @@ static OrtStatus* add_step(struct epabi_plan* p, const OrtNode* node, struct epa
             if (id < 0) return epabi_plan_oom(p, "value");
         }
         if (p->values[id].dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED) p->values[id].dtype = d->dtype;
-        note_shape(p, id, d);
+        EPABI_RETURN_IF_ERROR(note_shape(p, id, d));
         p->values[id].producer = step_index;
         s->out[j] = id;
     }
@@ -264,7 +290,7 @@ static OrtStatus* add_inputs(struct epabi_plan* p, const OrtGraph* graph, const 
                 st = epabi_plan_oom(p, "input");
             } else {
                 p->values[id].input_index = (int)i;
-                note_shape(p, id, &d);
+                st = note_shape(p, id, &d);
             }
         }
         if (st == NULL) p->input_values[i] = id;
@@ -386,6 +412,8 @@ void epabi_plan_destroy(struct epabi_plan* p) {
     free(p->input_values);
     free(p->output_values);
     free(p->index);
+    for (int k = 0; k < p->n_syms; ++k) free(p->sym_names[k]);
+    free(p->sym_names);
     free(p->name);
     epabi_arena_release(p->arena);
     free(p);

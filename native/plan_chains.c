@@ -10,8 +10,14 @@
  * constants, fused-node inputs or other steps' values of static shapes broadcastable to the group's. A value of
  * the group that a step outside it reads, or that is a fused-node output, is still written; the others never
  * exist. A float32 constant of one element that does not grow the output is an immediate of its op (no input slot).
- * Over symbolic shapes a group starts from a link reading one value (its root) and takes only links reading the root,
- * its own values and immediates: each keeps the root's run-time shape, which no declared dim could prove.
+ * Over symbolic shapes the declared dims' symbols (plan_value.decl_sym) prove extents equal: two dims are one extent
+ * when both are static and equal or both are one named symbol (an unnamed symbolic dim equals nothing). A group whose
+ * shape is so named takes links producing that shape from operands that broadcast into it without growing it (per
+ * aligned dim: static 1, the same static extent or the same symbol), each of the output's dims given by one of them;
+ * its first link may so grow [B,1,256] by [1,512,1] into [B,512,256]. The chain then computes its run-time shape as
+ * the broadcast of its inputs' and refuses a run where same-named symbols differ (kernels/chain.c). A group whose shape
+ * has an unnamed symbolic dim starts from a link reading one value (its root) and takes only links reading the root,
+ * its own values and immediates: each keeps the root's run-time shape.
  * Host steps of device plans (plan.h) are never fused, so shape computations stay on the host.
  * The pass works on the plan in place before it is shared (plan.h), so it takes no lock.
  */
@@ -37,6 +43,54 @@ static bool same_shape(const struct plan_value* a, const struct plan_value* b) {
     return true;
 }
 
+/* Whether v's dim d and out's dim od are proved one extent: both static and equal, or one named symbol. */
+static bool same_extent(const struct plan_value* v, int d, const struct plan_value* out, int od) {
+    if (v->decl_dims[d] >= 0 || out->decl_dims[od] >= 0) return v->decl_dims[d] == out->decl_dims[od];
+    return v->decl_sym[d] > 0 && v->decl_sym[d] == out->decl_sym[od];
+}
+
+/* Whether every declared dim of v is static or a named symbol. */
+static bool named_shape(const struct plan_value* v) {
+    if (v->decl_rank < 0 || v->decl_rank > EPABI_MAX_RANK) return false;
+    for (int d = 0; d < v->decl_rank; ++d)
+        if (v->decl_dims[d] < 0 && v->decl_sym[d] == 0) return false;
+    return true;
+}
+
+/* Whether a and b are proved of one shape dim by dim (same_extent). */
+static bool same_named_shape(const struct plan_value* a, const struct plan_value* b) {
+    if (a->decl_rank != b->decl_rank) return false;
+    for (int d = 0; d < a->decl_rank; ++d)
+        if (!same_extent(a, d, b, d)) return false;
+    return true;
+}
+
+/* Whether v's declared shape broadcasts into out's without growing it: right-aligned, each dim static 1 or proved
+ * the same extent as out's. */
+static bool broadcasts_into(const struct plan_value* v, const struct plan_value* out) {
+    if (v->decl_rank < 0 || v->decl_rank > out->decl_rank) return false;
+    const int lead = out->decl_rank - v->decl_rank;
+    for (int d = 0; d < v->decl_rank; ++d)
+        if (v->decl_dims[d] != 1 && !same_extent(v, d, out, lead + d)) return false;
+    return true;
+}
+
+/* Whether each dim of out other than a static 1 is one of some value's (ids[0..n)): then the broadcast of their
+ * run-time shapes is out's, not smaller. */
+static bool dims_provided(const struct epabi_plan* p, const int* ids, int n, const struct plan_value* out) {
+    for (int od = 0; od < out->decl_rank; ++od) {
+        if (out->decl_dims[od] == 1) continue;
+        bool found = false;
+        for (int k = 0; k < n && !found; ++k) {
+            const struct plan_value* v = &p->values[ids[k]];
+            const int d = od - (out->decl_rank - v->decl_rank);
+            found = d >= 0 && same_extent(v, d, out, od);
+        }
+        if (!found) return false;
+    }
+    return true;
+}
+
 /* The operands of a link: one, or two for a binary one. */
 static int operand_count(const struct chain_op* link) { return link->kind == CHAIN_BINARY ? 2 : 1; }
 
@@ -54,11 +108,13 @@ static bool immediate_value(const struct epabi_plan* p, int id, int out_rank, fl
 }
 
 /* A candidate link: its op (operands that are immediates already encoded, the others not yet filled), whether it
- * carries a folded Relu, and whether it is over symbolic shapes: then the values it reads (ids) have its declared
- * shape, symbols included, and it joins only a group proving them all of one shape (the group's root's). */
+ * carries a folded Relu, and whether it is over symbolic shapes. Then it is `named` when its output's dims are each
+ * static or a named symbol, the values it reads (ids) broadcast into it and give each of its dims (a link of a named
+ * group), and `rooted` when those values have its declared shape as -1s and extents (a link of a root's group). */
 struct cand {
     struct chain_op link;
-    bool extra_relu, symbolic;
+    bool extra_relu, symbolic, named, rooted;
+    bool ranked;   /* over symbolic shapes: the values read have ranks, none above the output's */
     int ids[2], n_ids;   /* the distinct values read (not immediates) */
 };
 
@@ -66,7 +122,7 @@ struct cand {
 static bool candidate(const struct epabi_plan* p, int si, struct cand* c) {
     const struct plan_step* s = &p->steps[si];
     struct chain_op* link = &c->link;
-    c->symbolic = false;
+    c->symbolic = c->named = c->rooted = c->ranked = false;
     c->n_ids = 0;
     if (s->on_host || s->kernel->chain_link == NULL || s->n_out != 1 || s->n_in < 1 || s->n_in > EPABI_MAX_NODE_IO)
         return false;
@@ -125,11 +181,17 @@ static bool candidate(const struct epabi_plan* p, int si, struct cand* c) {
         }
     }
     if (n_runtime == 0) return false;   /* constant folding's business, not a chain's */
-    if (symbolic) {   /* every value read declares the output's shape; the group proves the symbols equal */
-        for (int k = 0; k < c->n_ids; ++k)
-            if (!same_shape(&p->values[c->ids[k]], y)) return false;
+    if (symbolic) {   /* the group proves the shapes at run time one (a named group's or its root's) */
         c->symbolic = true;
-        return true;
+        c->named = named_shape(y) && dims_provided(p, c->ids, c->n_ids, y);
+        c->rooted = c->ranked = true;
+        for (int k = 0; k < c->n_ids; ++k) {
+            const int rank_k = p->values[c->ids[k]].decl_rank;
+            c->ranked = c->ranked && rank_k >= 0 && rank_k <= y->decl_rank;
+            c->named = c->named && broadcasts_into(&p->values[c->ids[k]], y);
+            c->rooted = c->rooted && same_shape(&p->values[c->ids[k]], y);
+        }
+        return c->named || c->rooted || c->ranked;
     }
     /* every link produces the whole shape: its operands broadcast to exactly its declared output */
     if (rank != y->decl_rank) return false;
@@ -138,13 +200,19 @@ static bool candidate(const struct epabi_plan* p, int si, struct cand* c) {
     return true;
 }
 
+/* How a group proves its links' shapes: all of one static shape; over symbolic shapes all of one named shape
+ * (same_named_shape); each value it writes depending on every input, so that its run-time shape is the broadcast of
+ * theirs, which the chain computes (links of one rank, checked by build_state); or all of one value's (its root). */
+enum group_mode { G_STATIC, G_NAMED, G_CONE, G_ROOT };
+
 /* A group being formed: its steps in schedule order, the values they read from outside. */
 struct group {
     int steps[EPABI_CHAIN_MAX_OPS];
     int n_steps, n_ops;
     int inputs[EPABI_CHAIN_MAX_INPUTS];
     int n_inputs;
-    int root;   /* over symbolic shapes: the one value from outside, whose shape every link keeps; else -1 */
+    enum group_mode mode;
+    int root;   /* G_ROOT: the one value from outside, whose shape each link keeps; else -1 */
 };
 
 static int group_input_slot(const struct group* g, int id) {
@@ -185,12 +253,15 @@ static void add_member(const struct epabi_plan* p, unsigned char* member, struct
     g->n_ops += 1 + (extra_relu ? 1 : 0);
 }
 
-/* Whether candidate cd (step s) has group g's shape: the same static shape, or over symbolic shapes a link of the
- * group's root or of the group's own values. */
+/* Whether candidate cd (step s) has group g's shape: the same static shape, over named symbolic shapes the same
+ * named shape, or else a link of the group's root or of the group's own values. */
 static bool same_kind(const struct epabi_plan* p, const unsigned char* member, const struct group* g,
                       const struct cand* cd, const struct plan_value* shape, const struct plan_step* s) {
-    if (g->root < 0) return !cd->symbolic && same_shape(&p->values[s->out[0]], shape);
-    if (!cd->symbolic) return false;
+    const struct plan_value* y = &p->values[s->out[0]];
+    if (g->mode == G_NAMED) return cd->named && same_named_shape(y, shape);
+    if (g->mode == G_CONE) return cd->symbolic && cd->ranked && y->decl_rank == shape->decl_rank;
+    if (g->mode == G_STATIC) return !cd->symbolic && same_shape(y, shape);
+    if (!cd->rooted) return false;
     for (int k = 0; k < cd->n_ids; ++k)
         if (cd->ids[k] != g->root && !in_group(p, member, cd->ids[k])) return false;
     return true;
@@ -206,6 +277,30 @@ static bool read_outside(const struct epabi_plan* p, const unsigned char* member
     return false;
 }
 
+/* Whether value y's declared rank is the highest of group g's inputs (that of their broadcast). */
+static bool full_rank(const struct epabi_plan* p, const struct group* g, int y) {
+    int rank = 0;
+    for (int k = 0; k < g->n_inputs; ++k)
+        if (p->values[g->inputs[k]].decl_rank > rank) rank = p->values[g->inputs[k]].decl_rank;
+    return p->values[y].decl_rank == rank;
+}
+
+/* v's declared shape for messages: "[unk__214,512,256]", "?" for an unnamed symbolic dim (truncated). */
+static void decl_str(const struct epabi_plan* p, const struct plan_value* v, char* buf, size_t cap) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int d = -1; d <= v->decl_rank && used < cap; ++d) {
+        int w;
+        if (d < 0 || d == v->decl_rank) w = snprintf(buf + used, cap - used, d < 0 ? "[" : "]");
+        else if (v->decl_dims[d] >= 0) w = snprintf(buf + used, cap - used, d > 0 ? ",%lld" : "%lld",
+                                                    (long long)v->decl_dims[d]);
+        else w = snprintf(buf + used, cap - used, d > 0 ? ",%s" : "%s",
+                          v->decl_sym[d] > 0 ? p->sym_names[v->decl_sym[d] - 1] : "?");
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+}
+
 /* The state of group g's chain step, and its outputs (value ids) in out_values; NULL when the group cannot be one
  * (too many values leave it, or none does) or out of memory (*oom). */
 static struct epabi_chain_state* build_state(const struct epabi_plan* p, const unsigned char* member,
@@ -217,6 +312,7 @@ static struct epabi_chain_state* build_state(const struct epabi_plan* p, const u
         return NULL;
     }
     int reg_of_step[EPABI_CHAIN_MAX_OPS];
+    unsigned cone[EPABI_CHAIN_MAX_OPS];   /* per member: the inputs (bits) its value depends on */
     for (int m = 0; m < g->n_steps; ++m) {
         const int si = g->steps[m];
         const struct plan_step* s = &p->steps[si];
@@ -224,6 +320,7 @@ static struct epabi_chain_state* build_state(const struct epabi_plan* p, const u
         candidate(p, si, &cd);   /* true: it was when the step joined */
         struct chain_op link = cd.link;
         const bool extra_relu = cd.extra_relu;
+        cone[m] = 0;
         for (int t = 0; t < operand_count(&link); ++t) {
             if (operand(&link, t) == EPABI_CHAIN_IMMEDIATE) continue;
             const int id = s->in[t];
@@ -232,8 +329,10 @@ static struct epabi_chain_state* build_state(const struct epabi_plan* p, const u
                 int pm = 0;
                 while (g->steps[pm] != p->values[id].producer) ++pm;
                 ref = reg_of_step[pm];
+                cone[m] |= cone[pm];
             } else {
                 ref = -1 - group_input_slot(g, id);
+                cone[m] |= 1u << group_input_slot(g, id);
             }
             if (t == 0) link.a = ref;
             else link.b = ref;
@@ -248,11 +347,14 @@ static struct epabi_chain_state* build_state(const struct epabi_plan* p, const u
         reg_of_step[m] = c->n_ops - 1;
         const int y = s->out[0];
         if (p->values[y].output_index >= 0 || read_outside(p, member, y)) {
-            if (c->n_out == EPABI_CHAIN_MAX_OUTPUTS) {
+            /* G_CONE: a written value of fewer inputs could be smaller than the chain's run-time shape */
+            if (c->n_out == EPABI_CHAIN_MAX_OUTPUTS ||
+                (g->mode == G_CONE && (cone[m] != (1u << g->n_inputs) - 1 || !full_rank(p, g, y)))) {
                 free(c);
                 return NULL;
             }
             c->ops[c->n_ops - 1].out = c->n_out;
+            c->out_cone[c->n_out] = cone[m];
             out_values[c->n_out++] = y;
         }
     }
@@ -262,13 +364,16 @@ static struct epabi_chain_state* build_state(const struct epabi_plan* p, const u
     }
     const struct plan_value* y = &p->values[out_values[0]];
     c->rank = y->decl_rank;
-    memcpy(c->dims, y->decl_dims, sizeof c->dims);   /* symbolic dims -1: run() takes them from input 0 */
-    c->symbolic = g->root >= 0;
+    memcpy(c->dims, y->decl_dims, sizeof c->dims);   /* symbolic dims -1: run() broadcasts the inputs' */
+    c->symbolic = g->mode != G_STATIC;
     c->n_in = g->n_inputs;
+    decl_str(p, y, c->out_decl, sizeof c->out_decl);
     for (int k = 0; k < g->n_inputs; ++k) {
         const struct plan_value* v = &p->values[g->inputs[k]];
         c->in_rank[k] = v->decl_rank;
         memcpy(c->in_dims[k], v->decl_dims, sizeof c->in_dims[k]);
+        /* a named group proved each named dim of an input the output's (broadcasts_into) */
+        decl_str(p, v, c->in_decl[k], sizeof c->in_decl[k]);
     }
     return c;
 }
@@ -355,6 +460,37 @@ static void release_step(struct plan_step* s) {
     free(s->frees);
 }
 
+/* Grows group g (its mode and root set) from step seed (candidate seed_cd) in member[]: steps are in dependency
+ * order, so a step's dep[] (it depends on the group without joining it) is final when it is visited. */
+static void grow(const struct epabi_plan* p, const int* owner, unsigned char* member, unsigned char* dep,
+                 struct group* g, int seed, const struct cand* seed_cd) {
+    const int n = p->n_steps;
+    memset(member, 0, (size_t)n);
+    memset(dep, 0, (size_t)n);
+    add_member(p, member, g, seed, &seed_cd->link, seed_cd->extra_relu);
+    const struct plan_value* shape = &p->values[p->steps[seed].out[0]];
+    for (int r = seed + 1; r < n; ++r) {
+        const struct plan_step* s = &p->steps[r];
+        bool reads = false, tainted = false;
+        for (int j = 0; j < s->n_in; ++j) {
+            const int id = s->in[j];
+            if (id < 0 || p->values[id].kind != VK_INNER || p->values[id].producer < 0) continue;
+            const int q = p->values[id].producer;
+            if (member[q]) reads = true;
+            else if (dep[q]) tainted = true;
+        }
+        if (!reads && !tainted) continue;
+        struct cand cd;
+        bool joined = false;
+        if (reads && !tainted && owner[r] < 0 && candidate(p, r, &cd) && same_kind(p, member, g, &cd, shape, s) &&
+            fits(p, member, g, r, &cd.link, cd.extra_relu)) {
+            add_member(p, member, g, r, &cd.link, cd.extra_relu);
+            joined = true;
+        }
+        if (!joined) dep[r] = 1;
+    }
+}
+
 OrtStatus* epabi_plan_fuse_chains(struct epabi_plan* p) {
     const int n = p->n_steps;
     if (n < 2) return NULL;
@@ -376,38 +512,28 @@ OrtStatus* epabi_plan_fuse_chains(struct epabi_plan* p) {
     for (int seed = 0; seed < n && st == NULL; ++seed) {
         struct cand cd;
         if (owner[seed] >= 0 || !candidate(p, seed, &cd)) continue;
-        struct group* g = &groups[seed];
-        memset(member, 0, (size_t)n);
-        memset(dep, 0, (size_t)n);
-        if (cd.symbolic && cd.n_ids != 1) continue;   /* a symbolic group starts from one value */
-        g->root = cd.symbolic ? cd.ids[0] : -1;
-        add_member(p, member, g, seed, &cd.link, cd.extra_relu);
-        const struct plan_value* shape = &p->values[p->steps[seed].out[0]];
-        /* steps are in dependency order: a step's dep is final when it is visited */
-        for (int r = seed + 1; r < n; ++r) {
-            const struct plan_step* s = &p->steps[r];
-            bool reads = false, tainted = false;
-            for (int j = 0; j < s->n_in; ++j) {
-                const int id = s->in[j];
-                if (id < 0 || p->values[id].kind != VK_INNER || p->values[id].producer < 0) continue;
-                const int q = p->values[id].producer;
-                if (member[q]) reads = true;
-                else if (dep[q]) tainted = true;
-            }
-            if (!reads && !tainted) continue;
-            bool joined = false;
-            if (reads && !tainted && owner[r] < 0 && candidate(p, r, &cd) && same_kind(p, member, g, &cd, shape, s)) {
-                if (fits(p, member, g, r, &cd.link, cd.extra_relu)) {
-                    add_member(p, member, g, r, &cd.link, cd.extra_relu);
-                    joined = true;
-                }
-            }
-            if (!joined) dep[r] = 1;
+        /* over symbolic shapes: a named group, else one the written values' cones prove (G_CONE), else, when that
+         * one fails, one grown from a single root */
+        enum group_mode modes[2] = {G_STATIC, G_STATIC};
+        int n_modes = 1;
+        if (cd.symbolic) {
+            modes[0] = cd.named ? G_NAMED : G_CONE;
+            if (!cd.named && cd.rooted && cd.n_ids == 1) modes[n_modes++] = G_ROOT;
+            if (!cd.named && !cd.ranked) modes[0] = modes[--n_modes];
+            if (n_modes == 0) continue;
         }
-        if (g->n_steps < 2) continue;
+        const struct cand seed_cd = cd;
+        struct group* g = &groups[seed];
         bool oom = false;
-        const bool acyclic = contracted_acyclic(p, owner, member, seed, &oom);
-        if (!oom && acyclic) states[seed] = build_state(p, member, g, outs[seed], &oom);
+        for (int attempt = 0; attempt < n_modes && states[seed] == NULL && !oom; ++attempt) {
+            memset(g, 0, sizeof *g);
+            g->mode = modes[attempt];
+            g->root = g->mode == G_ROOT ? seed_cd.ids[0] : -1;
+            grow(p, owner, member, dep, g, seed, &seed_cd);
+            if (g->n_steps < 2) continue;
+            const bool acyclic = contracted_acyclic(p, owner, member, seed, &oom);
+            if (!oom && acyclic) states[seed] = build_state(p, member, g, outs[seed], &oom);
+        }
         if (!oom && states[seed] != NULL) {
             names[seed] = group_name(p, g);
             oom = names[seed] == NULL;

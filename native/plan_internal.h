@@ -31,6 +31,7 @@ struct plan_value {
     struct epabi_tensor tensor;        /* VK_CONST: the plan-owned copy (data on the device, host kept) */
     int decl_rank;                     /* the shape the graph declares (-1: unknown; a dim of -1 is symbolic) */
     int64_t decl_dims[EPABI_MAX_RANK];
+    int32_t decl_sym[EPABI_MAX_RANK];  /* per declared dim: its symbol (1 + its sym_names index); 0: static, unnamed */
 };
 
 struct plan_step {
@@ -74,6 +75,10 @@ struct epabi_plan {
     /* build-time name index: open addressing over value ids, -1 = empty */
     int* index;
     size_t index_cap;
+    /* the declared dims' symbols (dim_param), interned at build time so that a value's decl_sym compares as ids:
+     * two dims of one id are one symbol of the graph (owned strings) */
+    char** sym_names;
+    int n_syms, cap_syms;
 };
 
 /* ---- shared by the builder and its passes ------------------------------------------------------------ */

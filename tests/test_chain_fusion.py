@@ -136,11 +136,48 @@ def long_model(n: int) -> onnx.ModelProto:
     return _model(nodes, {"x": (F, [3, 4])}, ["y"])
 
 
-def symbolic_two_model() -> onnx.ModelProto:
-    """Two inputs of one symbolic shape: nothing proves them of one shape at run time (one may broadcast), so the
-    Add is no link and the Sigmoid after it alone makes no chain."""
+def symbolic_two_model(z_batch: str | None = "batch") -> onnx.ModelProto:
+    """Two inputs whose batch dims are one symbol: the Add and the Sigmoid after it fuse. With another symbol (or an
+    unnamed dim, None) for z, the chain still computes the Add's run-time shape as the broadcast of both (each value
+    it writes depends on both)."""
     nodes = [helper.make_node("Add", ["x", "z"], ["a"]), helper.make_node("Sigmoid", ["a"], ["y"])]
-    return _model(nodes, {"x": (F, ["batch", 16]), "z": (F, ["batch", 16])}, ["y"])
+    return _model(nodes, {"x": (F, ["batch", 16]), "z": (F, [z_batch, 16])}, ["y"])
+
+
+def layernorm_tail_model() -> onnx.ModelProto:
+    """The tail of an expanded LayerNorm over a symbolic batch B: (R - E) * M + beta, E [B,1,8] the mean, M [B,6,8]
+    the scale, beta a [1,6,1] constant; one chain of three steps with four inputs."""
+    nodes = [helper.make_node("Sub", ["r", "e"], ["c"]), helper.make_node("Mul", ["c", "m"], ["s"]),
+             helper.make_node("Add", ["s", "beta"], ["y"])]
+    beta = numpy_helper.from_array(np.linspace(-1, 1, 6).astype(np.float32).reshape(1, 6, 1), "beta")
+    return _model(nodes, {"r": (F, ["B", 6, 8]), "e": (F, ["B", 1, 8]), "m": (F, ["B", 6, 8])}, ["y"], [beta])
+
+
+def grow_first_model() -> onnx.ModelProto:
+    """A first link whose output is larger than each operand: x [B,1,8] * gamma [1,6,1] -> [B,6,8], then + r."""
+    nodes = [helper.make_node("Mul", ["x", "gamma"], ["g"]), helper.make_node("Add", ["g", "r"], ["y"])]
+    gamma = numpy_helper.from_array(np.linspace(0.5, 2, 6).astype(np.float32).reshape(1, 6, 1), "gamma")
+    return _model(nodes, {"x": (F, ["B", 1, 8]), "r": (F, ["B", 6, 8])}, ["y"], [gamma])
+
+
+def softmax_head_model() -> onnx.ModelProto:
+    """A softmax's Sub(x [B,7], m [B,1]) -> Exp, the Exp read by a ReduceSum outside the chain."""
+    nodes = [helper.make_node("Sub", ["x", "m"], ["d"]), helper.make_node("Exp", ["d"], ["e"]),
+             helper.make_node("ReduceSum", ["e"], ["s"], keepdims=1), helper.make_node("Div", ["e", "s"], ["y"])]
+    return _model(nodes, {"x": (F, ["B", 7]), "m": (F, ["B", 1])}, ["y"], opset=13)
+
+
+def kept_intermediate_model(z_batch: str | None) -> onnx.ModelProto:
+    """u = Sigmoid(x [B,16]) leaves the graph and v = u + z: z [B,16] proves v of u's shape (one chain); z [C,16] or
+    [?,16] does not, and u, written, could be smaller than v at run time: nothing fuses."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["u"]), helper.make_node("Add", ["u", "z"], ["v"])]
+    return _model(nodes, {"x": (F, ["B", 16]), "z": (F, [z_batch, 16])}, ["u", "v"])
+
+
+def growing_operand_model() -> onnx.ModelProto:
+    """u = Sigmoid(x [B,1,8]) leaves the graph; u * w [B,6,8] would grow it: not fused."""
+    nodes = [helper.make_node("Sigmoid", ["x"], ["u"]), helper.make_node("Mul", ["u", "w"], ["v"])]
+    return _model(nodes, {"x": (F, ["B", 1, 8]), "w": (F, ["B", 6, 8])}, ["u", "v"])
 
 
 #: name -> (model, input shapes, expected steps, chains, steps fused into them)
@@ -154,7 +191,16 @@ CASES = {
     "cycle": (cycle_model, 3, 0, 0),
     "int32": (int_model, 3, 0, 0),
     "symbolic": (symbolic_model, 1, 1, 2),
-    "symbolic_two_inputs": (symbolic_two_model, 2, 0, 0),
+    "symbolic_two_inputs": (symbolic_two_model, 1, 1, 2),
+    "symbolic_two_symbols": (lambda: symbolic_two_model("other"), 1, 1, 2),
+    "symbolic_two_unnamed": (lambda: symbolic_two_model(None), 1, 1, 2),
+    "layernorm_tail": (layernorm_tail_model, 1, 1, 3),
+    "grow_first": (grow_first_model, 1, 1, 2),
+    "softmax_head": (softmax_head_model, 3, 1, 2),
+    "kept_intermediate": (lambda: kept_intermediate_model("B"), 1, 1, 2),
+    "kept_intermediate_other_symbol": (lambda: kept_intermediate_model("C"), 2, 0, 0),
+    "kept_intermediate_unnamed": (lambda: kept_intermediate_model(None), 2, 0, 0),
+    "growing_operand": (growing_operand_model, 2, 0, 0),
     "gelu_tanh": (lambda: gelu_tanh_model([2, 16, 64]), 1, 1, 9),
     "gelu_tanh_symbolic": (lambda: gelu_tanh_model(["batch", 16, 64]), 1, 1, 9),
     "immediates": (immediates_model, 1, 1, 6),
@@ -163,10 +209,11 @@ CASES = {
 }
 
 
-def _feeds(model: onnx.ModelProto, rng: np.random.Generator, special: bool = False) -> dict[str, np.ndarray]:
+def _feeds(model: onnx.ModelProto, rng: np.random.Generator, special: bool = False,
+           batch: int = 3) -> dict[str, np.ndarray]:
     feeds = {}
     for vi in model.graph.input:
-        dims = [d.dim_value if d.HasField("dim_value") else 3 for d in vi.type.tensor_type.shape.dim]
+        dims = [d.dim_value if d.HasField("dim_value") else batch for d in vi.type.tensor_type.shape.dim]
         if vi.type.tensor_type.elem_type == TensorProto.INT32:
             feeds[vi.name] = rng.integers(-50, 50, dims).astype(np.int32)
             continue
@@ -253,6 +300,39 @@ def test_chain_plan_and_values(host: epabi.Host, compile_log, case: str, special
             np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-5)
 
 
+SYMBOLIC = ["symbolic_two_inputs", "symbolic_two_symbols", "symbolic_two_unnamed", "layernorm_tail", "grow_first",
+            "softmax_head", "kept_intermediate", "gelu_tanh_symbolic"]
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+@pytest.mark.parametrize("case", SYMBOLIC)
+def test_symbolic_chain_batches(host: epabi.Host, compile_log, case: str, batch: int) -> None:
+    """One session over symbolic shapes at batches 1 and 5: the chain's run-time shape follows its inputs'."""
+    build, steps, chains, chained = CASES[case]
+    model = build()
+    sess, counts = compile_log(model)
+    assert counts == (steps, chains, chained)
+    feeds = _feeds(model, np.random.default_rng(batch), batch=batch)
+    for value, want in zip(sess.run(None, feeds), _cpu_ep(model, feeds)):
+        assert value.shape == want.shape
+        np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-5)
+
+
+def test_symbolic_chain_refuses_differing_symbols(host: epabi.Host, compile_log) -> None:
+    """u = Sigmoid(x [B,16]) is written and v = u + z [B,16]: a run with z's B 4 and x's B 1 would make u [1,16] and
+    v [4,16]. ORT's CPU EP runs it (it checks no symbols); the chain refuses it, naming the input and the shapes."""
+    model = kept_intermediate_model("B")
+    sess, counts = compile_log(model)
+    assert counts == (1, 1, 2)
+    feeds = {"x": np.ones([1, 16], np.float32), "z": np.ones([4, 16], np.float32)}
+    assert [w.shape for w in _cpu_ep(model, feeds)] == [(1, 16), (4, 16)]
+    with pytest.raises(epabi.OrtStatusError) as err:
+        sess.run(None, feeds)
+    assert err.value.code == epabi.OrtErrorCode.INVALID_ARGUMENT
+    assert "input 0 has shape [1,16]" in str(err.value) and "gives it the shape [1,16], not the output shape [4,16]" \
+        in str(err.value) and "[B,16] (input 0) and [B,16] (output)" in str(err.value), str(err.value)
+
+
 @pytest.mark.parametrize("threads", [1, 3])
 def test_long_chain_over_threads_and_blocks(host: epabi.Host, compile_log, threads: int) -> None:
     """Rows longer than the host's block (256), partial rows per thread, a bias broadcast along them."""
@@ -290,9 +370,9 @@ def test_magika_chains(host: epabi.Host, compile_log) -> None:
     from magika_model import batch, model_path
     model = onnx.load(str(model_path()))
     sess, counts = compile_log(model)
-    assert counts == (71, 6, 28)
+    assert counts == (61, 10, 42)   # before symbols and cones: (71, 6, 28)
     x = batch()
-    for feed in [x, x[:1]]:
+    for feed in [x, x[:1], np.concatenate([x, x])[:6]]:
         np.testing.assert_allclose(sess.run(None, {"bytes": feed})[0], _cpu_ep(model, {"bytes": feed})[0],
                                    rtol=1e-5, atol=1e-5)
 
@@ -301,31 +381,37 @@ def test_magika_chains(host: epabi.Host, compile_log) -> None:
 @pytest.mark.parametrize("version", [MIN, NEWEST])
 def test_real_ort_magika_chains(version: str, library_path: str, tmp_path: Path) -> None:
     from magika_model import batch, model_path
-    feeds = {"bytes": batch()}
-    result, outs, err = run_on_real_ort(version, library_path, model_path(), feeds, "default", tmp_path / "magika")
-    assert_all_on_our_ep(result, version, err)
-    want = _cpu_ep(onnx.load(str(model_path())), feeds)
-    np.testing.assert_allclose(outs[0], want[0], rtol=1e-5, atol=1e-5)
+    x = batch()
+    for n, feed in enumerate([x[:1], np.concatenate([x, x])[:6]]):
+        feeds = {"bytes": feed}
+        result, outs, err = run_on_real_ort(version, library_path, model_path(), feeds, "default",
+                                            tmp_path / f"magika{n}")
+        assert_all_on_our_ep(result, version, err)
+        want = _cpu_ep(onnx.load(str(model_path())), feeds)
+        np.testing.assert_allclose(outs[0], want[0], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.real_ort
 @pytest.mark.parametrize("version", [MIN, NEWEST])
 def test_real_ort_chains(version: str, library_path: str, tmp_path: Path) -> None:
     for case in ["hard_swish_keep_clip", "silu_se_residual", "activations", "add_relu_broadcast", "read_outside",
-                 "gelu_tanh_symbolic", "immediates", "sixteen"]:
+                 "gelu_tanh_symbolic", "immediates", "sixteen", *SYMBOLIC]:
         model = CASES[case][0]()
-        feeds = _feeds(model, np.random.default_rng(1))
         path = tmp_path / f"{case}.onnx"
         onnx.save(model, str(path))
-        result, outs, err = run_on_real_ort(version, library_path, path, feeds, "default", tmp_path / case)
-        assert_all_on_our_ep(result, version, err)
-        for got, want in zip(outs, _cpu_ep(model, feeds)):
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=case)
+        for batch in [1, 5] if case in SYMBOLIC else [3]:
+            feeds = _feeds(model, np.random.default_rng(1), batch=batch)
+            result, outs, err = run_on_real_ort(version, library_path, path, feeds, "default",
+                                                tmp_path / f"{case}{batch}")
+            assert_all_on_our_ep(result, version, err)
+            for got, want in zip(outs, _cpu_ep(model, feeds)):
+                np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"{case} batch {batch}")
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", ["hard_swish_keep_clip", "silu_se_residual", "activations", "add_relu_broadcast",
-                                  "read_outside", "gelu_tanh", "gelu_tanh_symbolic", "immediates", "seventeen"])
+                                  "read_outside", "gelu_tanh", "gelu_tanh_symbolic", "immediates", "seventeen",
+                                  *SYMBOLIC])
 def test_gpu_chains(library_path: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
                     case: str) -> None:
     """chain_f32 on the GPU: the plan fuses as on the host; values equal the unfused CUDA kernels bit for bit (NaN and

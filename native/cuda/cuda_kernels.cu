@@ -1607,15 +1607,25 @@ EP_KERNEL layernorm_f32(const EP_GC layernorm_launch L) {
 
 /* ---- GlobalMaxPool (struct gmaxpool_launch) -------------------------------------------------------- */
 
-/* One warp per plane; NaN sticks as in the host loop. */
+/* One warp per plane; NaN sticks as in the host loop. Four loads in flight per lane: with one running maximum each
+ * load waited for the previous (magika's 512 planes of 508 took 11.8 us on the H200). */
 EP_KERNEL gmaxpool_f32(const EP_GC gmaxpool_launch L) {
     EP_PDL_ENTER();
     const unsigned lane = threadIdx.x & 31u;
     const int64_t warps = (int64_t)gridDim.x * (blockDim.x >> 5);
     for (int64_t p = (int64_t)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); p < L.planes; p += warps) {
         const float* x = L.x + p * L.size;
-        float m = -inf_f();
-        for (int64_t j = lane; j < L.size; j += 32) m = sticky_max(m, x[j]);
+        float m0 = -inf_f(), m1 = -inf_f(), m2 = -inf_f(), m3 = -inf_f();
+        int64_t j = lane;
+        for (; j + 96 < L.size; j += 128) {
+            const float a = x[j], b = x[j + 32], c = x[j + 64], d = x[j + 96];
+            m0 = sticky_max(m0, a);
+            m1 = sticky_max(m1, b);
+            m2 = sticky_max(m2, c);
+            m3 = sticky_max(m3, d);
+        }
+        for (; j < L.size; j += 32) m0 = sticky_max(m0, x[j]);
+        float m = sticky_combine(sticky_combine(m0, m1), sticky_combine(m2, m3));
 #pragma unroll
         for (int off = 16; off > 0; off >>= 1) m = sticky_combine(m, __shfl_down_sync(0xffffffffu, m, off));
         if (lane == 0) L.y[p] = m;

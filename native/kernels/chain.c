@@ -144,6 +144,69 @@ static bool same_dims(int ra, const int64_t* a, int rb, const int64_t* b) {
     return true;
 }
 
+/* Input k's mismatch with the shapes the plan proved the fusion on: ORT_INVALID_ARGUMENT naming it, its shape, the
+ * output shape the inputs gave (dims), and the declared shapes (a graph whose same-named symbols differ at run
+ * time). */
+static OrtStatus* shape_error(const struct epabi_api* api, const struct epabi_chain_state* c, int k,
+                              const struct epabi_tensor* t, const int64_t* dims, const char* why) {
+    char got[128], out[128];
+    return epabi_error(api, ORT_INVALID_ARGUMENT,
+                       "elementwise chain input %d has shape %s, %s the output shape %s; the plan fused its nodes for "
+                       "the declared shapes %s (input %d) and %s (output), whose same-named dims must be equal", k,
+                       epabi_shape_str(got, sizeof got, t->rank, t->dims), why,
+                       epabi_shape_str(out, sizeof out, c->rank, dims), c->in_decl[k], k, c->out_decl);
+}
+
+/* A symbolic chain's output shape (dims, c->rank of them): the broadcast of its inputs' run-time shapes, right-aligned,
+ * which must keep the declared static dims and be the shape of each output too (the broadcast of the inputs it
+ * depends on), as plan_chains.c proved from the declared shapes: a graph whose same-named dims differ at run time
+ * could make a written value smaller. The inputs have their declared ranks and static dims (run_chain checked). */
+static OrtStatus* symbolic_shape(const struct epabi_api* api, const struct epabi_chain_state* c,
+                                 const struct epabi_tensor* const* in, int n_in, int64_t* dims) {
+    for (int d = 0; d < c->rank; ++d) dims[d] = 1;
+    for (int k = 0; k < n_in; ++k) {
+        const struct epabi_tensor* t = in[k];
+        for (int d = 0; d < t->rank; ++d) {
+            int64_t* o = &dims[c->rank - t->rank + d];
+            if (*o == 1) *o = t->dims[d];
+            else if (t->dims[d] != 1 && t->dims[d] != *o)
+                return shape_error(api, c, k, t, dims, "which does not broadcast with");
+        }
+    }
+    for (int d = 0; d < c->rank; ++d) {
+        if (c->dims[d] < 0 || dims[d] == c->dims[d]) continue;
+        for (int k = 0; k < n_in; ++k) {   /* name an input that gave the extent */
+            const struct epabi_tensor* t = in[k];
+            const int td = d - (c->rank - t->rank);
+            if (td >= 0 && t->dims[td] == dims[d]) return shape_error(api, c, k, t, dims, "which makes");
+        }
+        return shape_error(api, c, 0, in[0], dims, "which with the others makes");
+    }
+    for (int o = 0; o < c->n_out; ++o) {   /* a value of fewer inputs, when same-named dims differ: smaller */
+        int64_t own[EPABI_MAX_RANK];
+        for (int d = 0; d < c->rank; ++d) own[d] = 1;
+        int last = 0;
+        for (int k = 0; k < n_in; ++k) {
+            if ((c->out_cone[o] >> k & 1u) == 0) continue;
+            last = k;
+            for (int d = 0; d < in[k]->rank; ++d) {
+                int64_t* e = &own[c->rank - in[k]->rank + d];
+                if (*e == 1) *e = in[k]->dims[d];
+            }
+        }
+        for (int d = 0; d < c->rank; ++d)
+            if (own[d] != dims[d]) {
+                char mine[128];
+                epabi_shape_str(mine, sizeof mine, c->rank, own);
+                char why[192];
+                snprintf(why, sizeof why, "which with the other inputs of output %d gives it the shape %s, not", o,
+                         mine);
+                return shape_error(api, c, last, in[last], dims, why);
+            }
+    }
+    return NULL;
+}
+
 static OrtStatus* run_chain(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in, int n_in,
                             int n_out) {
     const struct epabi_chain_state* c = state;
@@ -151,19 +214,6 @@ static OrtStatus* run_chain(struct epabi_exec* ex, const void* state, const stru
     if (n_in != c->n_in || n_out != c->n_out)
         return epabi_error(api, ORT_EP_FAIL, "elementwise chain with %d inputs and %d outputs, compiled for %d and %d",
                            n_in, n_out, c->n_in, c->n_out);
-    int64_t dims[EPABI_MAX_RANK];   /* the output shape: compiled, or a symbolic chain's input 0's */
-    memcpy(dims, c->dims, sizeof dims);
-    if (c->symbolic && n_in >= 1 && in[0] != NULL && in[0]->rank == c->rank)
-        memcpy(dims, in[0]->dims, sizeof(int64_t) * (size_t)c->rank);
-    struct chain_args args;
-    memset(&args, 0, sizeof args);
-    args.n_ops = c->n_ops;
-    args.n_in = c->n_in;
-    args.n_out = c->n_out;
-    memcpy(args.ops, c->ops, sizeof args.ops);
-    args.rank = c->rank > 0 ? c->rank : 1;
-    args.dims[0] = 1;
-    memcpy(args.dims, dims, sizeof(int64_t) * (size_t)c->rank);
     for (int k = 0; k < n_in; ++k) {
         const struct epabi_tensor* t = in[k];
         if (t == NULL || t->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
@@ -176,6 +226,21 @@ static OrtStatus* run_chain(struct epabi_exec* ex, const void* state, const stru
                                "shape %s", k, epabi_shape_str(got, sizeof got, t->rank, t->dims),
                                epabi_shape_str(want, sizeof want, c->in_rank[k], c->in_dims[k]));
         }
+    }
+    int64_t dims[EPABI_MAX_RANK];   /* the output shape: compiled, or a symbolic chain's inputs' broadcast */
+    memcpy(dims, c->dims, sizeof dims);
+    if (c->symbolic) EPABI_RETURN_IF_ERROR(symbolic_shape(api, c, in, n_in, dims));
+    struct chain_args args;
+    memset(&args, 0, sizeof args);
+    args.n_ops = c->n_ops;
+    args.n_in = c->n_in;
+    args.n_out = c->n_out;
+    memcpy(args.ops, c->ops, sizeof args.ops);
+    args.rank = c->rank > 0 ? c->rank : 1;
+    args.dims[0] = 1;
+    memcpy(args.dims, dims, sizeof(int64_t) * (size_t)c->rank);
+    for (int k = 0; k < n_in; ++k) {
+        const struct epabi_tensor* t = in[k];
         /* broadcast strides against the output shape, both right-aligned */
         int64_t s = 1;
         for (int d = args.rank - 1; d >= 0; --d) {

@@ -5,7 +5,8 @@
  * the chain reads its inputs once and writes only the values something outside it reads: no intermediate buffers.
  *
  * The plan builds one (plan_chains.c, epabi_plan_fuse_chains) from nodes whose kernels have a `chain_link`
- * (kernel.h) and whose shapes the graph declares statically; every node of a chain has the chain's output shape.
+ * (kernel.h) and whose declared shapes (symbols included) prove each written value of the chain's output shape; over
+ * symbolic dims run() computes that shape as the broadcast of the inputs' and checks each output's.
  * The software adapter applies each op with the functions of the unfused kernels (unary.c's span, the same float
  * arithmetic as elementwise.c), so a chain gives the unfused nodes' bits; CUDA interprets the op list in one kernel
  * (cuda_kernels.cu, chain_f32) with the unfused kernels' un_apply and non-contracted arithmetic (__fadd_rn...).
@@ -25,10 +26,13 @@ struct epabi_chain_state {
     int32_t n_ops, n_in, n_out;
     struct chain_op ops[EPABI_CHAIN_MAX_OPS];
     int rank;                                              /* the output's */
-    int64_t dims[EPABI_MAX_RANK];                          /* -1: symbolic (then input 0's, at run time) */
-    bool symbolic;   /* one input, whose run-time shape every op keeps; in_dims -1 where symbolic */
+    int64_t dims[EPABI_MAX_RANK];                          /* -1: symbolic (then the inputs' broadcast, at run time) */
+    bool symbolic;   /* the output's run-time shape is the broadcast of the inputs'; in_dims -1 where symbolic */
     int in_rank[EPABI_CHAIN_MAX_INPUTS];
     int64_t in_dims[EPABI_CHAIN_MAX_INPUTS][EPABI_MAX_RANK];
+    /* per output: the inputs (bits) it depends on; its run-time shape, their broadcast, must be the chain's */
+    unsigned out_cone[EPABI_CHAIN_MAX_OUTPUTS];
+    char out_decl[96], in_decl[EPABI_CHAIN_MAX_INPUTS][96];   /* the declared shapes with symbols, for messages */
 };
 
 /* The kernel of every chain step; not in the registry (no ONNX op has it), only the plan installs it. Its state is

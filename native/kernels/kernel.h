@@ -50,6 +50,9 @@ struct epabi_value_desc {
     ONNXTensorElementDataType dtype;
     int rank;
     int64_t dims[EPABI_MAX_RANK];
+    /* each dim's symbol (dim_param) where dims[] is -1, borrowed like name; "" where static or unnamed, and NULL
+     * in descriptions built without a host graph */
+    const char* dim_names[EPABI_MAX_RANK];
     const void* const_data;
     size_t const_count;        /* elements in const_data */
 };

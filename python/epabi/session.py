@@ -117,12 +117,43 @@ def load_model(path_or_bytes: str | bytes | Path | onnx.ModelProto,
         onnx.checker.check_model(model)
     except Exception as exc:  # ORT accepts some models the checker rejects (untyped outputs)
         _log.warning("onnx.checker: %s", str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    declared = _dim_params(model.graph)
     try:
         model = onnx.shape_inference.infer_shapes(model, data_prop=False)
     except Exception as exc:
         raise OrtStatusError(OrtErrorCode.INVALID_GRAPH, f"the model is not valid ONNX: {exc}") from exc
+    _unname_invented_dims(model.graph, declared)
     constants_to_initializers(model)  # in the inferred copy: the caller's ModelProto stays as it was
     return model, model_path
+
+
+def _graphs(graph: onnx.GraphProto) -> list[onnx.GraphProto]:
+    """``graph`` and every subgraph of its nodes' attributes, depth first."""
+    found = [graph]
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                found.extend(_graphs(sub))
+    return found
+
+
+def _value_infos(graph: onnx.GraphProto) -> list[onnx.ValueInfoProto]:
+    return [vi for g in _graphs(graph) for vi in [*g.input, *g.output, *g.value_info]]
+
+
+def _dim_params(graph: onnx.GraphProto) -> set[str]:
+    """The symbolic dim names the model itself declares (its inputs, outputs and value_info, subgraphs included)."""
+    return {d.dim_param for vi in _value_infos(graph) for d in vi.type.tensor_type.shape.dim if d.dim_param}
+
+
+def _unname_invented_dims(graph: onnx.GraphProto, declared: set[str]) -> None:
+    """Clears the "unk__N" names onnx's shape inference invents for dims it cannot infer: ORT's own inference (Graph
+    resolve, onnxruntime/core/graph/graph.cc, 1.24 to 1.32) leaves such dims unnamed, so its EPs see "" from
+    GetSymbolicDimensions there, and only the model's own names propagate."""
+    for vi in _value_infos(graph):
+        for d in vi.type.tensor_type.shape.dim:
+            if d.dim_param and d.dim_param not in declared:
+                d.ClearField("dim_param")
 
 
 class NodeArg:
