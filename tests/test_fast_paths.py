@@ -11,7 +11,7 @@ ONNX Runtime's CPU EP, through epabi's host and through real onnxruntime (MIN an
   (plan_passes.c, epilogue.h): strides, dilations, asymmetric and SAME padding, groups, 1-D and W = 1 convs
   (magika's), batches, weights as a graph input, channel counts that leave partial panels and positions that leave
   partial tiles, padded stride-1 convs read in place through lane masks (rows narrower than a tile, dilations,
-  groups) and those left to the padded copy (pads past the window, windows over 16 wide or 64 taps), column
+  groups) and those left to the padded copy (pads past the window either way, windows over 16 wide or 64 taps), column
   stride 2 (whose copy splits both column phases of a row at once) with wide pads, dilations and tiny images, on 1-3
   threads, within float32 rounding of the CPU EP and bit for bit equal to the same Conv with the activation run as
   its own node (a Conv output that is also a graph output is never fused).
@@ -256,6 +256,7 @@ CONVS = {
     "masked_dil3_batch3": ((3, 4, 16, 18), (8, 4, 3, 3), {"pads": [3, 2, 3, 2], "dilations": [3, 2]}),
     "masked_group3_asym": ((1, 9, 11, 37), (12, 3, 2, 4), {"pads": [0, 3, 1, 0], "group": 3}),
     "pad_wider_than_window": ((1, 3, 6, 7), (5, 3, 3, 3), {"pads": [0, 3, 2, 3]}),
+    "pad_taller_than_window": ((1, 3, 5, 9), (6, 3, 3, 3), {"pads": [3, 1, 2, 1]}),
     "conv1d_window17": ((1, 4, 50), (6, 4, 17), {"pads": [8, 8]}),
     "window9x9": ((1, 2, 20, 20), (8, 2, 9, 9), {"pads": [4, 4, 4, 4]}),
     # column stride 2 splits each staged input row into both column phases at once

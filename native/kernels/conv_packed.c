@@ -45,8 +45,10 @@ static void convp_geom(const struct conv_launch* L, struct convp_geom* g) {
     g->channel = L->sh * L->sw * g->rows * g->cols;
     g->in_place = L->sh == 1 && L->sw == 1 && L->ph == 0 && L->pw == 0 && g->rows == L->h && g->cols == L->wd;
     /* stride 1 with padding: the grid keeps X's row pitch (ow <= wd, so no output column is lost) and the taps that
-     * fall in the padding are masked off lane by lane instead of read from a zero-padded copy */
-    g->masked = !g->in_place && L->sh == 1 && L->sw == 1 && L->ow <= L->wd && L->kh <= CONVP_MASK_WINDOW &&
+     * fall in the padding are masked off lane by lane instead of read from a zero-padded copy; oh <= h keeps every
+     * tile's first position, where its taps' addresses are formed from, inside X */
+    g->masked = !g->in_place && L->sh == 1 && L->sw == 1 && L->ow <= L->wd && L->oh <= L->h &&
+                L->kh <= CONVP_MASK_WINDOW &&
                 L->kw <= CONVP_MASK_WINDOW && L->kh * L->kw <= CONVP_MASK_TAPS;
     if (g->masked) {
         g->phase_h = g->phase_w = 1;
