@@ -11,7 +11,8 @@
  * EP's OrtNodeComputeInfo owns the plan. Thread-safety: a built plan is read-only, so any number of runs
  * may execute it concurrently; each run keeps its own state (struct epabi_exec) on the heap.
  *
- * Files: plan_build.c builds and destroys a plan, plan_passes.c holds the passes the build runs over it,
+ * Files: plan_build.c builds and destroys a plan, plan_passes.c holds the passes the build runs over it (with
+ * plan_onehot.c's one-hot lookups and plan_chains.c's elementwise chains),
  * plan_exec.c is the executor (epabi_plan_run and kernel.h's epabi_exec_*); plan_internal.h holds the
  * structs the three share.
  */
@@ -69,7 +70,8 @@ struct epabi_plan_device {
 };
 
 /* Builds the plan of `graph` (the fused subgraph Compile received) for `fused_node`. fuse_linear (EP option
- * fused_gemm): MatMul/Gemm + bias Add + activation groups become one linear step each (kernels/linear.h); off, every
+ * fused_gemm): one-hot embeddings become lookup steps (kernels/onehot.h), then MatMul/Gemm + bias Add + activation
+ * groups become one linear step each (kernels/linear.h); off, every
  * node is its own step (an Add -> Relu pair still one launch). Errors: ORT_EP_FAIL for a graph the plan cannot
  * express (a node without a kernel, a value without producer), ORT_FAIL when out of memory, host errors as returned.
  * The arena is retained. */

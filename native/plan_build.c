@@ -162,6 +162,19 @@ static OrtStatus* add_constant(struct epabi_plan* p, const struct epabi_value_de
     return NULL;
 }
 
+OrtStatus* epabi_plan_add_constant(struct epabi_plan* p, const char* name, ONNXTensorElementDataType dtype, int rank,
+                                   const int64_t* dims, const void* data, int* id_out) {
+    struct epabi_value_desc d;
+    memset(&d, 0, sizeof d);
+    d.name = name;
+    d.dtype = dtype;
+    d.rank = rank;
+    if (rank >= 0 && rank <= EPABI_MAX_RANK) memcpy(d.dims, dims, sizeof(int64_t) * (size_t)rank);
+    d.const_data = data;
+    d.const_count = (size_t)epabi_numel(rank, dims);
+    return add_constant(p, &d, id_out);
+}
+
 /* Appends a node's step: kernel lookup, value wiring, init(). */
 static OrtStatus* add_step(struct epabi_plan* p, const OrtNode* node, struct epabi_node* desc) {
     const struct epabi_api* api = p->api;
@@ -365,12 +378,14 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
     if (st == NULL && n_nodes > 0) st = ort->Graph_GetNodes(graph, nodes, n_nodes);
     for (size_t i = 0; i < n_nodes && st == NULL; ++i) st = add_step(p, nodes[i], desc);
     if (st == NULL) st = add_outputs(p, graph, fused_node);
+    if (st == NULL && fuse_linear) st = epabi_plan_fuse_onehot(p);
     if (st == NULL && fuse_linear) st = epabi_plan_fuse_linear(p);
     if (st == NULL) epabi_plan_fuse_epilogues(p);
     if (st == NULL) st = epabi_plan_schedule(p);
     if (st == NULL && p->device_only) epabi_plan_place_steps(p);
     if (st == NULL) st = epabi_plan_fuse_chains(p);
     if (st == NULL && p->has_device) epabi_plan_mark_device_reads(p);
+    if (st == NULL) st = epabi_plan_mark_views(p);
     for (int i = 0; st == NULL && i < p->n_steps; ++i)   /* the steps stay where they are from now on */
         p->steps[i].site = (struct epabi_error_site){p->steps[i].node_name, p->steps[i].op_type, p->name};
     free(nodes);
@@ -384,9 +399,10 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
     }
     EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_VERBOSE,
               EPABI_EP_NAME ": compiled '%s': %d steps (%d on the host, %d activation nodes fused, %d linear with %d "
-              "node(s) folded in), %d elementwise chain(s) of %d step(s), %d values, %d inputs, %d outputs", p->name,
-              p->n_steps, p->n_host_steps, p->n_fused, p->n_linear, p->n_linear_folded, p->n_chains, p->n_chain_nodes,
-              p->n_values, p->n_inputs, p->n_outputs);
+              "node(s) folded in), %d one-hot lookup(s), %d elementwise chain(s) of %d step(s), %d views, %d values, "
+              "%d inputs, %d outputs", p->name, p->n_steps, p->n_host_steps, p->n_fused, p->n_linear,
+              p->n_linear_folded, p->n_onehot, p->n_chains, p->n_chain_nodes, p->n_views, p->n_values, p->n_inputs,
+              p->n_outputs);
     *out = p;
     return NULL;
 }

@@ -595,12 +595,7 @@ OrtStatus* epabi_plan_fuse_chains(struct epabi_plan* p) {
         for (int v = 0; v < p->n_values; ++v)
             if (p->values[v].producer >= 0) p->values[v].producer = new_index[p->values[v].producer];
         p->n_steps = kept;
-        for (int si = 0; si < p->n_steps; ++si) {   /* the schedule is made again for the new steps */
-            free(p->steps[si].frees);
-            p->steps[si].frees = NULL;
-            p->steps[si].n_frees = 0;
-        }
-        st = epabi_plan_schedule(p);
+        st = epabi_plan_schedule(p);   /* made again for the new steps (their frees too) */
         if (st == NULL && p->device_only) epabi_plan_place_steps(p);
     }
 out:

@@ -26,6 +26,7 @@ struct epabi_exec {
     bool host_mode;                    /* running a host step: host memory, launches execute at once */
     struct epabi_pool* threads;        /* env->threads; kernels see it outside host steps */
     const struct plan_step* step;      /* the step being run */
+    const struct epabi_tensor* step_src;   /* what its run() got as input 0 (a view aliases it) */
     struct epabi_tensor* tensors;      /* per value */
     unsigned char* ready;              /* per value */
     void** owned;                      /* per value: arena block of an intermediate (malloc'ed if on_host) */
@@ -267,15 +268,17 @@ static OrtStatus* capture_input(struct epabi_exec* ex, int id, struct epabi_tens
     return NULL;
 }
 
-struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTensorElementDataType dtype, int rank,
-                                       const int64_t* dims, OrtStatus** status) {
+/* The value id of the running step's output `index` when the step may ask for it with this dtype and shape (in
+ * range, the declared dtype, a valid shape, not produced yet), its size in *bytes; else -1 and *status. */
+static int checked_output(struct epabi_exec* ex, int index, ONNXTensorElementDataType dtype, int rank,
+                          const int64_t* dims, size_t* bytes_out, OrtStatus** status) {
     const struct epabi_plan* p = ex->plan;
     const struct plan_step* s = ex->step;
     *status = NULL;
     if (s == NULL || index < 0 || index >= s->n_out) {
         *status = epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": node '%s' asked for output %d of %d",
                               s != NULL ? s->node_name : "?", index, s != NULL ? s->n_out : 0);
-        return NULL;
+        return -1;
     }
     int id = s->out[index];
     const struct plan_value* v = &p->values[id];
@@ -286,19 +289,30 @@ struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTen
         *status = epabi_error(p->api, ORT_EP_FAIL,
                               EPABI_EP_NAME ": node '%s' (%s) asked for output '%s' with dtype %s and an invalid "
                               "shape (rank %d)", s->node_name, s->op_type, v->name, epabi_dtype_name(dtype), rank);
-        return NULL;
+        return -1;
     }
     if (v->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && v->dtype != dtype) {
         *status = epabi_error(p->api, ORT_EP_FAIL,
                               EPABI_EP_NAME ": node '%s' (%s) produced output '%s' as %s; the graph declares %s",
                               s->node_name, s->op_type, v->name, epabi_dtype_name(dtype), epabi_dtype_name(v->dtype));
-        return NULL;
+        return -1;
     }
     if (ex->ready[id]) {
         *status = epabi_error(p->api, ORT_EP_FAIL, EPABI_EP_NAME ": node '%s' (%s) asked for output '%s' twice",
                               s->node_name, s->op_type, v->name);
-        return NULL;
+        return -1;
     }
+    *bytes_out = bytes;
+    return id;
+}
+
+struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTensorElementDataType dtype, int rank,
+                                       const int64_t* dims, OrtStatus** status) {
+    const struct epabi_plan* p = ex->plan;
+    size_t bytes = 0;
+    const int id = checked_output(ex, index, dtype, rank, dims, &bytes, status);
+    if (id < 0) return NULL;
+    const struct plan_value* v = &p->values[id];
     struct epabi_tensor* t = &ex->tensors[id];
     t->dtype = dtype;
     t->rank = rank;
@@ -337,6 +351,38 @@ struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTen
     /* host memory: on the host backend everything; on a device only host steps' values */
     t->host = !p->device_only || v->on_host ? t->data : NULL;
     ex->ready[id] = 1;
+    return t;
+}
+
+/* A view owns nothing (owned stays NULL): the block is its source's root's, which the plan frees after every reader
+ * of every value aliasing it (plan_passes.c, set_frees); in a capture window that block is already the graph's or
+ * held, so the captured launches reading the view read the same address. */
+struct epabi_tensor* epabi_exec_output_view(struct epabi_exec* ex, int index, const struct epabi_tensor* src, int rank,
+                                            const int64_t* dims, bool* is_view, OrtStatus** status) {
+    const struct epabi_plan* p = ex->plan;
+    const struct plan_step* s = ex->step;
+    *is_view = false;
+    if (s == NULL || !s->view || index != 0 || src == NULL || src != ex->step_src)
+        return epabi_exec_output(ex, index, src != NULL ? src->dtype : ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED, rank,
+                                 dims, status);
+    size_t bytes = 0;
+    const int id = checked_output(ex, index, src->dtype, rank, dims, &bytes, status);
+    if (id < 0) return NULL;
+    const size_t src_bytes = (size_t)epabi_numel(src->rank, src->dims) * epabi_dtype_size(src->dtype);
+    if (bytes != src_bytes) {
+        *status = epabi_error(p->api, ORT_EP_FAIL,
+                              EPABI_EP_NAME ": node '%s' (%s) asked for output '%s' (%zu bytes) as a view of its "
+                              "input of %zu bytes", s->node_name, s->op_type, p->values[id].name, bytes, src_bytes);
+        return NULL;
+    }
+    struct epabi_tensor* t = &ex->tensors[id];
+    t->dtype = src->dtype;
+    t->rank = rank;
+    for (int i = 0; i < rank; ++i) t->dims[i] = dims[i];
+    t->data = src->data;
+    t->host = src->host;
+    ex->ready[id] = 1;
+    *is_view = true;
     return t;
 }
 
@@ -534,6 +580,7 @@ static OrtStatus* run_steps(struct epabi_exec* ex) {
             }
         }
         ex->step = s;
+        ex->step_src = s->n_in > 0 ? in[0] : NULL;
         bool checked = p->device.owns != NULL && !s->on_host;
         if (checked) EPABI_RETURN_IF_ERROR(check_operands(ex, s, true));
         ex->host_mode = s->on_host;
@@ -551,6 +598,7 @@ static OrtStatus* run_steps(struct epabi_exec* ex) {
         for (int f = 0; f < s->n_frees; ++f) exec_free_value(ex, s->frees[f]);
     }
     ex->step = NULL;
+    ex->step_src = NULL;
     return NULL;
 }
 

@@ -45,6 +45,7 @@ struct plan_step {
     int* frees;                        /* intermediates whose last reader is this step (owned) */
     int n_frees;
     bool on_host;                      /* device plans: a host step (plan.h) */
+    bool view;                         /* its output 0 may be its input 0's bytes (epabi_plan_mark_views) */
     int epilogue;                      /* enum epabi_epilogue: an activation fused into this step (fuse_epilogues) */
     float epilogue_alpha, epilogue_beta;   /* its parameters (kernel.h, epilogue_params) */
     struct epabi_error_site site;      /* what its launches report errors as (set once the build is done) */
@@ -62,6 +63,8 @@ struct epabi_plan {
     int n_linear_folded;               /* bias Adds and activations folded into them */
     int n_chains;                      /* elementwise chain steps (kernels/chain.h) */
     int n_chain_nodes;                 /* the steps fused into them */
+    int n_onehot;                      /* one-hot lookup steps (kernels/onehot.h) */
+    int n_views;                       /* steps allowed to hand out a view (epabi_plan_mark_views) */
     int n_nodes;                       /* ONNX nodes of the fused graph */
     char* name;                        /* owned */
     struct plan_value* values;
@@ -86,13 +89,24 @@ struct epabi_plan {
 /* The ORT_FAIL status for running out of memory while building p; `what` names the structure. plan_build.c. */
 OrtStatus* epabi_plan_oom(const struct epabi_plan* p, const char* what);
 
-/* The passes epabi_plan_build runs once every step and value is in, in this order (plan_passes.c): */
-OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p);   /* when the build asks for it (fuse_linear) */
+/* A new plan-owned constant (name, dtype, shape and data copied; uploaded on device plans), for a pass that derives
+ * one at build; its value id in *id_out. Errors as for the graph's constants. plan_build.c. */
+OrtStatus* epabi_plan_add_constant(struct epabi_plan* p, const char* name, ONNXTensorElementDataType dtype, int rank,
+                                   const int64_t* dims, const void* data, int* id_out);
+/* Erases step si (its state and names freed), keeping the producer indices of later steps' values right; values it
+ * produced must have been given another producer first. plan_passes.c. */
+void epabi_plan_erase_step(struct epabi_plan* p, int si);
+
+/* The passes epabi_plan_build runs once every step and value is in, in this order: */
+OrtStatus* epabi_plan_fuse_onehot(struct epabi_plan* p);   /* plan_onehot.c; when the build asks for fuse_linear */
+OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p);   /* plan_passes.c from here; when it asks for fuse_linear */
 void epabi_plan_fuse_epilogues(struct epabi_plan* p);
 OrtStatus* epabi_plan_schedule(struct epabi_plan* p);
 void epabi_plan_place_steps(struct epabi_plan* p);       /* device plans the host cannot read (device_only) */
 /* Elementwise chains (plan_chains.c), on the scheduled and placed plan; schedules and places again when it fused. */
 OrtStatus* epabi_plan_fuse_chains(struct epabi_plan* p);
 void epabi_plan_mark_device_reads(struct epabi_plan* p); /* device plans (has_device) */
+/* Which steps may alias their output to their input (zero-copy views), and the frees that makes right. Last. */
+OrtStatus* epabi_plan_mark_views(struct epabi_plan* p);
 
 #endif

@@ -16,8 +16,56 @@
 #include "kernel.h"
 #include "linear.h"
 
+/* Records after which step each intermediate block goes back to the arena: the last step reading it or any value
+ * aliasing it (a view step's output is its input's bytes, and a view of a view the same block again), or its producer
+ * when nobody reads it. Only blocks an intermediate owns are listed, each once: not fused outputs (the host's buffer,
+ * or a staged block freed at run end), not views (they own nothing), never fused inputs or constants. Replaces the
+ * frees the plan had. */
+static OrtStatus* set_frees(struct epabi_plan* p) {
+    for (int si = 0; si < p->n_steps; ++si) {
+        free(p->steps[si].frees);
+        p->steps[si].frees = NULL;
+        p->steps[si].n_frees = 0;
+    }
+    size_t nv = p->n_values > 0 ? (size_t)p->n_values : 1;
+    int* root = malloc(nv * sizeof *root);
+    int* last = malloc(nv * sizeof *last);
+    OrtStatus* st = NULL;
+    if (root == NULL || last == NULL) {
+        st = epabi_plan_oom(p, "schedule");
+        goto out;
+    }
+    for (int v = 0; v < p->n_values; ++v) {
+        root[v] = v;
+        last[v] = p->values[v].producer;
+    }
+    for (int si = 0; si < p->n_steps; ++si) {   /* steps are in dependency order: a source's root is known first */
+        const struct plan_step* s = &p->steps[si];
+        if (s->view) root[s->out[0]] = root[s->in[0]];
+        for (int j = 0; j < s->n_in; ++j) {
+            const int id = s->in[j];
+            if (id >= 0 && si > last[root[id]]) last[root[id]] = si;
+        }
+    }
+    for (int v = 0; v < p->n_values; ++v) {
+        if (p->values[v].kind != VK_INNER || p->values[v].output_index >= 0 || root[v] != v || last[v] < 0) continue;
+        struct plan_step* s = &p->steps[last[v]];
+        int* f = realloc(s->frees, (size_t)(s->n_frees + 1) * sizeof *f);
+        if (f == NULL) {
+            st = epabi_plan_oom(p, "schedule");
+            break;
+        }
+        s->frees = f;
+        s->frees[s->n_frees++] = v;
+    }
+out:
+    free(root);
+    free(last);
+    return st;
+}
+
 /* Orders the steps so that every step follows the producers of its inputs (the host's order is kept when
- * it already is one), then records after which step each intermediate can go back to the arena. */
+ * it already is one), then records after which step each intermediate can go back to the arena (set_frees). */
 OrtStatus* epabi_plan_schedule(struct epabi_plan* p) {
     int n = p->n_steps;
     for (int v = 0; v < p->n_values; ++v) {
@@ -59,28 +107,7 @@ OrtStatus* epabi_plan_schedule(struct epabi_plan* p) {
     for (int v = 0; v < p->n_values; ++v)
         if (p->values[v].producer >= 0) p->values[v].producer = new_index[p->values[v].producer];
 
-    /* last reader of each intermediate that is not a fused output; unread ones die at their producer */
-    int* last = malloc((p->n_values > 0 ? (size_t)p->n_values : 1) * sizeof *last);
-    if (last == NULL) {
-        st = epabi_plan_oom(p, "schedule");
-        goto out;
-    }
-    for (int v = 0; v < p->n_values; ++v) last[v] = p->values[v].producer;
-    for (int s = 0; s < n; ++s)
-        for (int j = 0; j < p->steps[s].n_in; ++j)
-            if (p->steps[s].in[j] >= 0 && s > last[p->steps[s].in[j]]) last[p->steps[s].in[j]] = s;
-    for (int v = 0; v < p->n_values && st == NULL; ++v) {
-        if (p->values[v].kind != VK_INNER || p->values[v].output_index >= 0) continue;
-        struct plan_step* s = &p->steps[last[v]];
-        int* f = realloc(s->frees, (size_t)(s->n_frees + 1) * sizeof *f);
-        if (f == NULL) {
-            st = epabi_plan_oom(p, "schedule");
-            break;
-        }
-        s->frees = f;
-        s->frees[s->n_frees++] = v;
-    }
-    free(last);
+    st = set_frees(p);
 out:
     free(ordered);
     free(done_step);
@@ -160,8 +187,7 @@ static int sole_reader(const struct plan_value* values, const struct plan_step* 
     return count == 1 ? reader : -1;
 }
 
-/* Erases step ri (its state and names freed), keeping the producer indices of later steps' values right. */
-static void erase_step(struct epabi_plan* p, int ri) {
+void epabi_plan_erase_step(struct epabi_plan* p, int ri) {
     struct plan_step* r = &p->steps[ri];
     if (r->state != NULL && r->kernel->release != NULL) r->kernel->release(r->state);
     free(r->node_name);
@@ -177,7 +203,7 @@ static void erase_step(struct epabi_plan* p, int ri) {
 static int drop_folded_step(struct epabi_plan* p, int ri, int into) {
     const struct plan_step* r = &p->steps[ri];
     for (int j = 0; j < r->n_out; ++j) p->values[r->out[j]].producer = into;
-    erase_step(p, ri);
+    epabi_plan_erase_step(p, ri);
     return into > ri ? into - 1 : into;
 }
 
@@ -317,7 +343,7 @@ static int readers_of(const struct epabi_plan* p, int v) {
 
 /* Drops step ri, whose work another step took over, keeping producer indices right. */
 static void remove_step(struct epabi_plan* p, int ri) {
-    erase_step(p, ri);
+    epabi_plan_erase_step(p, ri);
     p->n_fused++;
 }
 
@@ -411,4 +437,40 @@ void epabi_plan_mark_device_reads(struct epabi_plan* p) {
                 p->values[id].device_read = true;
         }
     }
+}
+
+/* Zero-copy views: a step whose kernel may hand out its input 0's bytes as output 0 (views_input: Reshape, Squeeze,
+ * Unsqueeze, Flatten, Identity, and at run time an Expand that repeats nothing or a Slice of the whole input) does so
+ * when
+ *   - its output is no fused output (the host owns that buffer: the bytes are copied into it),
+ *   - the source is a fused input, a constant or an intermediate, and lives on the step's side (a host step's host
+ *     value, a device step's device value; a fused input only for a device step, where its data is bound),
+ * so that the view reads as a copy would: no kernel writes into its inputs (in-place epilogues and activations write
+ * only their own outputs), so the bytes stay what the source's producer wrote until the block is freed, which
+ * set_frees moves after the last reader of every value aliasing it. Runs last, on the steps the other passes left
+ * (chain and linear fusion see the steps as without views). */
+OrtStatus* epabi_plan_mark_views(struct epabi_plan* p) {
+    p->n_views = 0;
+    for (int si = 0; si < p->n_steps; ++si) {
+        struct plan_step* s = &p->steps[si];
+        s->view = false;
+        if (!s->kernel->views_input || s->n_in < 1 || s->n_out != 1 || s->in[0] < 0 ||
+            s->epilogue != EPABI_EPILOGUE_NONE)
+            continue;
+        const struct plan_value* src = &p->values[s->in[0]];
+        const struct plan_value* out = &p->values[s->out[0]];
+        if (out->output_index >= 0 || (out->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED &&
+                                       src->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED && out->dtype != src->dtype))
+            continue;
+        bool same_side = false;
+        switch (src->kind) {
+        case VK_INNER: same_side = src->on_host == s->on_host; break;
+        case VK_INPUT: same_side = !s->on_host; break;
+        case VK_CONST: same_side = true; break;
+        }
+        if (!same_side) continue;
+        s->view = true;
+        p->n_views++;
+    }
+    return set_frees(p);
 }

@@ -94,6 +94,7 @@ static_assert(sizeof(argreduce_args) == 48, "argreduce_args layout");
 static_assert(sizeof(resize_args) == 208, "resize_args layout");
 static_assert(sizeof(chain_op) == 32, "chain_op layout");
 static_assert(sizeof(chain_args) == 1064, "chain_args layout");
+static_assert(sizeof(onehot_args) == 120, "onehot_args layout");
 #if EP_HAVE_OFFSETOF
 static_assert(EP_OFF(ew_args, op) == 0, "ew_args.op");
 static_assert(EP_OFF(ew_args, dtype) == 4, "ew_args.dtype");
@@ -421,6 +422,22 @@ static_assert(EP_OFF(chain_args, in) == 464, "chain_args.in");
 static_assert(EP_OFF(chain_args, out) == 512, "chain_args.out");
 static_assert(EP_OFF(chain_args, ops) == 544, "chain_args.ops");
 static_assert(EP_OFF(chain_args, pool) == 1056, "chain_args.pool");
+static_assert(EP_OFF(onehot_args, x) == 0, "onehot_args.x");
+static_assert(EP_OFF(onehot_args, table) == 8, "onehot_args.table");
+static_assert(EP_OFF(onehot_args, keys) == 16, "onehot_args.keys");
+static_assert(EP_OFF(onehot_args, c) == 24, "onehot_args.c");
+static_assert(EP_OFF(onehot_args, w) == 32, "onehot_args.w");
+static_assert(EP_OFF(onehot_args, bias) == 40, "onehot_args.bias");
+static_assert(EP_OFF(onehot_args, y) == 48, "onehot_args.y");
+static_assert(EP_OFF(onehot_args, rows) == 56, "onehot_args.rows");
+static_assert(EP_OFF(onehot_args, n) == 64, "onehot_args.n");
+static_assert(EP_OFF(onehot_args, n_keys) == 72, "onehot_args.n_keys");
+static_assert(EP_OFF(onehot_args, base) == 80, "onehot_args.base");
+static_assert(EP_OFF(onehot_args, k_len) == 88, "onehot_args.k_len");
+static_assert(EP_OFF(onehot_args, bias_cols) == 96, "onehot_args.bias_cols");
+static_assert(EP_OFF(onehot_args, x64) == 104, "onehot_args.x64");
+static_assert(EP_OFF(onehot_args, per_key) == 108, "onehot_args.per_key");
+static_assert(EP_OFF(onehot_args, pool) == 112, "onehot_args.pool");
 #endif
 // END GENERATED LAYOUT CHECK
 
@@ -2347,5 +2364,61 @@ EP_KERNEL chain_f32(const EP_GC chain_args a, int64_t n) {
             r[k] = v;
             if (o.out >= 0) a.out[o.out][i] = v;
         }
+    }
+}
+
+/* ---- one-hot lookups (struct onehot_args; kernels/onehot.h) ----------------------------------------------- */
+
+EP_DEV int64_t onehot_x(const onehot_args& a, const void* p, int64_t i) {
+    return a.x64 ? ((const int64_t*)p)[i] : (int64_t)((const int32_t*)p)[i];
+}
+
+/* The table row of value v: its index among the keys (consecutive from base, or the sorted list), else n_keys. */
+EP_DEV int64_t onehot_row(const onehot_args& a, int64_t v) {
+    if (a.keys == nullptr) {
+        const uint64_t d = (uint64_t)v - (uint64_t)a.base;
+        return d < (uint64_t)a.n_keys ? (int64_t)d : a.n_keys;
+    }
+    int64_t lo = 0, hi = a.n_keys;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (a.keys[mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < a.n_keys && a.keys[lo] == v ? lo : a.n_keys;
+}
+
+/* One thread per output float: n_items = rows * n. */
+EP_KERNEL onehot_lookup_f32(const EP_GC onehot_args a, int64_t n_items) {
+    EP_PDL_ENTER();
+    GRID_LOOP(e, n_items) {
+        const int64_t r = e / a.n, j = e - r * a.n;
+        a.y[e] = a.table[onehot_row(a, onehot_x(a, a.x, r)) * a.n + j];
+    }
+}
+
+/* One thread per four output floats (n % 4 == 0, table and Y 16-byte aligned: the launcher checks): n_items =
+ * rows * n / 4. */
+EP_KERNEL onehot_lookup_f32x4(const EP_GC onehot_args a, int64_t n_items) {
+    EP_PDL_ENTER();
+    const int64_t q = a.n / 4;
+    GRID_LOOP(e, n_items) {
+        const int64_t r = e / q, j = e - r * q;
+        const float4* t = (const float4*)(a.table + onehot_row(a, onehot_x(a, a.x, r)) * a.n);
+        ((float4*)a.y)[e] = t[j];
+    }
+}
+
+/* The general path (X's last dim is K): per output float the sum over k of the matching W rows, in k order, then the
+ * bias, as the host's per_key_rows. n_items = rows * n. */
+EP_KERNEL onehot_per_key_f32(const EP_GC onehot_args a, int64_t n_items) {
+    EP_PDL_ENTER();
+    GRID_LOOP(e, n_items) {
+        const int64_t r = e / a.n, j = e - r * a.n;
+        float acc = 0.0f;
+        for (int64_t k = 0; k < a.k_len; ++k)
+            if (onehot_x(a, a.x, r * a.k_len + k) == onehot_x(a, a.c, k)) acc += a.w[k * a.n + j];
+        if (a.bias != nullptr) acc += a.bias[a.bias_cols == 1 ? 0 : j];
+        a.y[e] = acc;
     }
 }

@@ -41,7 +41,8 @@
     X(fill_1) X(fill_2) X(fill_4) X(fill_8) X(range_fill)                                                  \
     X(argreduce)                                                                                           \
     X(resize_nearest_1) X(resize_nearest_4) X(resize_linear_f32)                                         \
-    X(chain_f32)
+    X(chain_f32)                                                                                           \
+    X(onehot_lookup_f32) X(onehot_lookup_f32x4) X(onehot_per_key_f32)
 
 enum epabi_cuda_kernel_id {
 #define EPABI_CK_ENUM_(name) EPABI_CK_##name,
@@ -91,7 +92,8 @@ OrtStatus* epabi_cuda_sgemm(const struct epabi_cuda_launch_env* env, const char*
  * float32 math kinds in cuda_launch_math.c, and cuda_launch.c's table holds them all. The declarations come from the
  * list and are hidden, so a kind whose launcher is missing fails to link, and one taking another block fails to
  * compile. Each computes what its kind's host function computes (see cuda_launch.c). The index-mapping kinds (Pad and
- * Tile, fill, Range, ArgMax/ArgMin, Resize) are in cuda_launch_index.c, the linear steps in cuda_launch_linear.c. */
+ * Tile, fill, Range, ArgMax/ArgMin, Resize) are in cuda_launch_index.c, the linear steps in cuda_launch_linear.c, the one-hot lookups in
+ * cuda_launch_onehot.c. */
 #define EPABI_CUDA_LAUNCHER_DECL_(kind, stem, block)                                                    \
     __attribute__((visibility("hidden"))) OrtStatus* epabi_cuda_launch_##stem(                           \
         const struct epabi_cuda_launch_env* env, const struct block* args);

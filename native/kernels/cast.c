@@ -163,6 +163,10 @@ static OrtStatus* run_cast(struct epabi_exec* ex, const void* state, const struc
     return epabi_exec_launch(ex, EPABI_LAUNCH_CAST, cast_launch, &args, sizeof args);
 }
 
+static ONNXTensorElementDataType cast_target(const void* state) {
+    return ((const struct cast_state*)state)->to;
+}
+
 /* CUDA: one kernel per numeric or bool source, converting to any numeric or bool target. */
 static bool cuda_cast(const struct epabi_node* node, char* why, size_t why_len) {
     const ONNXTensorElementDataType from = epabi_cuda_in_dtype(node, 0);
@@ -174,6 +178,7 @@ static bool cuda_cast(const struct epabi_node* node, char* why, size_t why_len) 
 
 const struct epabi_kernel epabi_kernels_cast[] = {
     {.op_type = "Cast", .since_min = 6, .since_max = 24, .supports = supports_cast, .init = init_cast,
-     .release = release_cast, .run = run_cast, .launch = EPABI_LAUNCH_CAST, .host_step = true, .cuda = cuda_cast},
+     .release = release_cast, .run = run_cast, .launch = EPABI_LAUNCH_CAST, .host_step = true, .cuda = cuda_cast,
+     .cast_to = cast_target},
     {.op_type = NULL},
 };

@@ -198,7 +198,7 @@ static OrtStatus* symbolic_shape(const struct epabi_api* api, const struct epabi
             if (own[d] != dims[d]) {
                 char mine[128];
                 epabi_shape_str(mine, sizeof mine, c->rank, own);
-                char why[192];
+                char why[256];
                 snprintf(why, sizeof why, "which with the other inputs of output %d gives it the shape %s, not", o,
                          mine);
                 return shape_error(api, c, last, in[last], dims, why);

@@ -983,7 +983,7 @@ const struct epabi_kernel epabi_kernels_elementwise[] = {
      .launch = EPABI_LAUNCH_ELEMENTWISE, .host_step = true, .epilogues = EPABI_EPILOGUE_BIT(EPABI_EPILOGUE_RELU),
      .cuda = epabi_cuda_numeric_inputs},
     {.op_type = "Equal", .since_min = 7, .since_max = 19, .supports = supports_equal, .run = run_equal,
-     .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_equal},
+     .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_equal, .onehot_compare = true},
     {.op_type = "Where", .since_min = 9, .since_max = 16, .supports = supports_where, .run = run_where,
      .launch = EPABI_LAUNCH_ELEMENTWISE, .cuda = cuda_where},
     {.op_type = "Mod", .since_min = 10, .since_max = 28, .supports = supports_mod, .init = init_mod, .release = free,

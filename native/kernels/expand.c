@@ -1,7 +1,9 @@
 /*
  * expand.c - Expand (opsets 8-13): numpy-style bidirectional broadcast of the input against a runtime shape.
  *
- * The output is a strided view of the input whose broadcast dims have stride 0, copied out row by row.
+ * The output is a strided view of the input whose broadcast dims have stride 0, copied out row by row; an Expand
+ * that repeats no element (the output has the input's element count: magika's BroadcastTo to the input's own shape)
+ * hands out the input's bytes instead where the plan allows (kernel.h, epabi_exec_output_view).
  * Elements are opaque bytes, so every dtype with a whole-byte size (epabi_dtype_size() != 0) is exact. The
  * shape input is read in run(), as kernel.h allows; it may be int32 or int64.
  */
@@ -79,8 +81,12 @@ static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const str
     }
     a.elsize = epabi_dtype_size(x->dtype);
     OrtStatus* status = NULL;
-    struct epabi_tensor* y = epabi_exec_output(ex, 0, x->dtype, a.rank, a.dims, &status);
+    bool view = false;
+    struct epabi_tensor* y = epabi_numel(a.rank, a.dims) == epabi_numel(x->rank, x->dims)
+                                 ? epabi_exec_output_view(ex, 0, x, a.rank, a.dims, &view, &status)
+                                 : epabi_exec_output(ex, 0, x->dtype, a.rank, a.dims, &status);
     if (y == NULL) return status;
+    if (view) return NULL;
     if (epabi_numel(a.rank, a.dims) == 0) return NULL;
     a.src = x->data;
     a.dst = y->data;
@@ -89,6 +95,7 @@ static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const str
 
 const struct epabi_kernel epabi_kernels_expand[] = {
     {.op_type = "Expand", .since_min = 8, .since_max = 13, .supports = expand_supports, .run = expand_run,
-     .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 1u << 1, .host_step = true, .cuda = epabi_cuda_byte_data},
+     .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 1u << 1, .host_step = true, .views_input = true,
+     .cuda = epabi_cuda_byte_data},
     {.op_type = NULL},
 };

@@ -94,6 +94,16 @@ struct epabi_exec;
 struct epabi_tensor* epabi_exec_output(struct epabi_exec* ex, int index, ONNXTensorElementDataType dtype, int rank,
                                        const int64_t* dims, OrtStatus** status);
 
+/* Output `index` holding exactly the bytes of src, the tensor run() got as input 0, under the shape rank/dims (same
+ * dtype, same byte count: a reshape, or an Expand or Slice that moves no element). When the plan let this step alias
+ * (the kernel's views_input, and the conditions of plan_internal.h's epabi_plan_mark_views: output 0 no fused output,
+ * its source on the step's side), the output's data and host pointer are src's, it takes no memory and nothing need
+ * be launched: *is_view = true. Otherwise (a fused output, another input, index != 0) it is epabi_exec_output's buffer,
+ * *is_view = false, and the caller copies the bytes. The view is read-only, like every input. Errors: those of
+ * epabi_exec_output; ORT_EP_FAIL when the shape's bytes differ from src's. */
+struct epabi_tensor* epabi_exec_output_view(struct epabi_exec* ex, int index, const struct epabi_tensor* src, int rank,
+                                            const int64_t* dims, bool* is_view, OrtStatus** status);
+
 /* Scratch memory valid until the end of the run (arena-backed). NULL + *status on failure. */
 void* epabi_exec_scratch(struct epabi_exec* ex, size_t bytes, OrtStatus** status);
 
@@ -154,6 +164,9 @@ struct epabi_kernel {
      * keeps such values in host memory on devices. */
     uint32_t host_inputs;
     bool host_step;            /* a device plan may run it on the host when only host inputs read its outputs (plan.h) */
+    /* Its output 0 may be its input 0's bytes under another shape: run() asks for it with epabi_exec_output_view when
+     * the bytes are the same (always for Reshape and its kin; Expand and Slice when they move no element). */
+    bool views_input;
     /* Bit k set (EPABI_EPILOGUE_BIT(k)): its launch applies epilogue k that the plan fused in (epabi_exec_epilogue),
      * on the host and in its CUDA kernels alike. */
     uint32_t epilogues;
@@ -180,6 +193,12 @@ struct epabi_kernel {
      * plan fills the operands. Input 0 (and 1 of a binary link) are the operands; any others must be constants the
      * link consumed (Clip's bounds). NULL / false: the node is never one. */
     bool (*chain_link)(const void* state, const struct epabi_tensor* const* in, int n_in, struct chain_op* out);
+    /* One-hot lookups (onehot.h: Equal, Cast to float, a MatMul by a constant and a bias Add, fused by the plan).
+     * onehot_compare: its bool output is the elementwise equality of its two inputs, broadcast (Equal).
+     * cast_to: the dtype its output holds its one input's values converted to, from its state (Cast's `to`).
+     * NULL / false: the op takes no part. */
+    bool onehot_compare;
+    ONNXTensorElementDataType (*cast_to)(const void* state);
 };
 
 #define EPABI_EPILOGUE_BIT(kind) (1u << (kind))

@@ -81,7 +81,8 @@ struct epabi_pool;
     X(RANGE, range, range_args)                                \
     X(ARGREDUCE, argreduce, argreduce_args)                    \
     X(RESIZE, resize, resize_args)                            \
-    X(CHAIN, chain, chain_args)
+    X(CHAIN, chain, chain_args)                                \
+    X(ONEHOT, onehot, onehot_args)
 
 enum epabi_launch_kind {
 #define EPABI_LAUNCH_ENUM_(kind, stem, block) EPABI_LAUNCH_##kind,
@@ -551,6 +552,25 @@ struct chain_args {
     float* out[EPABI_CHAIN_MAX_OUTPUTS];                   /* contiguous, of the output shape */
     struct chain_op ops[EPABI_CHAIN_MAX_OPS];
     struct epabi_pool* pool;                               /* the software adapter's pool (chain.c); NULL on devices */
+};
+
+/* A one-hot lookup (kernels/onehot.h): Equal(X, C) -> Cast(to float) -> MatMul(., W) [-> Add(., bias)] as one launch,
+ * Y [rows, n] row-major. Lookup path (per_key 0: X holds one value per row): Y[r, :] = table[row(X[r]), :], where
+ * row(v) is v - base when keys is NULL (C's values are base .. base + n_keys - 1) or v's index in the sorted keys, and
+ * n_keys (the table's last row: the bias, or zeros) when v is none of C's values. General path (per_key 1: X's last dim
+ * is C's K): Y[r, j] = sum over k with X[r * k_len + k] == C[k] of W[k, j], in k order, plus bias[j or 0]. */
+struct onehot_args {
+    const void* x;              /* int32 or int64 (x64) */
+    const float* table;         /* [n_keys + 1, n]: the summed W rows of each distinct value (+ bias), then the miss row */
+    const int64_t* keys;        /* [n_keys] ascending distinct values of C; NULL: consecutive from base */
+    const void* c;              /* general path: C's K values (int32 or int64, as X) */
+    const float* w;             /* general path: W [k_len, n] */
+    const float* bias;          /* general path: [bias_cols], NULL: none */
+    float* y;
+    int64_t rows, n, n_keys, base, k_len, bias_cols;
+    int32_t x64;                /* 1: X and C are int64, 0: int32 */
+    int32_t per_key;            /* 1: the general path */
+    struct epabi_pool* pool;    /* the software adapter's pool (rows spread over it); NULL on devices */
 };
 
 #endif

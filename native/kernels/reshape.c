@@ -2,7 +2,8 @@
  * reshape.c - the ops that keep the bytes and change only the shape: Reshape (5-25), Squeeze (1-25),
  * Unsqueeze (1-25), Identity (1-25, tensors only), Flatten (1-25).
  *
- * The output is a fresh buffer from epabi_exec_output(), so each op is one memcpy launch. Elements are
+ * The output is the input's bytes: a view of them where the plan allows one (kernel.h, epabi_exec_output_view: no
+ * launch, no memory), else a fresh buffer and one memcpy launch (a fused output, the host's buffer). Elements are
  * opaque bytes, so every dtype with a whole-byte size (epabi_dtype_size() != 0) is exact. The shape-deciding
  * inputs (Reshape's shape, Squeeze/Unsqueeze axes from opset 13) are read in run(), as kernel.h allows, and
  * may be int32 or int64 even where ONNX only names int64.
@@ -64,8 +65,10 @@ static OrtStatus* read_ints(struct epabi_exec* ex, const char* what, const struc
 /* Every op here ends the same way: an output of the input's dtype and bytes under a new shape. */
 static OrtStatus* emit_copy(struct epabi_exec* ex, const struct epabi_tensor* x, int rank, const int64_t* dims) {
     OrtStatus* status = NULL;
-    struct epabi_tensor* y = epabi_exec_output(ex, 0, x->dtype, rank, dims, &status);
+    bool view = false;
+    struct epabi_tensor* y = epabi_exec_output_view(ex, 0, x, rank, dims, &view, &status);
     if (y == NULL) return status;
+    if (view) return NULL;
     const struct copy_args a = {x->data, y->data, (size_t)epabi_numel(x->rank, x->dims) * epabi_dtype_size(x->dtype),
                                 epabi_exec_pool(ex)};
     if (a.bytes == 0) return NULL;
@@ -379,22 +382,23 @@ const struct epabi_kernel epabi_kernels_reshape[] = {
     /* Reshape-1 took the shape as an attribute; no model we target uses it. */
     {.op_type = "Reshape", .since_min = 5, .since_max = 25, .supports = reshape_supports, .init = reshape_init,
      .release = reshape_release, .run = reshape_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1,
-     .host_step = true, .cuda = epabi_cuda_byte_data},
+     .host_step = true, .views_input = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Squeeze", .since_min = 1, .since_max = 12, .supports = squeeze_supports, .init = axes_init,
      .release = reshape_release, .run = squeeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1,
-     .host_step = true, .cuda = epabi_cuda_byte_data},
+     .host_step = true, .views_input = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Squeeze", .since_min = 13, .since_max = 25, .supports = squeeze_supports, .run = squeeze_run,
-     .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true, .cuda = epabi_cuda_byte_data},
+     .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1, .host_step = true, .views_input = true,
+     .cuda = epabi_cuda_byte_data},
     {.op_type = "Unsqueeze", .since_min = 1, .since_max = 12, .supports = unsqueeze_supports, .init = axes_init,
      .release = reshape_release, .run = unsqueeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1,
-     .host_step = true, .cuda = epabi_cuda_byte_data},
+     .host_step = true, .views_input = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Unsqueeze", .since_min = 13, .since_max = 25, .supports = unsqueeze_supports,
      .run = unsqueeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1,
-     .host_step = true, .cuda = epabi_cuda_byte_data},
+     .host_step = true, .views_input = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Identity", .since_min = 1, .since_max = 25, .supports = identity_supports, .run = identity_run,
-     .launch = EPABI_LAUNCH_COPY, .cuda = epabi_cuda_byte_data},
+     .launch = EPABI_LAUNCH_COPY, .views_input = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Flatten", .since_min = 1, .since_max = 25, .supports = flatten_supports, .init = flatten_init,
      .release = reshape_release, .run = flatten_run, .launch = EPABI_LAUNCH_COPY, .host_step = true,
-     .cuda = epabi_cuda_byte_data},
+     .views_input = true, .cuda = epabi_cuda_byte_data},
     {.op_type = NULL},
 };

@@ -2,7 +2,9 @@
  * slice.c - Slice: opset 1-9 (starts/ends/axes attributes) and opsets 10-13 (starts/ends/axes/steps inputs,
  * negative steps), with the clamping rules of the ONNX spec.
  *
- * A slice is a strided view of the input (steps may be negative), copied out row by row. Elements are opaque
+ * A slice is a strided view of the input (steps may be negative), copied out row by row; one that keeps the whole
+ * input in order (every axis its full extent at step 1, as exporters write "x[:, 0:INT_MAX]") hands out the input's
+ * bytes instead where the plan allows (kernel.h, epabi_exec_output_view). Elements are opaque
  * bytes, so every dtype with a whole-byte size (epabi_dtype_size() != 0) is exact. The starts/ends/axes/steps
  * inputs are read in run(), as kernel.h allows; each may be int32 or int64.
  */
@@ -229,9 +231,15 @@ static OrtStatus* slice_apply(struct epabi_exec* ex, const struct epabi_tensor* 
         a.strides[k] = n > 1 ? step * in_strides[k] : 0;
         if (n > 0) base += start * in_strides[k];
     }
+    bool whole = base == 0;   /* every element where it was: an extent of one may have any step */
+    for (int k = 0; k < r && whole; ++k)
+        whole = a.dims[k] == x->dims[k] && (a.dims[k] <= 1 || a.strides[k] == in_strides[k]);
     OrtStatus* status = NULL;
-    struct epabi_tensor* y = epabi_exec_output(ex, 0, x->dtype, r, a.dims, &status);
+    bool view = false;
+    struct epabi_tensor* y = whole ? epabi_exec_output_view(ex, 0, x, r, a.dims, &view, &status)
+                                   : epabi_exec_output(ex, 0, x->dtype, r, a.dims, &status);
     if (y == NULL) return status;
+    if (view) return NULL;
     if (epabi_numel(r, a.dims) == 0) return NULL;
     a.src = (const unsigned char*)x->data + (size_t)base * a.elsize;
     a.dst = y->data;
@@ -266,8 +274,9 @@ static OrtStatus* slice10_run(struct epabi_exec* ex, const void* state, const st
 const struct epabi_kernel epabi_kernels_slice[] = {
     {.op_type = "Slice", .since_min = 1, .since_max = 9, .supports = slice1_supports, .init = slice1_init,
      .release = slice1_release, .run = slice1_run, .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 0x1eu,
-     .host_step = true, .cuda = epabi_cuda_byte_data},
+     .host_step = true, .views_input = true, .cuda = epabi_cuda_byte_data},
     {.op_type = "Slice", .since_min = 10, .since_max = 13, .supports = slice10_supports, .run = slice10_run,
-     .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 0x1eu, .host_step = true, .cuda = epabi_cuda_byte_data},
+     .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 0x1eu, .host_step = true, .views_input = true,
+     .cuda = epabi_cuda_byte_data},
     {.op_type = NULL},
 };
