@@ -10,8 +10,11 @@ ONNX Runtime's CPU EP, through epabi's host and through real onnxruntime (MIN an
 * conv_packed.c (the implicit-GEMM Conv over weights packed at Compile) and the fused activation epilogues
   (plan_passes.c, epilogue.h): strides, dilations, asymmetric and SAME padding, groups, 1-D and W = 1 convs
   (magika's), batches, weights as a graph input, channel counts that leave partial panels and positions that leave
-  partial tiles, on 1-3 threads, within float32 rounding of the CPU EP and bit for bit equal to the same Conv with
-  the activation run as its own node (a Conv output that is also a graph output is never fused).
+  partial tiles, padded stride-1 convs read in place through lane masks (rows narrower than a tile, dilations,
+  groups) and those left to the padded copy (pads past the window either way, windows over 16 wide or 64 taps), column
+  stride 2 (whose copy splits both column phases of a row at once) with wide pads, dilations and tiny images, on 1-3
+  threads, within float32 rounding of the CPU EP and bit for bit equal to the same Conv with the activation run as
+  its own node (a Conv output that is also a graph output is never fused).
 * the data movement spread over the pool (Concat by outer rows or byte chunks, the strided copies of Split, Slice
   and Transpose by rows, Reshape's copy by byte chunks): exactly numpy's, with copies of several MiB on 2-3
   threads and ragged chunk counts.
@@ -248,6 +251,18 @@ CONVS = {
     "conv1d": ((2, 10, 77), (12, 10, 5), {"pads": [2, 2]}),
     "magika_w1": ((2, 32, 70, 1), (24, 32, 5, 1), {}),
     "one_output": ((1, 9, 3, 3), (10, 9, 3, 3), {}),
+    # stride 1 with padding reads X in place through per-tap lane masks; these reach its edges and limits
+    "masked_narrow_rows": ((1, 7, 13, 5), (11, 7, 3, 3), {"pads": [1, 2, 1, 0]}),
+    "masked_dil3_batch3": ((3, 4, 16, 18), (8, 4, 3, 3), {"pads": [3, 2, 3, 2], "dilations": [3, 2]}),
+    "masked_group3_asym": ((1, 9, 11, 37), (12, 3, 2, 4), {"pads": [0, 3, 1, 0], "group": 3}),
+    "pad_wider_than_window": ((1, 3, 6, 7), (5, 3, 3, 3), {"pads": [0, 3, 2, 3]}),
+    "pad_taller_than_window": ((1, 3, 5, 9), (6, 3, 3, 3), {"pads": [3, 1, 2, 1]}),
+    "conv1d_window17": ((1, 4, 50), (6, 4, 17), {"pads": [8, 8]}),
+    "window9x9": ((1, 2, 20, 20), (8, 2, 9, 9), {"pads": [4, 4, 4, 4]}),
+    # column stride 2 splits each staged input row into both column phases at once
+    "s2_dil2_wide_pads": ((1, 5, 9, 41), (7, 5, 5, 5), {"strides": [2, 2], "pads": [2, 3, 1, 4], "dilations": [1, 2]}),
+    "s2_tiny_group3": ((2, 9, 4, 3), (12, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1], "group": 3}),
+    "s2_wide_odd": ((1, 4, 5, 77), (9, 4, 3, 3), {"strides": [1, 2], "pads": [0, 1, 2, 0]}),
 }
 #: activation node(s) after the Conv: (nodes, epilogue kind); SiLU is Sigmoid then Mul by the Conv's output.
 ACTS = {
@@ -342,7 +357,9 @@ def test_fusion_is_logged(host: epabi.Host, caplog: pytest.LogCaptureFixture) ->
 @pytest.mark.parametrize("version", [MIN, NEWEST])
 def test_real_ort_packed_conv_and_epilogues(version: str, library_path: str, tmp_path: Path) -> None:
     for name, act in [("3x3_stride2", "silu"), ("5x3_dil2_asym", "leaky"), ("magika_w1", "hard_swish"),
-                      ("group2", "relu"), ("same_upper_s3", "tanh")]:
+                      ("group2", "relu"), ("same_upper_s3", "tanh"), ("masked_narrow_rows", "none"),
+                      ("masked_dil3_batch3", "relu"), ("masked_group3_asym", "sigmoid"),
+                      ("s2_dil2_wide_pads", "none"), ("s2_tiny_group3", "relu")]:
         model, feeds = conv_model(name, act)
         path = tmp_path / f"{name}_{act}.onnx"
         onnx.save(model, str(path))

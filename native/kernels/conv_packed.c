@@ -22,12 +22,17 @@
  * 256 KB blocks cost a 3x3 conv over 128 channels 18% of its kernel time in gathers). */
 enum { CONVP_BLOCK_BYTES = 768 * 1024 };
 
+/* The largest window read through lane masks (struct convp_geom's masked): kernel rows or columns, and taps of one
+ * channel (the masks of a tile are kept on the stack); larger windows use the padded copy. */
+enum { CONVP_MASK_WINDOW = 16, CONVP_MASK_TAPS = 64 };
+
 /* The grid of one image (conv_packed.h). */
 struct convp_geom {
     int64_t rows, cols;        /* R and Q */
     int64_t phase_h, phase_w;  /* sh and sw */
     int64_t channel;           /* floats of xs per input channel: sh * sw * R * Q */
     bool in_place;             /* xs is X itself: stride 1 and no padding on either side */
+    bool masked;               /* xs is X itself, read through per-tap lane masks: stride 1, padded (convp_masks) */
     int64_t last;              /* one past the last valid grid position: (oh - 1) * Q + ow */
     int64_t tiles;             /* ceil(last / NR) */
 };
@@ -39,6 +44,18 @@ static void convp_geom(const struct conv_launch* L, struct convp_geom* g) {
     g->cols = L->ow + (L->kw - 1) * L->dw / L->sw;
     g->channel = L->sh * L->sw * g->rows * g->cols;
     g->in_place = L->sh == 1 && L->sw == 1 && L->ph == 0 && L->pw == 0 && g->rows == L->h && g->cols == L->wd;
+    /* stride 1 with padding: the grid keeps X's row pitch (ow <= wd, so no output column is lost) and the taps that
+     * fall in the padding are masked off lane by lane instead of read from a zero-padded copy; oh <= h keeps every
+     * tile's first position, where its taps' addresses are formed from, inside X */
+    g->masked = !g->in_place && L->sh == 1 && L->sw == 1 && L->ow <= L->wd && L->oh <= L->h &&
+                L->kh <= CONVP_MASK_WINDOW &&
+                L->kw <= CONVP_MASK_WINDOW && L->kh * L->kw <= CONVP_MASK_TAPS;
+    if (g->masked) {
+        g->phase_h = g->phase_w = 1;
+        g->rows = L->oh;
+        g->cols = L->wd;
+        g->channel = L->h * L->wd;
+    }
     g->last = (L->oh - 1) * g->cols + L->ow;
     g->tiles = (g->last + EPABI_CONVP_NR - 1) / EPABI_CONVP_NR;
 }
@@ -80,7 +97,7 @@ static bool convp_layout(const struct conv_launch* L, const struct convp_geom* g
     const double span = (double)L->cg * (double)g->channel + (double)g->rows * (double)g->cols;
     if (span >= (double)INT32_MAX || (double)L->c * (double)g->channel * 4.0 >= (double)SIZE_MAX / 2) return false;
     s->xs = 0;
-    s->offsets = g->in_place ? 0 : round64((size_t)(L->c * g->channel) * sizeof(float));
+    s->offsets = g->in_place || g->masked ? 0 : round64((size_t)(L->c * g->channel) * sizeof(float));
     s->gathered = s->offsets + round64((size_t)kdim * sizeof(int32_t));
     s->gathered_share = (size_t)kdim * EPABI_CONVP_NR * sizeof(float);
     s->wpack = s->gathered + s->gathered_share * (size_t)epabi_pool_threads(L->pool);
@@ -123,13 +140,14 @@ bool epabi_convp_supported(void) {
         _mm512_store_ps(tile + (r) * EPABI_CONVP_NR + 16, c##r##1);     \
     } while (0)
 
-/* The tap loop: b0 and b1 are the tap's 32 positions (LOAD0, LOAD1), AFTER runs with them (the gathering tile
- * stores them for the panels after it). */
-#define CONVP_TAPS(LOAD0, LOAD1, AFTER)                                                          \
+/* The tap loop: b0 and b1 are the tap's 32 positions (LOAD0, LOAD1, after BEFORE), AFTER runs with them (the
+ * gathering tile stores them for the panels after it). */
+#define CONVP_TAPS(BEFORE, LOAD0, LOAD1, AFTER)                                                  \
     __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;     \
     __m512 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00;           \
     __m512 c61 = c00, c70 = c00, c71 = c00;                                                      \
     for (int64_t k = 0; k < kdim; ++k) {                                                         \
+        BEFORE;                                                                                  \
         const __m512 b0 = LOAD0, b1 = LOAD1;                                                     \
         AFTER;                                                                                   \
         const float* a = ap + k * EPABI_CONVP_MR;                                                \
@@ -142,7 +160,8 @@ bool epabi_convp_supported(void) {
 /* tile[r][j] = sum over taps k of ap[k][r] * b[k][j] (b: NR floats per tap, as convp_tile_gathering stores). */
 CONVP_TARGET static void convp_tile(int64_t kdim, const float* restrict ap, const float* restrict b,
                                     float* restrict tile) {
-    CONVP_TAPS(_mm512_loadu_ps(b + k * EPABI_CONVP_NR), _mm512_loadu_ps(b + k * EPABI_CONVP_NR + 16), (void)0);
+    CONVP_TAPS((void)0, _mm512_loadu_ps(b + k * EPABI_CONVP_NR), _mm512_loadu_ps(b + k * EPABI_CONVP_NR + 16),
+               (void)0);
 }
 
 /* The first panel of a tile: its taps read in place (b[off[k] + j], lanes past `lanes` not loaded but 0) and
@@ -152,16 +171,35 @@ CONVP_TARGET static void convp_tile_gathering(int64_t kdim, const float* restric
                                               const int32_t* restrict off, int lanes, float* restrict gathered,
                                               float* restrict tile) {
     if (lanes >= EPABI_CONVP_NR) {
-        CONVP_TAPS(_mm512_loadu_ps(b + off[k]), _mm512_loadu_ps(b + off[k] + 16),
+        CONVP_TAPS((void)0, _mm512_loadu_ps(b + off[k]), _mm512_loadu_ps(b + off[k] + 16),
                    (_mm512_storeu_ps(gathered + k * EPABI_CONVP_NR, b0),
                     _mm512_storeu_ps(gathered + k * EPABI_CONVP_NR + 16, b1)));
         return;
     }
     const __mmask16 m0 = (__mmask16)(lanes >= 16 ? 0xFFFFu : (1u << lanes) - 1u);
     const __mmask16 m1 = (__mmask16)(lanes > 16 ? (1u << (lanes - 16)) - 1u : 0u);
-    CONVP_TAPS(_mm512_maskz_loadu_ps(m0, b + off[k]), _mm512_maskz_loadu_ps(m1, b + off[k] + 16),
+    CONVP_TAPS((void)0, _mm512_maskz_loadu_ps(m0, b + off[k]), _mm512_maskz_loadu_ps(m1, b + off[k] + 16),
                (_mm512_storeu_ps(gathered + k * EPABI_CONVP_NR, b0),
                 _mm512_storeu_ps(gathered + k * EPABI_CONVP_NR + 16, b1)));
+}
+
+/* convp_tile_gathering on X itself (struct convp_geom's masked): tap k reads lanes masks[k % window] of
+ * b + off[k], off[k] negative where the tap reaches into the top or left padding. The address is formed as an
+ * integer: masked-off lanes are neither read nor faulted on, but a pointer before X would be undefined in C. */
+CONVP_TARGET static void convp_tile_gathering_masked(int64_t kdim, const float* restrict ap, const float* b,
+                                                     const int32_t* restrict off, const uint32_t* restrict masks,
+                                                     int64_t window, float* restrict gathered,
+                                                     float* restrict tile) {
+    int64_t w = 0;
+    uint32_t m = 0;
+    const float *lo = b, *hi = b;
+#define CONVP_AT(o) ((const float*)((uintptr_t)b + (uintptr_t)((intptr_t)(o) * (intptr_t)sizeof(float))))
+    CONVP_TAPS((m = masks[w], w = w + 1 == window ? 0 : w + 1, lo = CONVP_AT(off[k]), hi = CONVP_AT(off[k] + 16)),
+               _mm512_maskz_loadu_ps((__mmask16)(m & 0xFFFFu), lo),
+               _mm512_maskz_loadu_ps((__mmask16)(m >> 16), hi),
+               (_mm512_storeu_ps(gathered + k * EPABI_CONVP_NR, b0),
+                _mm512_storeu_ps(gathered + k * EPABI_CONVP_NR + 16, b1)));
+#undef CONVP_AT
 }
 
 /* dst[0..n) = src[0..n), n <= NR, as masked moves (a memcpy call per short run cost more than the run). */
@@ -198,7 +236,24 @@ CONVP_TARGET static void convp_store(const struct conv_launch* L, const struct c
     }
 }
 
+/* d0[q] = src[2q], d1[q] = src[2q + 1] for q < n (src holds 2n floats, rounded up to a multiple of 32): two loads
+ * and two permutes per 16 of each, where the strided loops read every input row twice, once per phase. */
+CONVP_TARGET static void convp_deinterleave(const float* src, int64_t n, float* d0, float* d1) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int64_t q = 0; q < n; q += 16) {
+        const __m512 lo = _mm512_loadu_ps(src + 2 * q), hi = _mm512_loadu_ps(src + 2 * q + 16);
+        const __mmask16 m = (__mmask16)(n - q >= 16 ? 0xFFFFu : (1u << (n - q)) - 1u);
+        _mm512_mask_storeu_ps(d0 + q, m, _mm512_permutex2var_ps(lo, even, hi));
+        _mm512_mask_storeu_ps(d1 + q, m, _mm512_permutex2var_ps(lo, odd, hi));
+    }
+}
+
 #else   /* no AVX-512 kernel on this target: conv.c never picks the path */
+
+static void convp_deinterleave(const float* src, int64_t n, float* d0, float* d1) {
+    (void)src, (void)n, (void)d0, (void)d1;
+}
 
 #define CONVP_TARGET
 
@@ -211,6 +266,11 @@ static void convp_tile(int64_t kdim, const float* ap, const float* b, float* til
 static void convp_tile_gathering(int64_t kdim, const float* ap, const float* b, const int32_t* off, int lanes,
                                  float* gathered, float* tile) {
     (void)kdim, (void)ap, (void)b, (void)off, (void)lanes, (void)gathered, (void)tile;
+}
+
+static void convp_tile_gathering_masked(int64_t kdim, const float* ap, const float* b, const int32_t* off,
+                                        const uint32_t* masks, int64_t window, float* gathered, float* tile) {
+    (void)kdim, (void)ap, (void)b, (void)off, (void)masks, (void)window, (void)gathered, (void)tile;
 }
 
 static void convp_store(const struct conv_launch* L, const struct convp_geom* g, float* tile, int rows, int64_t i0,
@@ -237,10 +297,48 @@ struct convp_image {
 /* Grid rows [r0, r1) of every channel and phase of xs from X (conv_packed.h): each row is zeros, then the input
  * row's columns q*sw + b - pw, then zeros. Split by rows, as the tiles are, so that on a pool each thread writes
  * the rows its own tiles read (thread_pool.c's shares). At the kernels' level, so the strided copies vectorise. */
+/* The widest grid row convp_rearrange_s2 stages on its stack. */
+enum { CONVP_S2_COLS = 2048 };
+
+/* convp_rearrange for column stride 2: each input row is staged once, zero-padded (row[j] = X[iy][j - pw]), and
+ * split into its two column phases at once (phase b's column q is row[2q + b]). */
+CONVP_TARGET static void convp_rearrange_s2(const struct convp_image* im, int64_t r0, int64_t r1) {
+    const struct conv_launch* L = im->L;
+    const struct convp_geom* g = &im->g;
+    float row[2 * CONVP_S2_COLS + 32] __attribute__((aligned(64)));
+    const int64_t staged = (2 * g->cols + 31) / 32 * 32;   /* what convp_deinterleave reads */
+    const int64_t plane = g->rows * g->cols;
+    /* the part of the staged row that X fills: j in [lo, hi) */
+    const int64_t lo = L->pw < staged ? L->pw : staged;
+    const int64_t hi = L->pw + L->wd < staged ? L->pw + L->wd : staged;
+    for (int64_t j = 0; j < lo; ++j) row[j] = 0.0f;
+    for (int64_t j = hi > lo ? hi : lo; j < staged; ++j) row[j] = 0.0f;
+    for (int64_t c = 0; c < L->c; ++c) {
+        const float* xc = im->x + c * L->h * L->wd;
+        for (int64_t a = 0; a < g->phase_h; ++a) {
+            float* d0 = im->xs + c * g->channel + a * 2 * plane + r0 * g->cols;
+            for (int64_t r = r0; r < r1; ++r, d0 += g->cols) {
+                const int64_t iy = r * L->sh + a - L->ph;
+                if (iy < 0 || iy >= L->h || hi <= lo) {
+                    memset(d0, 0, (size_t)g->cols * sizeof(float));
+                    memset(d0 + plane, 0, (size_t)g->cols * sizeof(float));
+                    continue;
+                }
+                memcpy(row + lo, xc + iy * L->wd + lo - L->pw, (size_t)(hi - lo) * sizeof(float));
+                convp_deinterleave(row, g->cols, d0, d0 + plane);
+            }
+        }
+    }
+}
+
 CONVP_TARGET static void convp_rearrange(void* ctx, int64_t r0, int64_t r1) {
     const struct convp_image* im = ctx;
     const struct conv_launch* L = im->L;
     const struct convp_geom* g = &im->g;
+    if (L->sw == 2 && g->cols <= CONVP_S2_COLS) {
+        convp_rearrange_s2(im, r0, r1);
+        return;
+    }
     for (int64_t c = 0; c < L->c; ++c) {
         const float* xc = im->x + c * L->h * L->wd;
         for (int64_t a = 0; a < g->phase_h; ++a) {
@@ -276,6 +374,38 @@ CONVP_TARGET static void convp_rearrange(void* ctx, int64_t r0, int64_t r1) {
     }
 }
 
+/* Lanes [a, b) of a tile as bits, 0 <= a <= b <= NR. */
+static uint32_t lane_bits(int64_t a, int64_t b) {
+    return (uint32_t)(((1ull << b) - 1ull) ^ ((1ull << a) - 1ull));
+}
+
+/* The masked layout's lane masks of the tile at grid position i0 with `lanes` valid lanes: bit j of
+ * masks[ki * kw + kj] is set when grid position i0 + j, at (oy, ox), reads inside X through tap (ki, kj) (row
+ * oy + ki*dh - ph in [0, h), column ox + kj*dw - pw in [0, wd)). Worked out per run of the tile's lanes within one
+ * grid row, so a tile costs a few range operations per kernel row and column, not one per lane and tap. */
+static void convp_masks(const struct conv_launch* L, const struct convp_geom* g, int64_t i0, int lanes,
+                        uint32_t* masks) {
+    uint32_t rowm[CONVP_MASK_WINDOW] = {0}, colm[CONVP_MASK_WINDOW] = {0};
+    for (int64_t j = 0; j < lanes;) {
+        const int64_t oy = (i0 + j) / g->cols, ox = (i0 + j) % g->cols;
+        const int64_t n = lanes - j < g->cols - ox ? lanes - j : g->cols - ox;
+        for (int64_t ki = 0; ki < L->kh; ++ki) {
+            const int64_t iy = oy + ki * L->dh - L->ph;
+            if (iy >= 0 && iy < L->h) rowm[ki] |= lane_bits(j, j + n);
+        }
+        for (int64_t kj = 0; kj < L->kw; ++kj) {
+            /* columns ox .. ox + n of the run whose input column ox + kj*dw - pw lies in [0, wd) */
+            int64_t lo = L->pw - kj * L->dw, hi = L->wd + L->pw - kj * L->dw;
+            if (lo < ox) lo = ox;
+            if (hi > ox + n) hi = ox + n;
+            if (lo < hi) colm[kj] |= lane_bits(j + lo - ox, j + hi - ox);
+        }
+        j += n;
+    }
+    for (int64_t ki = 0; ki < L->kh; ++ki)
+        for (int64_t kj = 0; kj < L->kw; ++kj) masks[ki * L->kw + kj] = rowm[ki] & colm[kj];
+}
+
 /* Task t: group, block of panels, run of tiles (struct convp_image). */
 static void convp_task(void* ctx, int64_t t, int slot) {
     const struct convp_image* im = ctx;
@@ -289,15 +419,20 @@ static void convp_task(void* ctx, int64_t t, int slot) {
     const int64_t plane = L->oh * L->ow;
     float tile[EPABI_CONVP_MR * EPABI_CONVP_NR] __attribute__((aligned(64)));
     float* gathered = im->gathered + (int64_t)slot * im->gathered_share;
+    uint32_t masks[CONVP_MASK_TAPS];
     for (int64_t ti = tile0; ti < tile1; ++ti) {
         const int64_t i0 = ti * EPABI_CONVP_NR;
         const int lanes = (int)(im->g.last - i0 < EPABI_CONVP_NR ? im->g.last - i0 : EPABI_CONVP_NR);
+        if (im->g.masked) convp_masks(L, &im->g, i0, lanes, masks);
         for (int64_t p = p0; p < p1; ++p) {
             const int64_t m0 = g * L->mg + p * EPABI_CONVP_MR;
             const int rows = (int)(L->mg - p * EPABI_CONVP_MR < EPABI_CONVP_MR ? L->mg - p * EPABI_CONVP_MR
                                                                                : EPABI_CONVP_MR);
             const float* ap = im->wpack + (g * im->panels + p) * im->kdim * EPABI_CONVP_MR;
-            if (p == p0)
+            if (p == p0 && im->g.masked)
+                convp_tile_gathering_masked(im->kdim, ap, xg + i0, im->offsets, masks, L->kh * L->kw, gathered,
+                                            tile);
+            else if (p == p0)
                 convp_tile_gathering(im->kdim, ap, xg + i0, im->offsets, lanes, gathered, tile);
             else
                 convp_tile(im->kdim, ap, gathered, tile);
@@ -332,8 +467,11 @@ void epabi_convp_launch(const struct conv_launch* L) {
         for (int64_t ki = 0; ki < L->kh; ++ki) {
             for (int64_t kj = 0; kj < L->kw; ++kj, ++k) {
                 const int64_t dy = ki * L->dh, dx = kj * L->dw;
-                offsets[k] = (int32_t)(c * im.g.channel + (dy % L->sh * L->sw + dx % L->sw) * plane +
-                                       dy / L->sh * im.g.cols + dx / L->sw);
+                if (im.g.masked)   /* X itself: negative into the top and left padding, which the masks skip */
+                    offsets[k] = (int32_t)(c * im.g.channel + (dy - L->ph) * im.g.cols + dx - L->pw);
+                else
+                    offsets[k] = (int32_t)(c * im.g.channel + (dy % L->sh * L->sw + dx % L->sw) * plane +
+                                           dy / L->sh * im.g.cols + dx / L->sw);
             }
         }
     }
@@ -366,7 +504,7 @@ void epabi_convp_launch(const struct conv_launch* L) {
     for (int64_t ni = 0; ni < L->n; ++ni) {
         im.x = L->x + ni * in_image;
         im.y = L->y + ni * out_image;
-        if (im.g.in_place) {
+        if (im.g.in_place || im.g.masked) {
             im.xs = (float*)im.x;   /* only read */
         } else {
             im.xs = (float*)(work + s.xs);
