@@ -794,10 +794,16 @@ static OrtStatus* run_equal(struct epabi_exec* ex, const void* state, const stru
     return run_binary(ex, OP_EQUAL, in, n_in, ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL);
 }
 
-/* Max/Min: out = broadcast copy of in[0], then out = op(out, in[k]) for each further input. */
+/* Max/Min of one or two inputs: one binary launch (one input as op(x, x) = x), which also applies a Relu the plan
+ * fused in. More: out = broadcast copy of in[0], then out = op(out, in[k]) for each further input, the last of these
+ * with the Relu. */
 static OrtStatus* run_variadic(struct epabi_exec* ex, enum ew_op op, const struct epabi_tensor* const* in, int n_in) {
     if (n_in < 1 || in[0] == NULL) return epabi_error(epabi_exec_api(ex), ORT_INVALID_ARGUMENT, "expected inputs");
     EPABI_RETURN_IF_ERROR(check_same_dtype(ex, in, 0, n_in));
+    if (n_in <= 2) {
+        const struct epabi_tensor* pair[2] = {in[0], in[n_in - 1]};
+        return run_binary(ex, op, pair, 2, in[0]->dtype);
+    }
     int rank = 0;
     int64_t dims[EPABI_MAX_RANK];
     EPABI_RETURN_IF_ERROR(broadcast_all(ex, in, n_in, &rank, dims));
@@ -815,6 +821,7 @@ static OrtStatus* run_variadic(struct epabi_exec* ex, enum ew_op op, const struc
         args.op = op;
         args.dtype = in[0]->dtype;
         args.dtype1 = in[0]->dtype;
+        args.epilogue = k == n_in - 1 ? epabi_exec_epilogue(ex) : EPABI_EPILOGUE_NONE;
         EPABI_RETURN_IF_ERROR(launch(ex, &args, ops, 2, out));
     }
     return NULL;
