@@ -263,6 +263,18 @@ CONVS = {
     "s2_dil2_wide_pads": ((1, 5, 9, 41), (7, 5, 5, 5), {"strides": [2, 2], "pads": [2, 3, 1, 4], "dilations": [1, 2]}),
     "s2_tiny_group3": ((2, 9, 4, 3), (12, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1], "group": 3}),
     "s2_wide_odd": ((1, 4, 5, 77), (9, 4, 3, 3), {"strides": [1, 2], "pads": [0, 1, 2, 0]}),
+    # column stride 2 with ow >= 8 reads X in place, deinterleaving each tap's lanes (ow < 8 keeps the copy)
+    "s2_cnn_pad1_batch2": ((2, 16, 32, 32), (32, 16, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "s2_pad0_even": ((1, 6, 16, 20), (10, 6, 3, 3), {"strides": [2, 2]}),
+    "s2_asym_odd": ((1, 5, 17, 35), (9, 5, 3, 3), {"strides": [2, 2], "pads": [0, 1, 1, 0]}),
+    "s2_ow8_rows_per_tile": ((1, 3, 16, 16), (9, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "s2_ow9_split_vectors": ((3, 3, 13, 17), (10, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "s2_rowstride3_dil": ((1, 4, 23, 30), (6, 4, 3, 2), {"strides": [3, 2], "pads": [2, 1, 0, 2],
+                                                         "dilations": [2, 3]}),
+    "s2_group2_batch3": ((3, 8, 12, 26), (12, 4, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1], "group": 2}),
+    "s2_pad_past_window": ((1, 3, 7, 18), (8, 3, 3, 3), {"strides": [2, 2], "pads": [3, 4, 3, 5]}),
+    "s2_1x1_wide": ((1, 8, 10, 40), (8, 8, 1, 1), {"strides": [2, 2]}),
+    "s2_ow7_copy": ((1, 3, 8, 14), (4, 3, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
 }
 #: activation node(s) after the Conv: (nodes, epilogue kind); SiLU is Sigmoid then Mul by the Conv's output.
 ACTS = {
@@ -359,7 +371,9 @@ def test_real_ort_packed_conv_and_epilogues(version: str, library_path: str, tmp
     for name, act in [("3x3_stride2", "silu"), ("5x3_dil2_asym", "leaky"), ("magika_w1", "hard_swish"),
                       ("group2", "relu"), ("same_upper_s3", "tanh"), ("masked_narrow_rows", "none"),
                       ("masked_dil3_batch3", "relu"), ("masked_group3_asym", "sigmoid"),
-                      ("s2_dil2_wide_pads", "none"), ("s2_tiny_group3", "relu")]:
+                      ("s2_dil2_wide_pads", "none"), ("s2_tiny_group3", "relu"), ("s2_cnn_pad1_batch2", "relu"),
+                      ("s2_asym_odd", "none"), ("s2_ow9_split_vectors", "silu"), ("s2_rowstride3_dil", "none"),
+                      ("s2_group2_batch3", "leaky")]:
         model, feeds = conv_model(name, act)
         path = tmp_path / f"{name}_{act}.onnx"
         onnx.save(model, str(path))

@@ -33,6 +33,7 @@ struct convp_geom {
     int64_t channel;           /* floats of xs per input channel: sh * sw * R * Q */
     bool in_place;             /* xs is X itself: stride 1 and no padding on either side */
     bool masked;               /* xs is X itself, read through per-tap lane masks: stride 1, padded (convp_masks) */
+    bool s2;                   /* xs is X itself, column stride 2, each tap's lanes deinterleaved (convp_masks_s2) */
     int64_t last;              /* one past the last valid grid position: (oh - 1) * Q + ow */
     int64_t tiles;             /* ceil(last / NR) */
 };
@@ -50,10 +51,15 @@ static void convp_geom(const struct conv_launch* L, struct convp_geom* g) {
     g->masked = !g->in_place && L->sh == 1 && L->sw == 1 && L->ow <= L->wd && L->oh <= L->h &&
                 L->kh <= CONVP_MASK_WINDOW &&
                 L->kw <= CONVP_MASK_WINDOW && L->kh * L->kw <= CONVP_MASK_TAPS;
-    if (g->masked) {
+    /* column stride 2 (any row stride, padding, dilation): the grid is oh x ow, no column thrown away; a tile's
+     * lanes within one output row are every other float of an input row, read as pairs of vectors and
+     * deinterleaved. ow >= 8 keeps the 8 lanes of one loaded vector within two output rows (convp_masks_s2). */
+    g->s2 = !g->in_place && !g->masked && L->sw == 2 && L->ow >= 8 && L->kh <= CONVP_MASK_WINDOW &&
+            L->kw <= CONVP_MASK_WINDOW && L->kh * L->kw <= CONVP_MASK_TAPS;
+    if (g->masked || g->s2) {
         g->phase_h = g->phase_w = 1;
         g->rows = L->oh;
-        g->cols = L->wd;
+        g->cols = g->masked ? L->wd : L->ow;
         g->channel = L->h * L->wd;
     }
     g->last = (L->oh - 1) * g->cols + L->ow;
@@ -94,10 +100,14 @@ static bool convp_layout(const struct conv_launch* L, const struct convp_geom* g
     const int64_t kdim = L->cg * L->kh * L->kw;
     if (kdim <= 0 || L->mg <= 0) return false;
     /* tap offsets and grid positions are int32 within one group's channels */
-    const double span = (double)L->cg * (double)g->channel + (double)g->rows * (double)g->cols;
+    double span = (double)L->cg * (double)g->channel + (double)g->rows * (double)g->cols;
+    if (g->s2)   /* a tap's byte offset from the group's first float: rows down to oy*sh + (kh-1)*dh, columns 2*ow + */
+        span = (double)L->cg * (double)g->channel +
+               ((double)L->oh * (double)L->sh + (double)(L->kh * L->dh)) * (double)L->wd + 2.0 * (double)L->ow +
+               (double)(L->kw * L->dw) + 64.0;
     if (span >= (double)INT32_MAX || (double)L->c * (double)g->channel * 4.0 >= (double)SIZE_MAX / 2) return false;
     s->xs = 0;
-    s->offsets = g->in_place || g->masked ? 0 : round64((size_t)(L->c * g->channel) * sizeof(float));
+    s->offsets = g->in_place || g->masked || g->s2 ? 0 : round64((size_t)(L->c * g->channel) * sizeof(float));
     s->gathered = s->offsets + round64((size_t)kdim * sizeof(int32_t));
     s->gathered_share = (size_t)kdim * EPABI_CONVP_NR * sizeof(float);
     s->wpack = s->gathered + s->gathered_share * (size_t)epabi_pool_threads(L->pool);
@@ -202,6 +212,35 @@ CONVP_TARGET static void convp_tile_gathering_masked(int64_t kdim, const float* 
 #undef CONVP_AT
 }
 
+/* convp_tile_gathering on X itself with column stride 2 (struct convp_geom's s2): lane j of the tile reads float
+ * 2j of the virtual row at b + off[k] + (delta of j's output row), so the 32 lanes are the even floats of four
+ * vectors of 16, each vector q loaded from delta da[q] under masks[w][q] and, where its 8 lanes span two output
+ * rows (bit q of split), the rest merged from delta db[q] under masks[w][4 + q]; w = k % window. Only even floats
+ * of lanes inside X are in the masks (odd ones and padding are neither read nor faulted on); deltas and offsets
+ * are bytes, added as integers as in convp_tile_gathering_masked. */
+CONVP_TARGET static void convp_tile_gathering_s2(int64_t kdim, const float* restrict ap, const float* b,
+                                                 const int32_t* restrict off, const uint16_t* restrict masks,
+                                                 int64_t window, const intptr_t* restrict da,
+                                                 const intptr_t* restrict db, unsigned split,
+                                                 float* restrict gathered, float* restrict tile) {
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    int64_t w = 0;
+    const uint16_t* mk = masks;
+    uintptr_t at = 0;
+    __m512 q0, q1, q2, q3;
+#define CONVP_S2_LOAD(q, i)                                                                                    \
+    (q = _mm512_maskz_loadu_ps((__mmask16)mk[i], (const float*)(at + (uintptr_t)da[i])),                        \
+     q = split & (1u << (i)) ? _mm512_mask_loadu_ps(q, (__mmask16)mk[4 + (i)], (const float*)(at + (uintptr_t)db[i])) \
+                             : q)
+    CONVP_TAPS((mk = masks + w * 8, w = w + 1 == window ? 0 : w + 1,
+                at = (uintptr_t)b + (uintptr_t)((intptr_t)off[k] * (intptr_t)sizeof(float)),
+                CONVP_S2_LOAD(q0, 0), CONVP_S2_LOAD(q1, 1), CONVP_S2_LOAD(q2, 2), CONVP_S2_LOAD(q3, 3)),
+               _mm512_permutex2var_ps(q0, even, q1), _mm512_permutex2var_ps(q2, even, q3),
+               (_mm512_storeu_ps(gathered + k * EPABI_CONVP_NR, b0),
+                _mm512_storeu_ps(gathered + k * EPABI_CONVP_NR + 16, b1)));
+#undef CONVP_S2_LOAD
+}
+
 /* dst[0..n) = src[0..n), n <= NR, as masked moves (a memcpy call per short run cost more than the run). */
 CONVP_TARGET static inline void convp_copy(float* dst, const float* src, int64_t n) {
     const __mmask16 m0 = (__mmask16)(n >= 16 ? 0xFFFFu : (1u << n) - 1u);
@@ -271,6 +310,13 @@ static void convp_tile_gathering(int64_t kdim, const float* ap, const float* b, 
 static void convp_tile_gathering_masked(int64_t kdim, const float* ap, const float* b, const int32_t* off,
                                         const uint32_t* masks, int64_t window, float* gathered, float* tile) {
     (void)kdim, (void)ap, (void)b, (void)off, (void)masks, (void)window, (void)gathered, (void)tile;
+}
+
+static void convp_tile_gathering_s2(int64_t kdim, const float* ap, const float* b, const int32_t* off,
+                                    const uint16_t* masks, int64_t window, const intptr_t* da, const intptr_t* db,
+                                    unsigned split, float* gathered, float* tile) {
+    (void)kdim, (void)ap, (void)b, (void)off, (void)masks, (void)window, (void)da, (void)db, (void)split;
+    (void)gathered, (void)tile;
 }
 
 static void convp_store(const struct conv_launch* L, const struct convp_geom* g, float* tile, int rows, int64_t i0,
@@ -406,6 +452,74 @@ static void convp_masks(const struct conv_launch* L, const struct convp_geom* g,
         for (int64_t kj = 0; kj < L->kw; ++kj) masks[ki * L->kw + kj] = rowm[ki] & colm[kj];
 }
 
+/* Bit j of v to bits 2j (lanes to the even floats of their pairs). */
+static uint64_t spread_even(uint32_t v) {
+    uint64_t x = v;
+    x = (x | x << 16) & 0x0000FFFF0000FFFFull;
+    x = (x | x << 8) & 0x00FF00FF00FF00FFull;
+    x = (x | x << 4) & 0x0F0F0F0F0F0F0F0Full;
+    x = (x | x << 2) & 0x3333333333333333ull;
+    x = (x | x << 1) & 0x5555555555555555ull;
+    return x;
+}
+
+/* ceil(a / 2) for any sign of a. */
+static int64_t ceil_half(int64_t a) { return a >= 0 ? (a + 1) / 2 : -((-a) / 2); }
+
+/* The s2 layout's loads of the tile at grid position i0 with `lanes` valid lanes (convp_tile_gathering_s2): the
+ * tile's lanes fall in runs within one output row (segments); segment s, lanes [j, j + n) at (oy, ox), reads
+ * lane j' at byte delta 4 * (oy*sh*wd + 2*(ox - j) + 2j') of a tap's offset, lane j' valid for tap (ki, kj)
+ * when row oy*sh + ki*dh - ph is in [0, h) and column 2*(ox + j' - j) + kj*dw - pw in [0, wd). Vector q holds
+ * lanes 8q .. 8q + 8: da[q] and masks[t][q] for the segment of its first lane, db[q] and masks[t][4 + q] for that of
+ * its last where it differs (bit q of *split). */
+enum { CONVP_S2_SEGMENTS = EPABI_CONVP_NR / 8 + 2 };
+
+static void convp_masks_s2(const struct conv_launch* L, const struct convp_geom* g, int64_t i0, int lanes,
+                           uint16_t* masks, intptr_t* da, intptr_t* db, unsigned* split) {
+    uint64_t rowe[CONVP_S2_SEGMENTS][CONVP_MASK_WINDOW], cole[CONVP_S2_SEGMENTS][CONVP_MASK_WINDOW];
+    intptr_t delta[CONVP_S2_SEGMENTS];
+    int seg_of[EPABI_CONVP_NR];
+    int segs = 0;
+    for (int64_t j = 0; j < lanes; ++segs) {
+        const int64_t oy = (i0 + j) / g->cols, ox = (i0 + j) % g->cols;
+        const int64_t n = lanes - j < g->cols - ox ? lanes - j : g->cols - ox;
+        delta[segs] = (intptr_t)((oy * L->sh * L->wd + 2 * (ox - j)) * (int64_t)sizeof(float));
+        for (int64_t ki = 0; ki < L->kh; ++ki) {
+            const int64_t iy = oy * L->sh + ki * L->dh - L->ph;
+            rowe[segs][ki] = iy >= 0 && iy < L->h ? spread_even(lane_bits(j, j + n)) : 0;
+        }
+        for (int64_t kj = 0; kj < L->kw; ++kj) {
+            /* output columns whose input column 2*ox + kj*dw - pw lies in [0, wd) */
+            int64_t lo = ceil_half(L->pw - kj * L->dw), hi = ceil_half(L->wd + L->pw - kj * L->dw);
+            if (lo < ox) lo = ox;
+            if (hi > ox + n) hi = ox + n;
+            cole[segs][kj] = lo < hi ? spread_even(lane_bits(j + lo - ox, j + hi - ox)) : 0;
+        }
+        for (int64_t i = j; i < j + n; ++i) seg_of[i] = segs;
+        j += n;
+    }
+    *split = 0;
+    int sa[4], sb[4];
+    for (int q = 0; q < 4; ++q) {
+        const int first = 8 * q, last = 8 * q + 7 < lanes - 1 ? 8 * q + 7 : lanes - 1;
+        sa[q] = first < lanes ? seg_of[first] : -1;
+        sb[q] = first < lanes ? seg_of[last] : -1;
+        da[q] = (sa[q] >= 0 ? delta[sa[q]] : 0) + 64 * q;
+        db[q] = (sb[q] >= 0 ? delta[sb[q]] : 0) + 64 * q;
+        if (sb[q] != sa[q]) *split |= 1u << q;
+    }
+    for (int64_t ki = 0, t = 0; ki < L->kh; ++ki) {
+        for (int64_t kj = 0; kj < L->kw; ++kj, ++t) {
+            for (int q = 0; q < 4; ++q) {
+                const uint64_t a = sa[q] >= 0 ? rowe[sa[q]][ki] & cole[sa[q]][kj] : 0;
+                const uint64_t e = sb[q] != sa[q] ? rowe[sb[q]][ki] & cole[sb[q]][kj] : 0;
+                masks[t * 8 + q] = (uint16_t)(a >> (16 * q));
+                masks[t * 8 + 4 + q] = (uint16_t)(e >> (16 * q));
+            }
+        }
+    }
+}
+
 /* Task t: group, block of panels, run of tiles (struct convp_image). */
 static void convp_task(void* ctx, int64_t t, int slot) {
     const struct convp_image* im = ctx;
@@ -420,16 +534,23 @@ static void convp_task(void* ctx, int64_t t, int slot) {
     float tile[EPABI_CONVP_MR * EPABI_CONVP_NR] __attribute__((aligned(64)));
     float* gathered = im->gathered + (int64_t)slot * im->gathered_share;
     uint32_t masks[CONVP_MASK_TAPS];
+    uint16_t masks_s2[CONVP_MASK_TAPS * 8];
+    intptr_t da[4], db[4];
+    unsigned split = 0;
     for (int64_t ti = tile0; ti < tile1; ++ti) {
         const int64_t i0 = ti * EPABI_CONVP_NR;
         const int lanes = (int)(im->g.last - i0 < EPABI_CONVP_NR ? im->g.last - i0 : EPABI_CONVP_NR);
         if (im->g.masked) convp_masks(L, &im->g, i0, lanes, masks);
+        if (im->g.s2) convp_masks_s2(L, &im->g, i0, lanes, masks_s2, da, db, &split);
         for (int64_t p = p0; p < p1; ++p) {
             const int64_t m0 = g * L->mg + p * EPABI_CONVP_MR;
             const int rows = (int)(L->mg - p * EPABI_CONVP_MR < EPABI_CONVP_MR ? L->mg - p * EPABI_CONVP_MR
                                                                                : EPABI_CONVP_MR);
             const float* ap = im->wpack + (g * im->panels + p) * im->kdim * EPABI_CONVP_MR;
-            if (p == p0 && im->g.masked)
+            if (p == p0 && im->g.s2)
+                convp_tile_gathering_s2(im->kdim, ap, xg, im->offsets, masks_s2, L->kh * L->kw, da, db,
+                                        split, gathered, tile);
+            else if (p == p0 && im->g.masked)
                 convp_tile_gathering_masked(im->kdim, ap, xg + i0, im->offsets, masks, L->kh * L->kw, gathered,
                                             tile);
             else if (p == p0)
@@ -467,7 +588,9 @@ void epabi_convp_launch(const struct conv_launch* L) {
         for (int64_t ki = 0; ki < L->kh; ++ki) {
             for (int64_t kj = 0; kj < L->kw; ++kj, ++k) {
                 const int64_t dy = ki * L->dh, dx = kj * L->dw;
-                if (im.g.masked)   /* X itself: negative into the top and left padding, which the masks skip */
+                if (im.g.s2)   /* X itself from the tile's output row (convp_masks_s2's deltas) */
+                    offsets[k] = (int32_t)(c * im.g.channel + (dy - L->ph) * L->wd + dx - L->pw);
+                else if (im.g.masked)   /* X itself: negative into the top and left padding, which the masks skip */
                     offsets[k] = (int32_t)(c * im.g.channel + (dy - L->ph) * im.g.cols + dx - L->pw);
                 else
                     offsets[k] = (int32_t)(c * im.g.channel + (dy % L->sh * L->sw + dx % L->sw) * plane +
@@ -504,7 +627,7 @@ void epabi_convp_launch(const struct conv_launch* L) {
     for (int64_t ni = 0; ni < L->n; ++ni) {
         im.x = L->x + ni * in_image;
         im.y = L->y + ni * out_image;
-        if (im.g.in_place || im.g.masked) {
+        if (im.g.in_place || im.g.masked || im.g.s2) {
             im.xs = (float*)im.x;   /* only read */
         } else {
             im.xs = (float*)(work + s.xs);
