@@ -70,16 +70,9 @@ static int square_of(const struct epabi_plan* p, int r2) {
 /* Removes step ri; the values it produced (read by nobody now) keep `into` as producer. Returns `into`'s index
  * afterwards. */
 static int drop_step(struct epabi_plan* p, int ri, int into) {
-    struct plan_step* r = &p->steps[ri];
+    const struct plan_step* r = &p->steps[ri];
     for (int j = 0; j < r->n_out; ++j) p->values[r->out[j]].producer = into;
-    if (r->state != NULL && r->kernel->release != NULL) r->kernel->release(r->state);
-    free(r->node_name);
-    free(r->op_type);
-    free(r->frees);
-    for (int v = 0; v < p->n_values; ++v)
-        if (p->values[v].producer > ri) p->values[v].producer--;
-    memmove(r, r + 1, (size_t)(p->n_steps - ri - 1) * sizeof *r);
-    p->n_steps--;
+    epabi_plan_erase_step(p, ri);
     return into > ri ? into - 1 : into;
 }
 
