@@ -97,6 +97,13 @@ OrtStatus* epabi_plan_add_constant(struct epabi_plan* p, const char* name, ONNXT
 /* Erases step si (its state and names freed), keeping the producer indices of later steps' values right; values it
  * produced must have been given another producer first. plan_passes.c. */
 void epabi_plan_erase_step(struct epabi_plan* p, int si);
+/* Erases step ri, whose outputs step `into` now stands for (their producer); `into`'s index afterwards. plan_passes.c. */
+int epabi_plan_drop_into(struct epabi_plan* p, int ri, int into);
+/* How many input slots of all steps read value v. plan_passes.c. */
+int epabi_plan_readers(const struct epabi_plan* p, int v);
+/* The step reading value v when exactly one input slot of one step reads it and v may vanish into a fused step (an
+ * intermediate, no fused output); -1 otherwise, *slot the input index. plan_passes.c. */
+int epabi_plan_sole_reader(const struct epabi_plan* p, int v, int* slot);
 
 /* The passes epabi_plan_build runs once every step and value is in, in this order: */
 OrtStatus* epabi_plan_fuse_onehot(struct epabi_plan* p);   /* plan_onehot.c; when the build asks for fuse_linear */

@@ -46,14 +46,6 @@ static bool same_axes(const struct epabi_plan* p, int a, int b) {
     return memcmp(va->tensor.host, vb->tensor.host, bytes) == 0;
 }
 
-/* How many input slots of all steps read value v. */
-static int reads_of(const struct epabi_plan* p, int v) {
-    int n = 0;
-    for (int si = 0; si < p->n_steps; ++si)
-        for (int j = 0; j < p->steps[si].n_in; ++j) n += p->steps[si].in[j] == v;
-    return n;
-}
-
 /* The Mul step squaring X whose square only the ReduceSum r2 reads, as its data; -1 when its data is not one. */
 static int square_of(const struct epabi_plan* p, int r2) {
     const int sq = p->steps[r2].in[0];
@@ -64,16 +56,7 @@ static int square_of(const struct epabi_plan* p, int r2) {
     if (!m->kernel->product || m->on_host || m->n_in != 2 || m->n_out != 1 || m->in[0] < 0 || m->in[0] != m->in[1] ||
         m->epilogue != EPABI_EPILOGUE_NONE || p->values[m->in[0]].dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
         return -1;
-    return reads_of(p, sq) == 1 ? v->producer : -1;
-}
-
-/* Removes step ri; the values it produced (read by nobody now) keep `into` as producer. Returns `into`'s index
- * afterwards. */
-static int drop_step(struct epabi_plan* p, int ri, int into) {
-    const struct plan_step* r = &p->steps[ri];
-    for (int j = 0; j < r->n_out; ++j) p->values[r->out[j]].producer = into;
-    epabi_plan_erase_step(p, ri);
-    return into > ri ? into - 1 : into;
+    return epabi_plan_readers(p, sq) == 1 ? v->producer : -1;
 }
 
 OrtStatus* epabi_plan_fuse_moments(struct epabi_plan* p) {
@@ -113,8 +96,8 @@ OrtStatus* epabi_plan_fuse_moments(struct epabi_plan* p) {
         p->n_moments++;
         /* the later one first, so the earlier index stays valid */
         const int first = mi < r2 ? mi : r2, second = mi < r2 ? r2 : mi;
-        r1 = drop_step(p, second, r1);
-        r1 = drop_step(p, first, r1);
+        r1 = epabi_plan_drop_into(p, second, r1);
+        r1 = epabi_plan_drop_into(p, first, r1);
         r2 = -1;   /* indices moved: start over (plans are small, pairs few) */
     }
     return NULL;

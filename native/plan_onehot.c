@@ -18,22 +18,6 @@
 #include "linear.h"
 #include "onehot.h"
 
-/* The step reading value v, when one input slot of one step reads it and v is an intermediate the fused step may
- * swallow (not a fused output); -1 otherwise. *slot receives the input index. */
-static int only_reader(const struct epabi_plan* p, int v, int* slot) {
-    const struct plan_value* pv = &p->values[v];
-    if (pv->kind != VK_INNER || pv->output_index >= 0) return -1;
-    int reader = -1, count = 0;
-    for (int si = 0; si < p->n_steps; ++si)
-        for (int j = 0; j < p->steps[si].n_in; ++j)
-            if (p->steps[si].in[j] == v) {
-                ++count;
-                reader = si;
-                *slot = j;
-            }
-    return count == 1 ? reader : -1;
-}
-
 /* C: an int32/int64 constant of rank >= 1 whose dims are 1 but the last; its K in *k. */
 static bool is_keys(const struct plan_value* c, int64_t* k) {
     if (c->kind != VK_CONST || !epabi_is_index_dtype(c->dtype) || c->tensor.host == NULL || c->tensor.rank < 1)
@@ -107,14 +91,14 @@ static bool match(const struct epabi_plan* p, int ei, struct group* g) {
     }
     int slot = 0;
     const int eq_out = e->out[0];
-    g->cast = only_reader(p, eq_out, &slot);
+    g->cast = epabi_plan_sole_reader(p, eq_out, &slot);
     if (g->cast < 0) return false;
     const struct plan_step* c = &p->steps[g->cast];
     if (c->kernel->cast_to == NULL || c->n_in != 1 || c->n_out != 1 ||
         c->kernel->cast_to(c->state) != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT)
         return false;
     const int a = c->out[0];
-    g->matmul = only_reader(p, a, &slot);
+    g->matmul = epabi_plan_sole_reader(p, a, &slot);
     if (g->matmul < 0 || slot != 0) return false;
     const struct plan_step* m = &p->steps[g->matmul];
     struct epabi_linear_lead lead;
@@ -138,7 +122,7 @@ static bool match(const struct epabi_plan* p, int ei, struct group* g) {
         return true;
     }
     /* the Add of a bias */
-    const int r = p->values[g->tail].dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT ? only_reader(p, g->tail, &slot) : -1;
+    const int r = p->values[g->tail].dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT ? epabi_plan_sole_reader(p, g->tail, &slot) : -1;
     if (r >= 0 && p->steps[r].kernel->linear_bias && p->steps[r].n_in == 2 && p->steps[r].n_out == 1 &&
         p->steps[r].in[1 - slot] >= 0 && is_bias(&p->values[p->steps[r].in[1 - slot]], g->n, out_rank, &g->bias_cols) &&
         p->values[p->steps[r].out[0]].dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
@@ -147,14 +131,6 @@ static bool match(const struct epabi_plan* p, int ei, struct group* g) {
         g->tail = p->steps[r].out[0];
     }
     return true;
-}
-
-/* Drops step si, whose outputs the fused step `into` stands for; returns `into`'s index afterwards. */
-static int drop_into(struct epabi_plan* p, int si, int into) {
-    const struct plan_step* s = &p->steps[si];
-    for (int j = 0; j < s->n_out; ++j) p->values[s->out[j]].producer = into;
-    epabi_plan_erase_step(p, si);
-    return into > si ? into - 1 : into;
 }
 
 static OrtStatus* fuse(struct epabi_plan* p, struct group* g) {
@@ -224,7 +200,7 @@ static OrtStatus* fuse(struct epabi_plan* p, struct group* g) {
             }
         if (latest < 0) break;
         folded[at] = -1;
-        into = drop_into(p, latest, into);
+        into = epabi_plan_drop_into(p, latest, into);
     }
     p->values[g->tail].producer = into;
     p->n_onehot++;

@@ -170,21 +170,24 @@ void epabi_plan_place_steps(struct epabi_plan* p) {
 
 /* ---- linear steps (kernels/linear.h) ------------------------------------------------------------------ */
 
-/* The step that reads value v, when exactly one input slot of one step reads it and v may vanish into a fused
- * step: a float intermediate that is not a fused output. -1 otherwise; *slot receives the input index. */
-static int sole_reader(const struct plan_value* values, const struct plan_step* steps, int n_steps, int v, int* slot) {
-    const struct plan_value* pv = &values[v];
-    if (pv->kind != VK_INNER || pv->output_index >= 0 || pv->dtype != ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) return -1;
+int epabi_plan_sole_reader(const struct epabi_plan* p, int v, int* slot) {
+    const struct plan_value* pv = &p->values[v];
+    if (pv->kind != VK_INNER || pv->output_index >= 0) return -1;
     int reader = -1, count = 0;
-    for (int si = 0; si < n_steps; ++si) {
-        for (int j = 0; j < steps[si].n_in; ++j) {
-            if (steps[si].in[j] != v) continue;
+    for (int si = 0; si < p->n_steps; ++si) {
+        for (int j = 0; j < p->steps[si].n_in; ++j) {
+            if (p->steps[si].in[j] != v) continue;
             ++count;
             reader = si;
             *slot = j;
         }
     }
     return count == 1 ? reader : -1;
+}
+
+/* The step reading a float value v that may vanish into a linear step (epabi_plan_sole_reader); -1 otherwise. */
+static int sole_reader(const struct epabi_plan* p, int v, int* slot) {
+    return p->values[v].dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT ? epabi_plan_sole_reader(p, v, slot) : -1;
 }
 
 void epabi_plan_erase_step(struct epabi_plan* p, int ri) {
@@ -199,8 +202,7 @@ void epabi_plan_erase_step(struct epabi_plan* p, int ri) {
     p->n_steps--;
 }
 
-/* Removes step ri, whose outputs the linear step `into` now stands for; returns `into`'s index afterwards. */
-static int drop_folded_step(struct epabi_plan* p, int ri, int into) {
+int epabi_plan_drop_into(struct epabi_plan* p, int ri, int into) {
     const struct plan_step* r = &p->steps[ri];
     for (int j = 0; j < r->n_out; ++j) p->values[r->out[j]].producer = into;
     epabi_plan_erase_step(p, ri);
@@ -268,7 +270,7 @@ OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p) {
 
         int tail = s->out[0], slot = 0, bias = -1, add = -1, act_step = -1;
         int32_t activation = -1;
-        int r = lead.has_c ? -1 : sole_reader(p->values, p->steps, p->n_steps, tail, &slot);
+        int r = lead.has_c ? -1 : sole_reader(p, tail, &slot);
         if (r >= 0 && p->steps[r].kernel->linear_bias && p->steps[r].n_in == 2 && p->steps[r].n_out == 1 &&
             p->steps[r].in[1 - slot] >= 0 && is_bias(&p->values[p->steps[r].in[1 - slot]], n, out_rank) &&
             p->values[p->steps[r].out[0]].dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT) {
@@ -276,7 +278,7 @@ OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p) {
             bias = p->steps[r].in[1 - slot];
             tail = p->steps[r].out[0];
         }
-        r = sole_reader(p->values, p->steps, p->n_steps, tail, &slot);
+        r = sole_reader(p, tail, &slot);
         if (r >= 0 && p->steps[r].kernel->linear_activation != NULL && p->steps[r].n_in == 1 &&
             p->steps[r].n_out == 1 &&
             p->values[p->steps[r].out[0]].dtype == ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT &&
@@ -320,11 +322,11 @@ OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p) {
         int first = add >= 0 && act_step >= 0 ? (add < act_step ? add : act_step) : add >= 0 ? add : act_step;
         int second = add >= 0 && act_step >= 0 ? (add < act_step ? act_step : add) : -1;
         if (second >= 0) {
-            li = drop_folded_step(p, second, li);
+            li = epabi_plan_drop_into(p, second, li);
             p->n_linear_folded++;
         }
         if (first >= 0) {
-            li = drop_folded_step(p, first, li);
+            li = epabi_plan_drop_into(p, first, li);
             p->n_linear_folded++;
         }
     }
@@ -333,8 +335,7 @@ OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p) {
 
 /* ---- activation epilogues (kernels/epilogue.h) -------------------------------------------------------- */
 
-/* The readers of value v among the steps. */
-static int readers_of(const struct epabi_plan* p, int v) {
+int epabi_plan_readers(const struct epabi_plan* p, int v) {
     int n = 0;
     for (int si = 0; si < p->n_steps; ++si)
         for (int j = 0; j < p->steps[si].n_in; ++j) n += p->steps[si].in[j] == v;
@@ -358,7 +359,7 @@ static int epilogue_host(const struct epabi_plan* p, int x, enum epabi_epilogue 
     const struct plan_step* a = &p->steps[xv->producer];
     if ((a->kernel->epilogues & EPABI_EPILOGUE_BIT(kind)) == 0 || a->n_out != 1 || a->epilogue != EPABI_EPILOGUE_NONE)
         return -1;
-    return readers_of(p, x) == readers ? xv->producer : -1;
+    return epabi_plan_readers(p, x) == readers ? xv->producer : -1;
 }
 
 /* Producer step ai now writes y with epilogue `kind`. X keeps a producer (so the plan stays consistent) but nobody
@@ -381,7 +382,7 @@ static bool fuse_gated(struct epabi_plan* p, int mi) {
     for (int side = 0; side < 2; ++side) {
         const int x = m->in[side], sig = m->in[1 - side];
         const struct plan_value* sv = &p->values[sig];
-        if (sv->kind != VK_INNER || sv->output_index >= 0 || sv->producer < 0 || readers_of(p, sig) != 1) continue;
+        if (sv->kind != VK_INNER || sv->output_index >= 0 || sv->producer < 0 || epabi_plan_readers(p, sig) != 1) continue;
         const struct plan_step* s = &p->steps[sv->producer];
         const enum epabi_epilogue kind = s->kernel->times_input;
         if (kind == EPABI_EPILOGUE_NONE || s->n_in != 1 || s->in[0] != x || s->n_out != 1 ||
