@@ -16,8 +16,9 @@
  * cuDNN or the GEMM form (EPABI_CONV_FORM, read at the stream's creation). Where epabi's kernels would run the conv as
  * GEMMs (im2col + cuBLAS SGEMM, epabi_cuda_conv_gemm_form), those can beat cuDNN's kernel: on the H200 magika's conv
  * (X [1,256,512,1], W [512,256,5,1]) took 40.0 us in cuDNN's implicit GEMM, and cuBLAS's split-K SGEMM of the same
- * product 19.4 us plus a 2.8 us reduction, to which im2col adds a few. So by default ("timed") the set-up, after cuDNN's first run, times both forms as each would run (cuDNN's call,
- * with epabi's activation pass unless cuDNN fused it; bias fill, im2col, SGEMM and that pass) and keeps the faster:
+ * product 19.4 us plus a 2.8 us reduction, to which im2col adds a few. So by default ("timed") the set-up, after
+ * cuDNN's first run, times both forms as each would run (cuDNN's call, with epabi's activation pass unless cuDNN
+ * fused it; bias fill, im2col, SGEMM and that pass) and keeps the faster:
  * TIMING_BATCHES batches of TIMING_CALLS calls of each, alternating, the best batch per form. Each batch is queued
  * behind conv_timing_hold, a one-thread kernel that holds the stream until the host has queued the whole batch, so
  * the events time the GPU's work alone (cuDNN's host cost per call, tens of microseconds, is paid once in a captured
