@@ -7,7 +7,9 @@ process, graph nodes included) and prints, per kernel name, its count per replay
 plus the GPU busy time and the wall time per replay. Also prints the plugin's log lines naming the CUDA libraries
 it loaded and the captured graph's node count. Informational; exits 0 with a reason when something is missing.
 
-    python bench/profile_replay.py [--model mlp|magika] [--layers 32] [--replays 20]
+    python bench/profile_replay.py [--model mlp|magika] [--layers 32] [--replays 20] [--sequence]
+
+``--sequence`` also prints the kernels of the last profiled replay in launch order, each with its GPU microseconds.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ def main() -> int:
     parser.add_argument("--model", choices=["mlp", "magika"], default="mlp")
     parser.add_argument("--layers", type=int, default=32)
     parser.add_argument("--replays", type=int, default=20)
+    parser.add_argument("--sequence", action="store_true", help="print the last replay's kernels in order")
     args = parser.parse_args()
     try:
         import torch
@@ -99,10 +102,13 @@ def main() -> int:
             print("[plugin]", line)
     per: dict[str, list[float]] = defaultdict(list)
     starts: list[tuple[float, float]] = []
+    ordered: list[tuple[float, str, float]] = []
     for e in prof.events():
         if e.device_type == torch.autograd.DeviceType.CUDA:
-            per[e.name].append(e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total)
+            us = e.device_time_total if hasattr(e, "device_time_total") else e.cuda_time_total
+            per[e.name].append(us)
             starts.append((e.time_range.start, e.time_range.end))
+            ordered.append((e.time_range.start, e.name, us))
     busy = sum(sum(v) for v in per.values()) / args.replays
     print(f"{'kernel':<70}{'per replay':>11}{'mean us':>9}")
     for name, v in sorted(per.items(), key=lambda kv: -sum(kv[1])):
@@ -112,6 +118,12 @@ def main() -> int:
         span = (starts[-1][1] - starts[0][0]) / args.replays
         print(f"GPU busy {busy:.1f} us per replay; first-to-last kernel span {span:.1f} us per replay (incl. gaps)")
     print(f"wall {wall:.1f} us per replay (host run + sync)")
+    if args.sequence and ordered:
+        ordered.sort()
+        per_replay = len(ordered) // args.replays
+        print(f"the last replay's {per_replay} kernels in launch order (GPU us):")
+        for _, name, us in ordered[-per_replay:]:
+            print(f"  {us:7.2f}  {name[:100]}")
     return 0
 
 

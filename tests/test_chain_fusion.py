@@ -423,12 +423,16 @@ def test_real_ort_chains(version: str, library_path: str, tmp_path: Path) -> Non
 @pytest.mark.parametrize("case", ["hard_swish_keep_clip", "silu_se_residual", "activations", "add_relu_broadcast",
                                   "read_outside", "gelu_tanh", "gelu_tanh_symbolic", "immediates", "seventeen",
                                   *SYMBOLIC])
+@pytest.mark.parametrize("jit", ["require", "0"])
 def test_gpu_chains(library_path: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
-                    case: str) -> None:
-    """chain_f32 on the GPU: the plan fuses as on the host; values equal the unfused CUDA kernels bit for bit (NaN and
-    infinities included) and match the CPU EP."""
+                    case: str, jit: str) -> None:
+    """Chains on the GPU, through their own compiled kernels (EPABI_CHAIN_JIT=require: an error where a chain would
+    not get one; native/cuda/cuda_chain_jit.c) and through the interpreting chain_f32 (EPABI_CHAIN_JIT=0): the plan
+    fuses as on the host; values equal the unfused CUDA kernels bit for bit (NaN and infinities included) and match the
+    CPU EP."""
     if epabi.hardware.cuda_gpu_count() == 0:
         pytest.skip("no NVIDIA GPU with a working driver")
+    monkeypatch.setenv("EPABI_CHAIN_JIT", jit)
     monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
     monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
     build, steps, chains, chained = CASES[case]
@@ -454,3 +458,35 @@ def test_gpu_chains(library_path: str, monkeypatch: pytest.MonkeyPatch, caplog: 
             if not special:
                 for value, want in zip(got, _cpu_ep(model, feeds)):
                     np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-5, err_msg=case)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", ["gelu_tanh_symbolic", "layernorm_tail", "softmax_head", "symbolic_two_symbols"])
+def test_gpu_chain_kernels_over_batches(library_path: str, monkeypatch: pytest.MonkeyPatch, case: str) -> None:
+    """A chain's own kernel is compiled for its op list, not its shape: one session over symbolic dims runs batches
+    1, 7, 1 and 300 through it (EPABI_CHAIN_JIT=require), each equal to the interpreter's bits in a second session
+    (EPABI_CHAIN_JIT=0) and to ORT's CPU EP at 1e-5."""
+    if epabi.hardware.cuda_gpu_count() == 0:
+        pytest.skip("no NVIDIA GPU with a working driver")
+    monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")
+    monkeypatch.delenv("EPABI_ALLOW_SOFTWARE_ADAPTER", raising=False)
+    model = CASES[case][0]()
+    batches = [1, 7, 1, 300]
+    feeds = [_feeds(model, np.random.default_rng(b + 11 * i), batch=b) for i, b in enumerate(batches)]
+    got: dict[str, list[list[np.ndarray]]] = {}
+    with epabi.Host() as host:
+        host.register_execution_provider_library("epabi", library_path)
+        gpus = [d for d in host.get_ep_devices()
+                if d.ep_name == epabi.get_ep_name() and d.ep_metadata.get("device_kind") == "gpu"]
+        assert gpus, host.get_ep_devices()
+        for jit in ["require", "0"]:
+            monkeypatch.setenv("EPABI_CHAIN_JIT", jit)
+            so = epabi.SessionOptions()
+            so.add_provider_for_devices(gpus[:1], {})
+            with epabi.InferenceSession(model, so) as sess:
+                assert set(sess.node_assignment.values()) == {epabi.get_ep_name()}, sess.node_assignment
+                got[jit] = [sess.run(None, f) for f in feeds]
+    for b, f, own, interpreted in zip(batches, feeds, got["require"], got["0"]):
+        for value, ref, want in zip(own, interpreted, _cpu_ep(model, f)):
+            np.testing.assert_array_equal(value, ref, err_msg=f"{case} batch {b}")
+            np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-5, err_msg=f"{case} batch {b}")

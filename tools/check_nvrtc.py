@@ -11,6 +11,9 @@ What it checks, in order:
      (CUBIN, the normal path), then compute_<arch> (PTX, the fallback path); prints the logs.
   3. names: every kernel of EPABI_CUDA_KERNEL_LIST (cuda_launch_internal.h, the table cuda_module.c looks
      up) must be an `.entry` of the PTX, i.e. an unmangled extern "C" __global__ function.
+  4. chains: gcc builds a driver around cuda_chain_jit.c's own generator, which writes the programs of a few sample
+     chains (every op kind, immediates, dense and broadcast inputs, several outputs); NVRTC must compile each with
+     the same headers and options, into a module whose entry is `epabi_chain`.
 
 Usage: tools/check_nvrtc.py [--nvrtc PATH/libnvrtc.so] [--arch 90] [--update-layout]
 libnvrtc is searched as: --nvrtc, $EPABI_CUDA_LIB_DIR, the nvidia-* wheels of this Python (the test extra
@@ -32,6 +35,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CU = os.path.join(ROOT, "native", "cuda", "cuda_kernels.cu")
 ARGS_H = os.path.join(ROOT, "native", "kernels", "launch_args.h")
 MODULE_C = os.path.join(ROOT, "native", "cuda", "cuda_module.c")
+MATH_H = os.path.join(ROOT, "native", "cuda", "cuda_math.cuh")
+CHAIN_JIT_C = os.path.join(ROOT, "native", "cuda", "cuda_chain_jit.c")
 LIST_H = os.path.join(ROOT, "native", "cuda", "cuda_launch_internal.h")
 BEGIN = "// BEGIN GENERATED LAYOUT CHECK"
 END = "// END GENERATED LAYOUT CHECK"
@@ -156,6 +161,59 @@ def check_layout(update: bool) -> bool:
 
 # ---- 2. NVRTC --------------------------------------------------------------------------------------------
 
+# ---- 4. chains -----------------------------------------------------------------------------------------
+
+# Sample chains for the generator, as C initialisers of struct chain_args (the fields generate() reads). Operands:
+# r >= 0 a register, -1 - k input k, IMM an immediate (alpha for a, beta for b).
+CHAIN_SAMPLES = [
+    # magika's GELU-tanh over a dense input: scalar immediates, Tanh, one output
+    "{.n_ops = 9, .n_in = 1, .n_out = 1, .rank = 1, .dims = {260096}, .strides = {{1}}, .ops = {"
+    "{CHAIN_BINARY, OP_MUL, IMM, -1, -1, 0.5f, 0}, {CHAIN_BINARY, OP_MUL, -1, -1, -1, 0, 0},"
+    "{CHAIN_BINARY, OP_MUL, 1, -1, -1, 0, 0}, {CHAIN_BINARY, OP_MUL, IMM, 2, -1, 0.044715f, 0},"
+    "{CHAIN_BINARY, OP_ADD, -1, 3, -1, 0, 0}, {CHAIN_BINARY, OP_MUL, IMM, 4, -1, 0.7978846f, 0},"
+    "{CHAIN_UNARY, UN_TANH, 5, 0, -1, 0, 0}, {CHAIN_BINARY, OP_ADD, IMM, 6, -1, 1.0f, 0},"
+    "{CHAIN_BINARY, OP_MUL, 0, 7, 0, 0, 0}}}",
+    # a broadcast bias over rank 3, Clip, LeakyRelu, Max/Min, Div by an immediate, two outputs
+    "{.n_ops = 6, .n_in = 3, .n_out = 2, .rank = 3, .dims = {2, 512, 508},"
+    " .strides = {{260096, 508, 1}, {0, 1, 0}, {0, 0, 1}}, .ops = {"
+    "{CHAIN_BINARY, OP_ADD, -1, -2, -1, 0, 0}, {CHAIN_CLIP, 0, 0, 0, 0, -1.0f, 6.0f},"
+    "{CHAIN_UNARY, UN_LEAKY_RELU, 1, 0, -1, 0.01f, 0}, {CHAIN_BINARY, OP_MAX, 2, -3, -1, 0, 0},"
+    "{CHAIN_BINARY, OP_DIV, 3, IMM, -1, 0, 3.0f}, {CHAIN_BINARY, OP_MIN, 4, -1, 1, 0, 0}}}",
+]
+
+
+def chain_programs() -> list[str]:
+    """The programs cuda_chain_jit.c's generate() writes for CHAIN_SAMPLES, from a gcc-built driver."""
+    # the file's CUDA calls never run here: stubs of exactly their declarations (a drifted one fails to compile)
+    prog = ['#include "cuda_chain_jit.c"', "#define IMM EPABI_CHAIN_IMMEDIATE",
+            "OrtStatus* epabi_error(const struct epabi_api* api, OrtErrorCode code, const char* fmt, ...) "
+            "{ (void)api; (void)code; (void)fmt; return NULL; }",
+            "const char* epabi_cuda_error_text(const struct epabi_cuda_driver* cu, epabi_cu_result r) "
+            "{ (void)cu; (void)r; return \"\"; }",
+            "void epabi_cuda_relax(const struct epabi_cuda_driver* cu, struct epabi_cuda_relaxed* r) "
+            "{ (void)cu; (void)r; }",
+            "void epabi_cuda_unrelax(const struct epabi_cuda_driver* cu, struct epabi_cuda_relaxed* r) "
+            "{ (void)cu; (void)r; }",
+            "OrtStatus* epabi_cuda_program_load(const struct epabi_api* api, const struct epabi_cuda_libs* libs, "
+            "const struct epabi_cuda_module* kernels, const char* source, const char* name, epabi_cu_module* out) "
+            "{ (void)api; (void)libs; (void)kernels; (void)source; (void)name; *out = NULL; return NULL; }",
+            "int main(void) {"]
+    for i, sample in enumerate(CHAIN_SAMPLES):
+        prog += [f"    {{ static const struct chain_args a{i} = {sample};",
+                 "      static char buf[SOURCE_CHARS]; struct text t = {buf, 0, false};",
+                 f"      generate(&a{i}, &t); if (t.overflow) return 1; fputs(buf, stdout); fputs(\"\\f\", stdout); }}"]
+    prog += ["    return 0;", "}"]
+    with tempfile.TemporaryDirectory() as tmp:
+        src, exe = os.path.join(tmp, "chains.c"), os.path.join(tmp, "chains")
+        with open(src, "w") as f:
+            f.write("\n".join(prog) + "\n")
+        inc = [f"-I{os.path.join(ROOT, p)}" for p in ("native", "native/include", "native/kernels", "native/cuda")]
+        subprocess.run(["gcc", "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror", *inc, src, "-o", exe,
+                        "-lpthread"], check=True)
+        out = subprocess.run([exe], check=True, capture_output=True, text=True).stdout
+    return [p for p in out.split("\f") if p.strip()]
+
+
 def module_options() -> list[str]:
     with open(MODULE_C) as f:
         text = f.read()
@@ -229,6 +287,8 @@ def main() -> int:
         src = f.read()
     with open(ARGS_H) as f:
         headers = [("launch_args.h", f.read())]
+    with open(MATH_H) as f:
+        headers.append(("cuda_math.cuh", f.read()))
     base = module_options()
     entries = set()
     for arch, want_ptx in ((f"sm_{args.arch}", False), (f"compute_{args.arch}", True)):
@@ -255,6 +315,20 @@ def main() -> int:
             print(f"names: OK (all {len(names)} kernels of EPABI_CUDA_KERNEL_LIST are entries of the module)")
         if unused:
             print("names: note, kernels defined but never looked up:", ", ".join(unused))
+    programs = chain_programs()
+    for i, chain in enumerate(programs):
+        options = [f"--gpu-architecture=compute_{args.arch}", *base]
+        rc, log, image = nv.compile(chain, headers, options, True)
+        has_entry = rc == 0 and re.search(r"\.entry\s+epabi_chain\s*\(", image.decode(errors="replace"))
+        print(f"chains: sample {i} ({chain.count(chr(10))} lines): {'OK' if has_entry else 'FAILED'}")
+        if log.strip():
+            print(log.rstrip())
+        if not has_entry:
+            ok = False
+            print(chain)
+    if len(programs) != len(CHAIN_SAMPLES):
+        ok = False
+        print(f"chains: the driver wrote {len(programs)} programs for {len(CHAIN_SAMPLES)} samples")
     print("check_nvrtc:", "PASS" if ok else "FAIL")
     return 0 if ok else 1
 

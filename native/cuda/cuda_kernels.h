@@ -26,6 +26,7 @@
 /* Embedded at build time (generated file): NUL-terminated. */
 extern const char epabi_cuda_kernels_source[];
 extern const char epabi_launch_args_source[];
+extern const char epabi_cuda_math_source[];   /* cuda_math.cuh */
 
 struct epabi_cuda_module;   /* one compiled module of one device */
 

@@ -39,21 +39,26 @@ OrtStatus* epabi_cuda_fail(const struct epabi_cuda_launch_env* env, const char* 
                        epabi_cuda_error_text(env->libs->cu, r));
 }
 
-OrtStatus* epabi_cuda_run(const struct epabi_cuda_launch_env* env, const char* what, enum epabi_cuda_kernel_id id,
-                          unsigned gx, unsigned gy, unsigned gz, unsigned block, void** params) {
+OrtStatus* epabi_cuda_run_fn(const struct epabi_cuda_launch_env* env, const char* what, epabi_cu_function fn,
+                             unsigned gx, unsigned gy, unsigned gz, unsigned block, void** params) {
     const struct epabi_cuda_driver* cu = env->libs->cu;
     epabi_cu_result r;
     if (env->pdl) {
-        /* every kernel of ours waits for its predecessor first (EP_PDL_ENTER in cuda_kernels.cu), so it may be launched
+        /* every kernel of ours waits for its predecessor first (EP_PDL_ENTER in cuda_math.cuh), so it may be launched
          * before that one ends: in a graph the launch latency between our kernels overlaps their work */
         static const struct epabi_cu_launch_attribute kPdl = {
             .id = EPABI_CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, .value = {.value = 1}};
         const struct epabi_cu_launch_config config = {gx, gy, gz, block, 1, 1, 0, env->stream, &kPdl, 1};
-        r = cu->LaunchKernelEx(&config, env->module->fn[id], params, NULL);
+        r = cu->LaunchKernelEx(&config, fn, params, NULL);
     } else {
-        r = cu->LaunchKernel(env->module->fn[id], gx, gy, gz, block, 1, 1, 0, env->stream, params, NULL);
+        r = cu->LaunchKernel(fn, gx, gy, gz, block, 1, 1, 0, env->stream, params, NULL);
     }
     return r == 0 ? NULL : epabi_cuda_fail(env, what, r);
+}
+
+OrtStatus* epabi_cuda_run(const struct epabi_cuda_launch_env* env, const char* what, enum epabi_cuda_kernel_id id,
+                          unsigned gx, unsigned gy, unsigned gz, unsigned block, void** params) {
+    return epabi_cuda_run_fn(env, what, env->module->fn[id], gx, gy, gz, block, params);
 }
 
 static OrtStatus* not_implemented(const struct epabi_cuda_launch_env* env, const char* what, const char* detail,

@@ -1,6 +1,7 @@
 /*
  * cuda_launch_chain.c - the launcher of elementwise chains (EPABI_LAUNCH_CHAIN, struct chain_args; kernels/chain.h):
- * one chain_f32 kernel (cuda_kernels.cu) over the output's elements, interpreting the chain's op list. The block
+ * one kernel over the output's elements: the chain's own, compiled from its op list (cuda_chain_jit.c), or chain_f32
+ * (cuda_kernels.cu), which interprets the op list, where that one does not apply. The block
  * arrives with its dims merged by the chain step's run(), as the host launch takes it. Never allocates, never
  * synchronizes (capturable). Thread-safety: no state.
  */
@@ -40,6 +41,11 @@ OrtStatus* epabi_cuda_launch_chain(const struct epabi_cuda_launch_env* env, cons
     for (int d = 0; d < a.rank; ++d) n *= a.dims[d];
     if (n <= 0) return NULL;
     void* params[] = {(void*)&a, &n};
+    epabi_cu_function own = NULL;
+    EPABI_RETURN_IF_ERROR(epabi_cuda_chain_kernel(env, &a, n, &own));
+    if (own != NULL)
+        return epabi_cuda_run_fn(env, "Chain", own, epabi_cuda_grid(n, EPABI_CUDA_BLOCK), 1, 1, EPABI_CUDA_BLOCK,
+                                 params);
     return epabi_cuda_run(env, "Chain", EPABI_CK_chain_f32, epabi_cuda_grid(n, EPABI_CUDA_BLOCK), 1, 1,
                           EPABI_CUDA_BLOCK, params);
 }

@@ -63,6 +63,15 @@ struct epabi_cuda_module {
     epabi_cu_function fn[EPABI_CK_COUNT];
 };
 
+/* Compiles `source` (CUDA C, which may include "launch_args.h" and "cuda_math.cuh") as cuda_module.c compiles the
+ * kernels' module for `kernels`' device (same options, same architecture fallbacks) and loads it into the current
+ * context, which must be that device's primary context (a launch's). `name` names the program in errors. The module
+ * is the caller's (never unloaded by us). Errors: ORT_EP_FAIL with the head of NVRTC's log, or the driver's error.
+ * Thread-safety: NVRTC and the driver are thread-safe; this holds no lock. */
+OrtStatus* epabi_cuda_program_load(const struct epabi_api* api, const struct epabi_cuda_libs* libs,
+                                   const struct epabi_cuda_module* kernels, const char* source, const char* name,
+                                   epabi_cu_module* out);
+
 /* Threads per block of the one-dimensional grid-stride kernels. */
 enum { EPABI_CUDA_BLOCK = 256 };
 
@@ -75,6 +84,19 @@ unsigned epabi_cuda_row_block(int64_t n);
 /* cuLaunchKernel of kernel `id` on env->stream; `what` names the launch kind in the error. */
 OrtStatus* epabi_cuda_run(const struct epabi_cuda_launch_env* env, const char* what, enum epabi_cuda_kernel_id id,
                           unsigned gx, unsigned gy, unsigned gz, unsigned block, void** params);
+
+/* epabi_cuda_run of a function of another module (a chain's own kernel, cuda_chain_jit.c). */
+OrtStatus* epabi_cuda_run_fn(const struct epabi_cuda_launch_env* env, const char* what, epabi_cu_function fn,
+                             unsigned gx, unsigned gy, unsigned gz, unsigned block, void** params);
+
+/* The kernel of its own that chain `a` (n elements, its dims merged) runs instead of the interpreting chain_f32:
+ * compiled from the chain's op list on its first launch on the device and kept for the process (cuda_chain_jit.c).
+ * *fn is NULL when the chain runs chain_f32: EPABI_CHAIN_JIT=0 in the environment, an index or offset beyond 2^31 - 1,
+ * or 1024 distinct chains already compiled (the last two are errors under EPABI_CHAIN_JIT=require). Must run with the device's context current (inside a launch); may be
+ * called inside a capture (the compile runs in relaxed capture mode). Errors: ORT_EP_FAIL when NVRTC or the driver
+ * refuses the program (with NVRTC's log). Thread-safety: safe (one lock around the cache). */
+OrtStatus* epabi_cuda_chain_kernel(const struct epabi_cuda_launch_env* env, const struct chain_args* a, int64_t n,
+                                   epabi_cu_function* fn);
 
 /* An ORT_EP_FAIL status for a failed driver call (cuMemsetD8Async, cuMemcpyAsync...). */
 OrtStatus* epabi_cuda_fail(const struct epabi_cuda_launch_env* env, const char* what, epabi_cu_result r);

@@ -2,8 +2,8 @@
  * cuda_module.c - epabi_cuda_module_get: NVRTC compiles cuda_kernels.cu once per device and process, the
  * driver loads it, and every kernel of EPABI_CUDA_KERNEL_LIST is looked up once into the module's table.
  *
- * Compilation: the embedded source, with the embedded launch_args.h as the in-memory header
- * "launch_args.h", for --gpu-architecture=sm_XY (XY: the device's compute capability) into CUBIN. When
+ * Compilation: the embedded source, with the embedded launch_args.h and cuda_math.cuh as the in-memory headers
+ * "launch_args.h" and "cuda_math.cuh", for --gpu-architecture=sm_XY (XY: the device's compute capability) into CUBIN. When
  * this NVRTC does not know sm_XY (NVRTC_ERROR_INVALID_OPTION: a device newer than the toolkit), it
  * compiles PTX for compute_XY instead, and failing that for the newest older virtual arch it knows, which
  * the driver JIT-compiles for the device. No fast math: results must match the CPU kernels. A compile
@@ -14,6 +14,9 @@
  * Lifetime: a module is loaded into the device's primary context, which cuda_device.c retains for the life
  * of the process, so the context, and with it the module and its functions, cannot be destroyed under a
  * launch. Modules are never unloaded: they live until the process exits (the driver frees them then).
+ *
+ * epabi_cuda_program_load compiles other programs (the elementwise chains' own kernels, cuda_chain_jit.c) the same
+ * way, with the same headers.
  *
  * Thread-safety: one mutex guards the table; compilation happens under it (NVRTC takes seconds, once).
  */
@@ -49,14 +52,14 @@ static const int kFallbackArchs[] = {121, 120, 110, 103, 101, 100, 90, 89, 87, 8
 
 /* One NVRTC compilation. On success *image is malloc'ed (CUBIN, or NUL-terminated PTX) and 0 is returned;
  * otherwise the NVRTC result, with the head of the log in `log`. */
-static int nvrtc_build(const struct epabi_nvrtc* nv, const char* arch, bool ptx, char** image, char* log,
-                       size_t log_len) {
+static int nvrtc_build(const struct epabi_nvrtc* nv, const char* source, const char* name, const char* arch, bool ptx,
+                       char** image, char* log, size_t log_len) {
     *image = NULL;
     log[0] = '\0';
     epabi_nvrtc_program prog = NULL;
-    const char* header_src[1] = {epabi_launch_args_source};
-    const char* header_name[1] = {"launch_args.h"};
-    int rc = nv->CreateProgram(&prog, epabi_cuda_kernels_source, "cuda_kernels.cu", 1, header_src, header_name);
+    const char* header_src[2] = {epabi_launch_args_source, epabi_cuda_math_source};
+    const char* header_name[2] = {"launch_args.h", "cuda_math.cuh"};
+    int rc = nv->CreateProgram(&prog, source, name, 2, header_src, header_name);
     if (rc != 0) {
         snprintf(log, log_len, "nvrtcCreateProgram: %s", nv->GetErrorString(rc));
         return rc;
@@ -101,19 +104,20 @@ static int nvrtc_build(const struct epabi_nvrtc* nv, const char* arch, bool ptx,
 
 /* Compiles for compute capability cc (e.g. 90): sm_cc, else compute_cc, else an older virtual arch. On
  * failure returns a malloc'ed message (NULL on success, with *image, *ptx and the arch used). */
-static char* compile_for(const struct epabi_nvrtc* nv, int cc, char** image, bool* ptx, char* arch, size_t arch_len) {
+static char* compile_for(const struct epabi_nvrtc* nv, const char* source, const char* name, int cc, char** image,
+                         bool* ptx, char* arch, size_t arch_len) {
     char log[LOG_CHARS + 1];
     snprintf(arch, arch_len, "sm_%d", cc);
     *ptx = false;
-    int rc = nvrtc_build(nv, arch, false, image, log, sizeof log);
+    int rc = nvrtc_build(nv, source, name, arch, false, image, log, sizeof log);
     if (rc == NVRTC_INVALID_OPTION) {
         *ptx = true;
         snprintf(arch, arch_len, "compute_%d", cc);
-        rc = nvrtc_build(nv, arch, true, image, log, sizeof log);
+        rc = nvrtc_build(nv, source, name, arch, true, image, log, sizeof log);
         for (size_t i = 0; rc == NVRTC_INVALID_OPTION && i < sizeof kFallbackArchs / sizeof kFallbackArchs[0]; ++i) {
             if (kFallbackArchs[i] >= cc) continue;
             snprintf(arch, arch_len, "compute_%d", kFallbackArchs[i]);
-            rc = nvrtc_build(nv, arch, true, image, log, sizeof log);
+            rc = nvrtc_build(nv, source, name, arch, true, image, log, sizeof log);
         }
         if (rc == NVRTC_INVALID_OPTION) snprintf(arch, arch_len, "sm_%d", cc);
     }
@@ -123,8 +127,8 @@ static char* compile_for(const struct epabi_nvrtc* nv, int cc, char** image, boo
         snprintf(msg, sizeof msg, "NVRTC %d.%d knows no architecture for this device (sm_%d, compute capability %d.%d)",
                  nv->major, nv->minor, cc, cc / 10, cc % 10);
     else
-        snprintf(msg, sizeof msg, "NVRTC %d.%d could not compile the CUDA kernels for %s (%s): %s", nv->major,
-                 nv->minor, arch, nv->GetErrorString(rc), log);
+        snprintf(msg, sizeof msg, "NVRTC %d.%d could not compile %s for %s (%s): %s", nv->major, nv->minor, name, arch,
+                 nv->GetErrorString(rc), log);
     char* out = malloc(strlen(msg) + 1);
     if (out != NULL) strcpy(out, msg);
     return out;
@@ -141,7 +145,8 @@ static OrtStatus* build_module(const struct epabi_api* api, const struct epabi_c
     char* image = NULL;
     bool ptx = false;
     char arch[32];
-    char* failure = compile_for(libs->nvrtc, major * 10 + minor, &image, &ptx, arch, sizeof arch);
+    char* failure = compile_for(libs->nvrtc, epabi_cuda_kernels_source, "cuda_kernels.cu", major * 10 + minor, &image,
+                                &ptx, arch, sizeof arch);
     if (failure != NULL || image == NULL) {
         g_compile_error[ordinal] = failure;   /* deterministic: remembered */
         return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": CUDA device %d: %s", ordinal,
@@ -214,4 +219,27 @@ OrtStatus* epabi_cuda_module_get(const struct epabi_api* api, const struct epabi
     }
     pthread_mutex_unlock(&g_lock);
     return st;
+}
+
+OrtStatus* epabi_cuda_program_load(const struct epabi_api* api, const struct epabi_cuda_libs* libs,
+                                   const struct epabi_cuda_module* kernels, const char* source, const char* name,
+                                   epabi_cu_module* out) {
+    *out = NULL;
+    char* image = NULL;
+    bool ptx = false;
+    char arch[32];
+    char* failure = compile_for(libs->nvrtc, source, name, kernels->cc_major * 10 + kernels->cc_minor, &image, &ptx,
+                                arch, sizeof arch);
+    if (failure != NULL || image == NULL) {
+        OrtStatus* st = epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": CUDA device %d: %s", kernels->ordinal,
+                                    failure != NULL ? failure : "NVRTC compilation failed (out of memory)");
+        free(failure);
+        return st;
+    }
+    epabi_cu_result r = libs->cu->ModuleLoadData(out, image);
+    free(image);
+    if (r == 0) return NULL;
+    *out = NULL;
+    return epabi_error(api, ORT_EP_FAIL, EPABI_EP_NAME ": loading %s (%s) on CUDA device %d failed: %s", name, arch,
+                       kernels->ordinal, epabi_cuda_error_text(libs->cu, r));
 }
