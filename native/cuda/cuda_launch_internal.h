@@ -111,8 +111,8 @@ OrtStatus* epabi_cuda_sgemm(const struct epabi_cuda_launch_env* env, const char*
                             int64_t ldc, int64_t stride_c, int64_t batch);
 
 /* Conv's own forms (cuda_launch_math.c), which cuda_cudnn.c times against cuDNN:
- *   epabi_cuda_conv_gemm_form  whether epabi's kernels run L as GEMMs (im2col + SGEMM per column tile, or GEMMs over X),
- *                              with *calls the GEMMs it issues; false: the direct kernel runs it
+ *   epabi_cuda_conv_gemm_form  whether epabi's kernels run L as GEMMs (im2col + SGEMM per column tile, or GEMMs
+ *                              over X), with *calls the GEMMs it issues; false: the direct kernel runs it
  *   epabi_cuda_conv_ours       L on epabi's kernels, its fused activation included (the launch without cuDNN)
  *   epabi_cuda_conv_epilogue   L's fused activation alone, in place over Y (nothing without one)
  * Asynchronous on env->stream, no allocation (as every launcher). */
