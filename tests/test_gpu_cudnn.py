@@ -115,6 +115,13 @@ CASES = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def _cudnn_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These cases check cuDNN's own path: where the GEMM form applies it could win the timing and serve the shape
+    instead (tests/test_gpu_conv_form.py checks that choice)."""
+    monkeypatch.setenv("EPABI_CONV_FORM", "cudnn")
+
+
 @pytest.fixture
 def gpu_host(library_path: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[epabi.Host]:
     monkeypatch.setenv("EPABI_CUDA_DISCOVERY", "1")

@@ -12,6 +12,19 @@
  * When the set-up's first run fails in a fused form, the conv + AddTensor form is tried; when that fails too, the
  * shape stays with epabi's kernel. Algorithms: cuDNN's heuristic order, keeping the implicit-GEMM, GEMM and direct
  * ones only: FFT and Winograd transform the data, and their rounding can exceed 1e-4 of ONNX Runtime's CPU EP.
+ *
+ * cuDNN or the GEMM form (EPABI_CONV_FORM, read at the stream's creation). Where epabi's kernels would run the conv as
+ * GEMMs (im2col + cuBLAS SGEMM, epabi_cuda_conv_gemm_form), those can beat cuDNN's kernel: on the H200 magika's conv
+ * (X [1,256,512,1], W [512,256,5,1]) took 40.0 us in cuDNN's implicit GEMM, and cuBLAS's split-K SGEMM of the same
+ * product 19.4 us plus a 2.8 us reduction, to which im2col adds a few. So by default ("timed") the set-up, after
+ * cuDNN's first run, times both forms as each would run (cuDNN's call, with epabi's activation pass unless cuDNN
+ * fused it; bias fill, im2col, SGEMM and that pass) and keeps the faster:
+ * TIMING_BATCHES batches of TIMING_CALLS calls of each, alternating, the best batch per form. Each batch is queued
+ * behind conv_timing_hold, a one-thread kernel that holds the stream until the host has queued the whole batch, so
+ * the events time the GPU's work alone (cuDNN's host cost per call, tens of microseconds, is paid once in a captured
+ * graph), with its limit so that nothing can hang. Set-ups never run inside a capture, so neither does the timing.
+ * Only shapes whose GEMM form issues at most TIMING_MAX_CALLS GEMMs are timed; the others take cuDNN. "cudnn" and
+ * "gemm" force a form where the GEMM form applies (tests, benches); an unknown value is a WARNING and means "timed".
  */
 #include "cuda_cudnn.h"
 
@@ -22,12 +35,17 @@
 #include <string.h>
 
 #include "cuda_kernels.h"
+#include "cuda_launch_internal.h"   /* the GEMM form, the hold kernel */
 #include "ep_factory.h"   /* EPABI_EP_NAME */
 #include "launch_args.h"
 
 enum { KEY_LEN = 19, BUCKETS = 64, MAX_SETUPS = 512 };
 
 enum run_form { RUN_PLAIN, RUN_ADD_BIAS, RUN_BIAS_IDENTITY, RUN_BIAS_RELU };
+
+enum conv_form_choice { FORM_TIMED, FORM_CUDNN, FORM_GEMM };   /* EPABI_CONV_FORM */
+enum { TIMING_BATCHES = 3, TIMING_CALLS = 8, TIMING_MAX_CALLS = 8 };
+static const unsigned long long kHoldLimitNs = 20000000ull;   /* 20 ms: far beyond queuing TIMING_CALLS calls */
 
 struct conv_setup {
     struct conv_setup* next;
@@ -54,6 +72,8 @@ struct epabi_cudnn_stream {
     epabi_cu_ptr workspace;         /* EPABI_CUDNN_WORKSPACE_BYTES, owned */
     struct conv_setup* buckets[BUCKETS];
     int setups;
+    enum conv_form_choice choice;
+    unsigned* release;              /* conv_timing_hold's flag: page-locked host memory the GPU reads; owned, lazy */
 };
 
 static const char* algo_name(int algo) {
@@ -108,6 +128,16 @@ struct epabi_cudnn_stream* epabi_cudnn_stream_create(const struct epabi_cudnn* l
     s->stream = stream;
     s->api = api;
     s->logger = logger;
+    const char* form = getenv("EPABI_CONV_FORM");
+    s->choice = FORM_TIMED;
+    if (form != NULL && strcmp(form, "cudnn") == 0) {
+        s->choice = FORM_CUDNN;
+    } else if (form != NULL && strcmp(form, "gemm") == 0) {
+        s->choice = FORM_GEMM;
+    } else if (form != NULL && form[0] != '\0' && strcmp(form, "timed") != 0) {
+        EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_WARNING,
+                  EPABI_EP_NAME ": EPABI_CONV_FORM='%s' is none of 'cudnn', 'gemm', 'timed'; timing each conv", form);
+    }
     int st = lib->Create(&s->handle);
     if (st != 0) {
         snprintf(why, why_len, "cudnnCreate returned %d (%s)", st, status_name(lib, st));
@@ -130,6 +160,7 @@ struct epabi_cudnn_stream* epabi_cudnn_stream_create(const struct epabi_cudnn* l
 void epabi_cudnn_stream_destroy(struct epabi_cudnn_stream* s) {
     if (s == NULL) return;
     clear_setups(s);
+    if (s->release != NULL) s->cu->MemFreeHost(s->release);
     if (s->workspace != 0) s->cu->MemFree(s->workspace);
     s->lib->Destroy(s->handle);
     free(s);
@@ -279,10 +310,133 @@ static const char* form_text(enum run_form f) {
     return "no bias";
 }
 
+/* One batch of TIMING_CALLS calls of a form behind the hold kernel: *us the GPU's microseconds per call. false: a call
+ * failed (why says which; the hold is released). */
+static bool time_batch(struct epabi_cudnn_stream* s, const struct epabi_cuda_launch_env* env,
+                       const struct conv_launch* L, const struct conv_setup* e, bool gemm, epabi_cu_event* ev,
+                       double* us, char* why, size_t why_len) {
+    const struct epabi_cuda_driver* cu = s->cu;
+    __atomic_store_n(s->release, 0u, __ATOMIC_SEQ_CST);
+    const volatile unsigned* flag = s->release;
+    unsigned long long limit = kHoldLimitNs;
+    void* params[] = {&flag, &limit};
+    OrtStatus* st = epabi_cuda_run(env, "Conv timing", EPABI_CK_conv_timing_hold, 1, 1, 1, 32, params);
+    epabi_cu_result r = st == NULL ? cu->EventRecord(ev[0], s->stream) : 0;
+    int cst = 0;
+    for (int i = 0; st == NULL && r == 0 && cst == 0 && i < TIMING_CALLS; ++i) {
+        if (gemm) {
+            st = epabi_cuda_conv_ours(env, L);
+        } else if ((cst = execute(s, e, L)) == 0 && e->form != RUN_BIAS_RELU) {
+            st = epabi_cuda_conv_epilogue(env, L);
+        }
+    }
+    if (st == NULL && r == 0 && cst == 0) r = cu->EventRecord(ev[1], s->stream);
+    __atomic_store_n(s->release, 1u, __ATOMIC_SEQ_CST);
+    if (st == NULL && r == 0 && cst == 0) r = cu->EventSynchronize(ev[1]);
+    float ms = 0.0f;
+    if (st == NULL && r == 0 && cst == 0) r = cu->EventElapsedTime(&ms, ev[0], ev[1]);
+    if (st != NULL) {
+        snprintf(why, why_len, "%s", s->api->ort->GetErrorMessage(st));
+        s->api->ort->ReleaseStatus(st);
+        return false;
+    }
+    if (cst != 0) {
+        snprintf(why, why_len, "cuDNN returned %d (%s)", cst, status_name(s->lib, cst));
+        return false;
+    }
+    if (r != 0) {
+        snprintf(why, why_len, "CUDA event call returned %d", r);
+        return false;
+    }
+    *us = 1000.0 * (double)ms / TIMING_CALLS;
+    return true;
+}
+
+/* Times cuDNN's set-up e (run once already) against the GEMM form of L (module comment); the best batch of each, in
+ * microseconds per call. false with why when the timing cannot run; Y then holds either form's result. */
+static bool time_forms(struct epabi_cudnn_stream* s, const struct epabi_cuda_launch_env* env,
+                       const struct conv_launch* L, const struct conv_setup* e, double* us_cudnn, double* us_gemm,
+                       char* why, size_t why_len) {
+    const struct epabi_cuda_driver* cu = s->cu;
+    if (cu->EventElapsedTime == NULL) {
+        snprintf(why, why_len, "the driver has no cuEventElapsedTime");
+        return false;
+    }
+    if (s->release == NULL) {
+        void* p = NULL;
+        if (cu->MemAllocHost(&p, sizeof(unsigned)) != 0) {
+            snprintf(why, why_len, "cuMemAllocHost of the hold flag failed");
+            return false;
+        }
+        s->release = p;
+    }
+    epabi_cu_event ev[2] = {NULL, NULL};
+    bool ok = cu->EventCreate(&ev[0], 0) == 0 && cu->EventCreate(&ev[1], 0) == 0;
+    if (!ok) snprintf(why, why_len, "cuEventCreate failed");
+    /* the GEMM form's first calls: cuBLAS chooses and may load its kernel there */
+    OrtStatus* st = ok ? epabi_cuda_conv_ours(env, L) : NULL;
+    if (st != NULL) {
+        snprintf(why, why_len, "%s", s->api->ort->GetErrorMessage(st));
+        s->api->ort->ReleaseStatus(st);
+        ok = false;
+    }
+    double best[2] = {0.0, 0.0};
+    for (int b = 0; ok && b < 2 * TIMING_BATCHES; ++b) {
+        const bool gemm = b % 2 == 1;
+        double us = 0.0;
+        ok = time_batch(s, env, L, e, gemm, ev, &us, why, why_len);
+        if (ok && (b < 2 || us < best[gemm])) best[gemm] = us;
+    }
+    for (int i = 0; i < 2; ++i)
+        if (ev[i] != NULL) cu->EventDestroy(ev[i]);
+    *us_cudnn = best[0];
+    *us_gemm = best[1];
+    return ok;
+}
+
+/* EPABI_CONV_FORM's choice for set-up e, whose cuDNN form has run once on L: true keeps cuDNN (and runs it once more
+ * when the timing ran the GEMM form last, so that Y holds what the caller expects: cuDNN's result, activation not
+ * applied unless fused); false leaves L to the GEMM form, with why saying so. */
+static bool keep_cudnn(struct epabi_cudnn_stream* s, const struct epabi_cuda_launch_env* env,
+                       const struct conv_launch* L, struct conv_setup* e, char* why, size_t why_len) {
+    int64_t calls = 0;
+    if (s->choice == FORM_CUDNN || !epabi_cuda_conv_gemm_form(L, &calls) || calls > TIMING_MAX_CALLS) return true;
+    double us_cudnn = 0.0, us_gemm = 0.0;
+    char failed[256] = "";
+    const bool timed = time_forms(s, env, L, e, &us_cudnn, &us_gemm, failed, sizeof failed);
+    const bool gemm = timed && us_gemm < us_cudnn;
+    if (timed)
+        EPABI_LOG(s->api, s->logger, ORT_LOGGING_LEVEL_INFO,
+                  EPABI_EP_NAME ": Conv X [%lld,%lld,%lld,%lld] W [%lld,%lld,%lld,%lld] group %lld: cuDNN %.1f us, "
+                  "GEMM form %.1f us: using %s", (long long)L->n, (long long)L->c, (long long)L->h, (long long)L->wd,
+                  (long long)L->m, (long long)L->cg, (long long)L->kh, (long long)L->kw, (long long)L->group,
+                  us_cudnn, us_gemm, gemm ? "the GEMM form" : "cuDNN");
+    else
+        EPABI_LOG(s->api, s->logger, ORT_LOGGING_LEVEL_INFO,
+                  EPABI_EP_NAME ": Conv X [%lld,%lld,%lld,%lld] W [%lld,%lld,%lld,%lld] group %lld: not timed (%s): "
+                  "using cuDNN", (long long)L->n, (long long)L->c, (long long)L->h, (long long)L->wd,
+                  (long long)L->m, (long long)L->cg, (long long)L->kh, (long long)L->kw, (long long)L->group, failed);
+    if (gemm) {
+        snprintf(why, why_len, "the GEMM form (im2col + SGEMM) took %.1f us, cuDNN %.1f us", us_gemm, us_cudnn);
+        return false;
+    }
+    const int st = execute(s, e, L);
+    if (st == 0) return true;
+    snprintf(why, why_len, "its run after the timing returned %d (%s)", st, status_name(s->lib, st));
+    return false;
+}
+
 /* A new shape's set-up, run once for real on L. On return e->usable says whether cuDNN computed L. */
-static void first_run(struct epabi_cudnn_stream* s, const struct conv_launch* L, struct conv_setup* e) {
+static void first_run(struct epabi_cudnn_stream* s, const struct epabi_cuda_launch_env* env,
+                      const struct conv_launch* L, struct conv_setup* e) {
     char why[320] = "";
-    e->usable = describe(s, L, e, why, sizeof why);
+    int64_t calls = 0;
+    if (s->choice == FORM_GEMM && epabi_cuda_conv_gemm_form(L, &calls)) {
+        snprintf(why, sizeof why, "EPABI_CONV_FORM=gemm");
+        e->usable = false;
+    } else {
+        e->usable = describe(s, L, e, why, sizeof why);
+    }
     if (e->usable && L->bias != NULL) {
         const bool relu = L->epilogue == EPABI_EPILOGUE_RELU;
         if (relu || e->algo == EPABI_CUDNN_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) {
@@ -311,6 +465,7 @@ static void first_run(struct epabi_cudnn_stream* s, const struct conv_launch* L,
             e->usable = false;
         }
     }
+    if (e->usable) e->usable = keep_cudnn(s, env, L, e, why, sizeof why);
     if (e->usable)
         EPABI_LOG(s->api, s->logger, ORT_LOGGING_LEVEL_VERBOSE,
                   EPABI_EP_NAME ": Conv X [%lld,%lld,%lld,%lld] W [%lld,%lld,%lld,%lld] group %lld runs on cuDNN: "
@@ -347,7 +502,7 @@ OrtStatus* epabi_cudnn_conv(struct epabi_cudnn_stream* s, const struct epabi_cud
         e = calloc(1, sizeof *e);
         if (e == NULL) return NULL;                     /* out of memory: epabi's kernel */
         memcpy(e->key, key, sizeof key);
-        first_run(s, L, e);
+        first_run(s, env, L, e);
         e->next = s->buckets[b];
         s->buckets[b] = e;
         s->setups++;

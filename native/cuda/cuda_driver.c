@@ -88,6 +88,7 @@ static void load(void) {
     LOAD_OPTIONAL(GraphGetNodes, "cuGraphGetNodes");   /* diagnostics: a captured graph's node count */
     LOAD_OPTIONAL(StreamIsCapturing, "cuStreamIsCapturing");   /* a user's stream the caller captures */
     LOAD_OPTIONAL(LaunchKernelEx, "cuLaunchKernelEx");   /* programmatic dependent launch (11.8) */
+    LOAD_OPTIONAL(EventElapsedTime, "cuEventElapsedTime");   /* Conv: timing cuDNN against the GEMM form */
 #undef LOAD_OPTIONAL
     epabi_cu_result r = d.Init(0);
     if (r != 0) {

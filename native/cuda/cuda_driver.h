@@ -9,7 +9,8 @@
  * except the optional ones, NULL when the driver lacks them, which turns their feature off: the memory-pool
  * calls (arena.use_cuda_mempool), ThreadExchangeStreamCaptureMode (arena growth inside a capture),
  * StreamIsCapturing (a user's stream the caller captures: taken as never captured without it),
- * GraphGetNodes (a captured graph's node count in diagnostics) and LaunchKernelEx (programmatic dependent launch).
+ * GraphGetNodes (a captured graph's node count in diagnostics), LaunchKernelEx (programmatic dependent launch) and
+ * EventElapsedTime (timing cuDNN against the GEMM form of a conv: without it cuDNN is taken).
  * Thread-safety: loaded once (pthread_once); the table is read-only afterwards.
  */
 #ifndef EPABI_CUDA_DRIVER_H
@@ -108,6 +109,7 @@ struct epabi_cuda_driver {
     epabi_cu_result (*EventDestroy)(epabi_cu_event event);
     epabi_cu_result (*EventRecord)(epabi_cu_event event, epabi_cu_stream stream);
     epabi_cu_result (*EventSynchronize)(epabi_cu_event event);
+    epabi_cu_result (*EventElapsedTime)(float* ms, epabi_cu_event start, epabi_cu_event end);   /* optional */
     epabi_cu_result (*GraphInstantiate)(epabi_cu_graph_exec* exec, epabi_cu_graph graph, unsigned long long flags);
     epabi_cu_result (*GraphLaunch)(epabi_cu_graph_exec exec, epabi_cu_stream stream);
     epabi_cu_result (*GraphExecDestroy)(epabi_cu_graph_exec exec);

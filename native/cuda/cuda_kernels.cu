@@ -1430,25 +1430,67 @@ EP_KERNEL conv_direct(const EP_GC conv_launch L, int64_t n_items) {
 }
 
 /* Columns [t0, t0 + tl) of one (image, group)'s im2col matrix into col ([cg*kh*kw, tl] row-major): row
- * (c, ki, kj), column t holds the input the tap meets at output position t0 + t, 0 in the padding. */
-EP_KERNEL conv_im2col(const EP_GC conv_launch L, const float* xg, float* col, int64_t t0, int64_t tl,
-                      int64_t n_items) {
+ * (c, ki, kj), column t holds the input the tap meets at output position t0 + t, 0 in the padding. A thread owns
+ * one output position (its window's origin worked out once, one 32-bit division) and writes it for the rows
+ * [blockIdx.y * rows_per_block, + rows_per_block), stepping (c, ki, kj) without divisions, so a warp stores 32
+ * consecutive floats of one row. 32-bit index math: the launcher (cuda_launch_math.c, im2col_fits_int) takes this
+ * kernel only when every offset and coordinate it forms fits an int. */
+EP_KERNEL conv_im2col(const EP_GC conv_launch L, const float* __restrict__ xg, float* __restrict__ col, int t0,
+                      int tl, int rows_per_block) {
     EP_PDL_ENTER();
-    GRID_LOOP(e, n_items) {
-        const int64_t t = e % tl, rr = e / tl;
-        const int64_t kj = rr % L.kw, r2 = rr / L.kw;
-        const int64_t ki = r2 % L.kh, c = r2 / L.kh;
-        const int64_t pos = t0 + t, oy = pos / L.ow, ox = pos - oy * L.ow;
-        const int64_t iy = oy * L.sh - L.ph + ki * L.dh, ix = ox * L.sw - L.pw + kj * L.dw;
-        col[e] = (iy >= 0 && iy < L.h && ix >= 0 && ix < L.wd) ? xg[(c * L.h + iy) * L.wd + ix] : 0.0f;
+    const int t = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (t >= tl) return;
+    const int h = (int)L.h, wd = (int)L.wd, kh = (int)L.kh, kw = (int)L.kw, dh = (int)L.dh, dw = (int)L.dw;
+    const int kdim = (int)L.cg * kh * kw, plane = h * wd;
+    const int pos = t0 + t, oy = pos / (int)L.ow, ox = pos - oy * (int)L.ow;
+    const int y0 = oy * (int)L.sh - (int)L.ph, x0 = ox * (int)L.sw - (int)L.pw;
+    int r = (int)blockIdx.y * rows_per_block;
+    const int r_end = min(kdim, r + rows_per_block);
+    int kj = r % kw;
+    const int q = r / kw;
+    int ki = q % kh;
+    const float* xc = xg + (q / kh) * plane;
+    float* out = col + r * tl + t;
+    for (; r < r_end; ++r, out += tl) {
+        const int iy = y0 + ki * dh, ix = x0 + kj * dw;
+        *out = ((unsigned)iy < (unsigned)h && (unsigned)ix < (unsigned)wd) ? xc[iy * wd + ix] : 0.0f;
+        if (++kj == kw) {
+            kj = 0;
+            if (++ki == kh) {
+                ki = 0;
+                xc += plane;
+            }
+        }
     }
 }
 
-/* Y[n, m, p] = bias[m] (the GEMM paths then add the products with beta = 1) */
-EP_KERNEL conv_bias_fill(const EP_GC conv_launch L, int64_t n_items) {
+/* Y[n, m, p] = bias[m] (the GEMM paths then add the products with beta = 1): rows (n, m) along y, positions along
+ * x, so a row's bias is read once per thread and the division by P is gone. */
+EP_KERNEL conv_bias_fill(const EP_GC conv_launch L, int64_t rows) {
     EP_PDL_ENTER();
     const int64_t P = L.oh * L.ow;
-    GRID_LOOP(e, n_items) L.y[e] = L.bias[(e / P) % L.m];
+    for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+        const float b = L.bias[r % L.m];
+        float* yr = L.y + r * P;
+        for (int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; p < P; p += (int64_t)gridDim.x * blockDim.x)
+            yr[p] = b;
+    }
+}
+
+/* Holds the stream (cuda_cudnn.c's timing of a conv's two forms) until the host sets *release, or limit_ns has
+ * passed (a host that never gets there cannot hang the GPU): the calls timed after it are all queued before the
+ * GPU starts them, so the events around them time the GPU's work without the host's cost of issuing it. */
+EP_KERNEL conv_timing_hold(const volatile unsigned int* release, unsigned long long limit_ns) {
+    EP_PDL_ENTER();
+    if (threadIdx.x != 0) return;
+    unsigned long long start, now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+    do {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+        __nanosleep(1000);
+#endif
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    } while (*release == 0u && now - start < limit_ns);
 }
 
 /* ---- LayerNormalization (struct layernorm_launch) ------------------------------------------------- */

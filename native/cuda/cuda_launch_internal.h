@@ -30,7 +30,7 @@
     X(sgemm_f32) X(gemm_scale_f32) X(gemm_fill_c)                                                          \
     X(linear_nn_1) X(linear_nn_2) X(linear_nn_4) X(linear_nn_8) X(linear_nn_16)                            \
     X(linear_nt_1) X(linear_nt_2) X(linear_nt_4) X(linear_nt_8) X(linear_nt_16) X(linear_epilogue_f32)     \
-    X(conv_direct) X(conv_im2col) X(conv_bias_fill)                                                        \
+    X(conv_direct) X(conv_im2col) X(conv_bias_fill) X(conv_timing_hold)                                    \
     X(layernorm_f32) X(gmaxpool_f32) X(reduce_thread_f32) X(reduce_block_f32) X(reduce_cols_f32)            \
     X(moments_thread_f32) X(moments_block_f32) X(moments_cols_f32) X(moments_copy_f32)                     \
     X(softmax_rows_f32) X(softmax_strided_f32)                                                             \
@@ -109,6 +109,16 @@ OrtStatus* epabi_cuda_sgemm(const struct epabi_cuda_launch_env* env, const char*
                             int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                             int64_t stride_a, const float* b, int64_t ldb, int64_t stride_b, float beta, float* c,
                             int64_t ldc, int64_t stride_c, int64_t batch);
+
+/* Conv's own forms (cuda_launch_math.c), which cuda_cudnn.c times against cuDNN:
+ *   epabi_cuda_conv_gemm_form  whether epabi's kernels run L as GEMMs (im2col + SGEMM per column tile, or GEMMs
+ *                              over X), with *calls the GEMMs it issues; false: the direct kernel runs it
+ *   epabi_cuda_conv_ours       L on epabi's kernels, its fused activation included (the launch without cuDNN)
+ *   epabi_cuda_conv_epilogue   L's fused activation alone, in place over Y (nothing without one)
+ * Asynchronous on env->stream, no allocation (as every launcher). */
+bool epabi_cuda_conv_gemm_form(const struct conv_launch* L, int64_t* calls);
+OrtStatus* epabi_cuda_conv_ours(const struct epabi_cuda_launch_env* env, const struct conv_launch* L);
+OrtStatus* epabi_cuda_conv_epilogue(const struct epabi_cuda_launch_env* env, const struct conv_launch* L);
 
 /* The launcher of each launch kind: epabi_cuda_launch_<stem>(env, const struct <block>*) for every
  * X(kind, stem, block) of launch_args.h's EPABI_LAUNCH_KINDS; the dtype-generic kinds are in cuda_launch.c, the

@@ -195,30 +195,70 @@ OrtStatus* epabi_cuda_launch_gemm(const struct epabi_cuda_launch_env* env, const
 
 enum { CONV_MAX_GEMM_CALLS = 1024 };   /* im2col tiles beyond this go to the direct kernel instead */
 
-/* CONV_GEMM_X: per group, one GEMM batched over the images (X is its own column matrix). CONV_GEMM_COLS:
- * per image, group and column tile, im2col into L->col then a GEMM. CONV_PER_CHANNEL (depthwise), no
- * input channels, or too many tiles: the direct kernel, which covers every configuration. The GEMM paths
- * first fill Y with the bias and add with beta = 1. */
+/* Whether every offset and coordinate conv_im2col forms for L fits an int (its 32-bit index math): the group's
+ * input (cg planes), one column tile, the output positions and the input coordinates a window reaches. */
+static bool im2col_fits_int(const struct conv_launch* L) {
+    const int64_t kdim = L->cg * L->kh * L->kw;
+    return L->cg * L->h * L->wd <= INT_MAX && kdim * L->tile <= INT_MAX && L->oh * L->ow <= INT_MAX &&
+           L->oh * L->sh + L->ph + L->kh * L->dh <= INT_MAX && L->ow * L->sw + L->pw + L->kw * L->dw <= INT_MAX;
+}
+
+bool epabi_cuda_conv_gemm_form(const struct conv_launch* L, int64_t* calls) {
+    *calls = 0;
+    const int64_t P = L->oh * L->ow, kdim = L->cg * L->kh * L->kw;
+    if (L->n * L->m * P <= 0 || kdim <= 0 || L->mg <= 0) return false;
+    if (L->path == CONV_GEMM_X) {
+        *calls = L->group;
+        return true;
+    }
+    if (L->path != CONV_GEMM_COLS || L->col == NULL || L->tile <= 0 || !im2col_fits_int(L)) return false;
+    const int64_t n = L->n * L->group * ((P + L->tile - 1) / L->tile);
+    if (n > CONV_MAX_GEMM_CALLS) return false;
+    *calls = n;
+    return true;
+}
+
+/* conv_im2col of columns [t0, t0 + tl) of one (image, group) (xg) into L->col: a thread per position (blocks of up
+ * to 128 along them, fewer for a narrow tile), rows split over grid.y so that about 2048 blocks share the work. */
+static OrtStatus* im2col(const struct epabi_cuda_launch_env* env, const struct conv_launch* L, const float* xg,
+                         int64_t t0, int64_t tl) {
+    const int64_t kdim = L->cg * L->kh * L->kw;
+    const unsigned block = (unsigned)min64(128, (tl + 31) / 32 * 32);
+    const int64_t gx = (tl + block - 1) / block;
+    int64_t rows = (kdim * gx + 2047) / 2048;
+    if (rows < 1) rows = 1;
+    if ((kdim + rows - 1) / rows > MAX_GRID_YZ) rows = (kdim + MAX_GRID_YZ - 1) / MAX_GRID_YZ;
+    const unsigned gy = (unsigned)((kdim + rows - 1) / rows);
+    float* col = L->col;
+    int t0i = (int)t0, tli = (int)tl, rows_i = (int)rows;
+    void* params[] = {(void*)L, &xg, &col, &t0i, &tli, &rows_i};
+    return epabi_cuda_run(env, "Conv", EPABI_CK_conv_im2col, (unsigned)gx, gy, 1, block, params);
+}
+
+/* The GEMM form where epabi_cuda_conv_gemm_form takes L: CONV_GEMM_X, per group one GEMM batched over the images
+ * (X is its own column matrix); CONV_GEMM_COLS, per image, group and column tile, im2col into L->col then a GEMM.
+ * Both first fill Y with the bias and add with beta = 1. Else (CONV_PER_CHANNEL, depthwise; no input channels; too
+ * many tiles; offsets beyond int) the direct kernel, which covers every configuration. */
 static OrtStatus* conv_body(const struct epabi_cuda_launch_env* env, const struct conv_launch* in) {
     const char* what = "Conv";
     struct conv_launch L = *in;
     const int64_t P = L.oh * L.ow;
     int64_t items = L.n * L.m * P;
     if (items <= 0) return NULL;
-    const int64_t kdim = L.cg * L.kh * L.kw;
-    bool gemm = kdim > 0 && L.mg > 0 &&
-                (L.path == CONV_GEMM_X || (L.path == CONV_GEMM_COLS && L.col != NULL && L.tile > 0));
-    int64_t ntiles = L.path == CONV_GEMM_COLS && L.tile > 0 ? (P + L.tile - 1) / L.tile : 1;
-    if (gemm && L.path == CONV_GEMM_COLS && L.n * L.group * ntiles > CONV_MAX_GEMM_CALLS) gemm = false;
-    const unsigned grid = epabi_cuda_grid(items, EPABI_CUDA_BLOCK);
-    if (!gemm) {
+    int64_t calls = 0;
+    if (!epabi_cuda_conv_gemm_form(&L, &calls)) {
         void* params[] = {&L, &items};
-        return epabi_cuda_run(env, what, EPABI_CK_conv_direct, grid, 1, 1, EPABI_CUDA_BLOCK, params);
+        return epabi_cuda_run(env, what, EPABI_CK_conv_direct, epabi_cuda_grid(items, EPABI_CUDA_BLOCK), 1, 1,
+                              EPABI_CUDA_BLOCK, params);
     }
+    const int64_t kdim = L.cg * L.kh * L.kw;
     float beta = 0.0f;
     if (L.bias != NULL) {
-        void* params[] = {&L, &items};
-        EPABI_RETURN_IF_ERROR(epabi_cuda_run(env, what, EPABI_CK_conv_bias_fill, grid, 1, 1, EPABI_CUDA_BLOCK, params));
+        int64_t rows = L.n * L.m;
+        const unsigned gy = (unsigned)min64(rows, MAX_GRID_YZ);
+        const unsigned gx = (unsigned)min64(epabi_cuda_grid(P, EPABI_CUDA_BLOCK), ((int64_t)1 << 20) / gy + 1);
+        void* params[] = {&L, &rows};
+        EPABI_RETURN_IF_ERROR(epabi_cuda_run(env, what, EPABI_CK_conv_bias_fill, gx, gy, 1, EPABI_CUDA_BLOCK, params));
         beta = 1.0f;
     }
     const int64_t plane = L.h * L.wd;
@@ -235,13 +275,8 @@ static OrtStatus* conv_body(const struct epabi_cuda_launch_env* env, const struc
             const float* wg = L.w + g * L.mg * kdim;
             float* yg = L.y + (ni * L.m + g * L.mg) * P;
             for (int64_t t0 = 0; t0 < P; t0 += L.tile) {
-                int64_t tl = min64(L.tile, P - t0);
-                int64_t cols = kdim * tl;
-                float* col = L.col;
-                void* params[] = {&L, &xg, &col, &t0, &tl, &cols};
-                EPABI_RETURN_IF_ERROR(epabi_cuda_run(env, what, EPABI_CK_conv_im2col,
-                                                     epabi_cuda_grid(cols, EPABI_CUDA_BLOCK), 1, 1, EPABI_CUDA_BLOCK,
-                                                     params));
+                const int64_t tl = min64(L.tile, P - t0);
+                EPABI_RETURN_IF_ERROR(im2col(env, &L, xg, t0, tl));
                 EPABI_RETURN_IF_ERROR(epabi_cuda_sgemm(env, what, false, false, L.mg, tl, kdim, 1.0f, wg, kdim, 0,
                                                        L.col, tl, 0, beta, yg + t0, P, 0, 1));
             }
@@ -266,24 +301,32 @@ static bool epilogue_op(const struct conv_launch* L, struct un_args* a) {
     }
 }
 
+OrtStatus* epabi_cuda_conv_epilogue(const struct epabi_cuda_launch_env* env, const struct conv_launch* L) {
+    struct un_args a;
+    memset(&a, 0, sizeof a);
+    if (!epilogue_op(L, &a)) return NULL;
+    a.dtype = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+    a.in = L->y;
+    a.out = L->y;
+    a.n = L->n * L->m * L->oh * L->ow;
+    if (a.n <= 0) return NULL;
+    void* params[] = {&a};
+    return epabi_cuda_run(env, "Conv epilogue", EPABI_CK_un_f32, epabi_cuda_grid(a.n, EPABI_CUDA_BLOCK), 1, 1,
+                          EPABI_CUDA_BLOCK, params);
+}
+
+OrtStatus* epabi_cuda_conv_ours(const struct epabi_cuda_launch_env* env, const struct conv_launch* L) {
+    EPABI_RETURN_IF_ERROR(conv_body(env, L));
+    return epabi_cuda_conv_epilogue(env, L);
+}
+
 /* The conv (through cuDNN when the stream has it and it takes the shape, cuda_cudnn.h; else our kernels), then the
  * activation the plan fused into it (conv_launch.epilogue) as one in-place pass over Y, unless cuDNN fused it. */
 OrtStatus* epabi_cuda_launch_conv(const struct epabi_cuda_launch_env* env, const struct conv_launch* in) {
     bool done = false, fused = false;
     if (env->cudnn != NULL) EPABI_RETURN_IF_ERROR(epabi_cudnn_conv(env->cudnn, env, in, &done, &fused));
-    if (!done) EPABI_RETURN_IF_ERROR(conv_body(env, in));
-    if (fused) return NULL;
-    struct un_args a;
-    memset(&a, 0, sizeof a);
-    if (!epilogue_op(in, &a)) return NULL;
-    a.dtype = ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-    a.in = in->y;
-    a.out = in->y;
-    a.n = in->n * in->m * in->oh * in->ow;
-    if (a.n <= 0) return NULL;
-    void* params[] = {&a};
-    return epabi_cuda_run(env, "Conv epilogue", EPABI_CK_un_f32, epabi_cuda_grid(a.n, EPABI_CUDA_BLOCK), 1, 1,
-                          EPABI_CUDA_BLOCK, params);
+    if (!done) return epabi_cuda_conv_ours(env, in);
+    return fused ? NULL : epabi_cuda_conv_epilogue(env, in);
 }
 
 /* ---- row-wise kinds --------------------------------------------------------------------------------------- */
