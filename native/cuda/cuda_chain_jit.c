@@ -12,9 +12,9 @@
  * neighbouring op, so a chain's kernel gives the interpreter's results exactly (tests/test_chain_fusion.py compares them
  * on the GPU, tests/test_gpu_chain_jit.py too).
  *
- * The program's text is its own cache key: it names everything the kernel was specialised on (the ops with their
- * immediates as bit patterns, the rank, which inputs are dense), while the dims and strides stay launch parameters, so
- * a chain over symbolic dims compiles once for every batch size. Programs are compiled once per device and process and
+ * The cache key is what the kernel is specialised on: the op list (immediates by their bits), the counts, the rank and
+ * which inputs are dense; the dims and strides stay launch parameters, so a chain over symbolic dims compiles once for
+ * every batch size. A launch that finds its kernel costs a key comparison, not the program's text. Programs are compiled once per device and process and
  * never unloaded (like cuda_module.c's module: the primary context lives as long as the process).
  *
  * Thread-safety: one mutex guards the cache; compilation happens under it (tens of milliseconds per chain, once).
@@ -33,10 +33,16 @@ enum {
     SOURCE_CHARS = 16384   /* EPABI_CHAIN_MAX_OPS ops of at most ~200 characters each, plus the frame */
 };
 
+struct jit_key {
+    int32_t n_ops, n_in, n_out, rank;
+    uint32_t dense;                           /* bit k: input k is dense (input_dense) */
+    int32_t ordinal;                          /* the device */
+    struct chain_op ops[EPABI_CHAIN_MAX_OPS]; /* n_ops of them, the rest and every pad_ zero */
+};
+
 struct program {
-    int ordinal;
     uint64_t hash;
-    char* source;
+    struct jit_key key;
     epabi_cu_module module;
     epabi_cu_function fn;
 };
@@ -162,10 +168,26 @@ static void generate(const struct chain_args* a, struct text* t) {
     put(t, "    }\n}\n");
 }
 
-static uint64_t fnv1a(const char* s, size_t len) {
+static uint64_t fnv1a(const void* p, size_t len) {
+    const unsigned char* s = p;
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < len; ++i) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    for (size_t i = 0; i < len; ++i) h = (h ^ s[i]) * 1099511628211ull;
     return h;
+}
+
+static void make_key(const struct chain_args* a, int ordinal, struct jit_key* k) {
+    memset(k, 0, sizeof *k);
+    k->n_ops = a->n_ops;
+    k->n_in = a->n_in;
+    k->n_out = a->n_out;
+    k->rank = a->rank;
+    k->ordinal = ordinal;
+    for (int i = 0; i < a->n_in; ++i)
+        if (input_dense(a, i)) k->dense |= 1u << i;
+    for (int i = 0; i < a->n_ops; ++i) {
+        k->ops[i] = a->ops[i];
+        k->ops[i].pad_ = 0;
+    }
 }
 
 /* Whether every element index and every input offset of `a` fits the generated kernel's 32-bit arithmetic. */
@@ -188,21 +210,19 @@ OrtStatus* epabi_cuda_chain_kernel(const struct epabi_cuda_launch_env* env, cons
     *fn = NULL;
     const enum jit_mode mode = jit_mode();
     if (mode == JIT_OFF) return NULL;
-    char source[SOURCE_CHARS];
-    struct text t = {source, 0, false};
-    if (fits_32(a, n)) generate(a, &t);
-    if (t.len == 0 || t.overflow)   /* the interpreter covers every chain */
+    if (!fits_32(a, n))   /* the interpreter covers every chain */
         return mode == JIT_REQUIRE ? epabi_error(env->api, ORT_EP_FAIL, EPABI_EP_NAME ": EPABI_CHAIN_JIT=require, but a "
                                                  "chain of %lld elements has no kernel of its own (32-bit indices)",
                                                  (long long)n)
                                    : NULL;
-    const uint64_t hash = fnv1a(source, t.len);
-    const int ordinal = env->module->ordinal;
+    struct jit_key key;
+    make_key(a, env->module->ordinal, &key);
+    const uint64_t hash = fnv1a(&key, sizeof key);
     OrtStatus* st = NULL;
     pthread_mutex_lock(&g_lock);
     for (int i = 0; i < g_count; ++i) {
         const struct program* p = &g_programs[i];
-        if (p->ordinal == ordinal && p->hash == hash && strcmp(p->source, source) == 0) {
+        if (p->hash == hash && memcmp(&p->key, &key, sizeof key) == 0) {
             *fn = p->fn;
             pthread_mutex_unlock(&g_lock);
             return NULL;
@@ -210,30 +230,37 @@ OrtStatus* epabi_cuda_chain_kernel(const struct epabi_cuda_launch_env* env, cons
     }
     if (g_count < MAX_PROGRAMS) {
         struct program* p = &g_programs[g_count];
-        p->source = malloc(t.len + 1);
-        if (p->source == NULL) {
+        char* source = malloc(SOURCE_CHARS);
+        if (source == NULL) {
             pthread_mutex_unlock(&g_lock);
             return NULL;   /* out of host memory: the interpreter needs none */
         }
-        memcpy(p->source, source, t.len + 1);
+        struct text t = {source, 0, false};
+        generate(a, &t);
+        if (t.overflow) {   /* cannot happen within EPABI_CHAIN_MAX_OPS */
+            free(source);
+            pthread_mutex_unlock(&g_lock);
+            return epabi_error(env->api, ORT_EP_FAIL, EPABI_EP_NAME ": an elementwise chain of %d ops outgrew its "
+                               "program's %d characters", (int)a->n_ops, (int)SOURCE_CHARS);
+        }
         /* a first run inside a capture (no warm-up) loads the module in relaxed mode, as the arena grows there */
         struct epabi_cuda_relaxed relaxed;
         epabi_cuda_relax(env->libs->cu, &relaxed);
         st = epabi_cuda_program_load(env->api, env->libs, env->module, source, "an elementwise chain's kernel",
                                      &p->module);
+        free(source);
         epabi_cu_result r = 0;
         if (st == NULL && (r = env->libs->cu->ModuleGetFunction(&p->fn, p->module, "epabi_chain")) != 0)
             st = epabi_error(env->api, ORT_EP_FAIL, EPABI_EP_NAME ": an elementwise chain's kernel is missing from its "
                              "module: %s", epabi_cuda_error_text(env->libs->cu, r));
         epabi_cuda_unrelax(env->libs->cu, &relaxed);
         if (st == NULL) {
-            p->ordinal = ordinal;
             p->hash = hash;
+            p->key = key;
             *fn = p->fn;
             g_count++;
         } else {
             if (p->module != NULL) env->libs->cu->ModuleUnload(p->module);
-            free(p->source);
             memset(p, 0, sizeof *p);
         }
     } else if (mode == JIT_REQUIRE) {
