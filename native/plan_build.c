@@ -382,6 +382,7 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
     if (st == NULL && fuse_linear) st = epabi_plan_fuse_linear(p);
     if (st == NULL) epabi_plan_fuse_epilogues(p);
     if (st == NULL) st = epabi_plan_fuse_moments(p);
+    if (st == NULL) st = epabi_plan_fuse_softmax(p);
     if (st == NULL) st = epabi_plan_schedule(p);
     if (st == NULL && p->device_only) epabi_plan_place_steps(p);
     if (st == NULL) st = epabi_plan_fuse_chains(p);
@@ -401,9 +402,9 @@ OrtStatus* epabi_plan_build(const struct epabi_api* api, struct epabi_arena* are
     EPABI_LOG(api, logger, ORT_LOGGING_LEVEL_VERBOSE,
               EPABI_EP_NAME ": compiled '%s': %d steps (%d on the host, %d activation nodes fused, %d linear with %d "
               "node(s) folded in), %d one-hot lookup(s), %d elementwise chain(s) of %d step(s), %d moment pair(s), "
-              "%d views, %d values, %d inputs, %d outputs", p->name, p->n_steps, p->n_host_steps, p->n_fused,
-              p->n_linear, p->n_linear_folded, p->n_onehot, p->n_chains, p->n_chain_nodes, p->n_moments, p->n_views,
-              p->n_values, p->n_inputs, p->n_outputs);
+              "%d softmax(es), %d views, %d values, %d inputs, %d outputs", p->name, p->n_steps, p->n_host_steps,
+              p->n_fused, p->n_linear, p->n_linear_folded, p->n_onehot, p->n_chains, p->n_chain_nodes, p->n_moments,
+              p->n_softmax, p->n_views, p->n_values, p->n_inputs, p->n_outputs);
     *out = p;
     return NULL;
 }

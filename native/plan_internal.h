@@ -1,6 +1,7 @@
 /*
  * plan_internal.h - private to the plan files: the value and step model of a built plan (struct epabi_plan),
- * shared by the builder (plan_build.c), its passes (plan_passes.c, plan_chains.c, plan_moments.c) and the executor
+ * shared by the builder (plan_build.c), its passes (plan_passes.c, plan_chains.c, plan_moments.c,
+ * plan_softmax.c) and the executor
  * (plan_exec.c). Nothing outside those files includes it; the rest of the plugin sees plan.h only.
  *
  * A built plan is read-only (plan.h), so the executor reads these structs without locks.
@@ -66,6 +67,7 @@ struct epabi_plan {
     int n_onehot;                      /* one-hot lookup steps (kernels/onehot.h) */
     int n_views;                       /* steps allowed to hand out a view (epabi_plan_mark_views) */
     int n_moments;                     /* moments steps (kernels/moments.h), each a ReduceSum pair and its Mul */
+    int n_softmax;                     /* fused softmax steps (kernels/softmax_rows.h) */
     int n_nodes;                       /* ONNX nodes of the fused graph */
     char* name;                        /* owned */
     struct plan_value* values;
@@ -111,6 +113,8 @@ OrtStatus* epabi_plan_fuse_linear(struct epabi_plan* p);   /* plan_passes.c from
 void epabi_plan_fuse_epilogues(struct epabi_plan* p);
 /* ReduceSum(X) + ReduceSum(Mul(X, X)) pairs into moments steps (plan_moments.c), before the schedule. */
 OrtStatus* epabi_plan_fuse_moments(struct epabi_plan* p);
+/* Expanded last-axis softmaxes into fused softmax steps (plan_softmax.c), before the schedule. */
+OrtStatus* epabi_plan_fuse_softmax(struct epabi_plan* p);
 OrtStatus* epabi_plan_schedule(struct epabi_plan* p);
 void epabi_plan_place_steps(struct epabi_plan* p);       /* device plans the host cannot read (device_only) */
 /* Elementwise chains (plan_chains.c), on the scheduled and placed plan; schedules and places again when it fused. */

@@ -51,6 +51,7 @@ static_assert(sizeof(gmaxpool_launch) == 40, "gmaxpool_launch layout");
 static_assert(sizeof(reduce_launch) == 136, "reduce_launch layout");
 static_assert(sizeof(moments_launch) == 144, "moments_launch layout");
 static_assert(sizeof(softmax_launch) == 56, "softmax_launch layout");
+static_assert(sizeof(softmax_rows_launch) == 40, "softmax_rows_launch layout");
 static_assert(sizeof(pool_launch) == 232, "pool_launch layout");
 static_assert(sizeof(gavgpool_launch) == 32, "gavgpool_launch layout");
 static_assert(sizeof(batchnorm_launch) == 80, "batchnorm_launch layout");
@@ -251,6 +252,12 @@ static_assert(EP_OFF(softmax_launch, sum) == 24, "softmax_launch.sum");
 static_assert(EP_OFF(softmax_launch, outer) == 32, "softmax_launch.outer");
 static_assert(EP_OFF(softmax_launch, len) == 40, "softmax_launch.len");
 static_assert(EP_OFF(softmax_launch, inner) == 48, "softmax_launch.inner");
+static_assert(EP_OFF(softmax_rows_launch, x) == 0, "softmax_rows_launch.x");
+static_assert(EP_OFF(softmax_rows_launch, y) == 8, "softmax_rows_launch.y");
+static_assert(EP_OFF(softmax_rows_launch, rows) == 16, "softmax_rows_launch.rows");
+static_assert(EP_OFF(softmax_rows_launch, len) == 24, "softmax_rows_launch.len");
+static_assert(EP_OFF(softmax_rows_launch, floor) == 32, "softmax_rows_launch.floor");
+static_assert(EP_OFF(softmax_rows_launch, has_floor) == 36, "softmax_rows_launch.has_floor");
 static_assert(EP_OFF(pool_launch, x) == 0, "pool_launch.x");
 static_assert(EP_OFF(pool_launch, y) == 8, "pool_launch.y");
 static_assert(EP_OFF(pool_launch, indices) == 16, "pool_launch.indices");
@@ -1874,6 +1881,31 @@ EP_KERNEL softmax_rows_f32(const EP_GC softmax_launch L) {
         s = block_reduce(s, op_add_d(), 0.0, dsm);
         const float inv = (float)(1.0 / s);
         for (int64_t j = threadIdx.x; j < L.len; j += blockDim.x) y[j] = expf(x[j] - m) * inv;
+    }
+}
+
+/* The fused softmax step (struct softmax_rows_launch, kernels/softmax_rows.h): one block per row. The max keeps a
+ * NaN (ReduceMax's sticky_combine), the floor takes the Max kernel's nan_max, then e = expf(x - m) unfused, the sum
+ * of e in double over the block tree (ReduceSum's accumulation) rounded to float, and y = e / s rounded. */
+EP_KERNEL softmax_fused_f32(const EP_GC softmax_rows_launch L) {
+    EP_PDL_ENTER();
+    __shared__ float fsm[32];
+    __shared__ double dsm[32];
+    for (int64_t r = blockIdx.x; r < L.rows; r += gridDim.x) {
+        const float* x = L.x + r * L.len;
+        float* y = L.y + r * L.len;
+        float m = -inf_f();
+        for (int64_t j = threadIdx.x; j < L.len; j += blockDim.x) m = sticky_combine(m, x[j]);
+        m = block_reduce(m, op_sticky_f(), -inf_f(), fsm);
+        if (L.has_floor) m = nan_max(m, L.floor);
+        double s = 0.0;
+        for (int64_t j = threadIdx.x; j < L.len; j += blockDim.x) {
+            const float e = expf(__fsub_rn(x[j], m));
+            y[j] = e;   /* read back by this same thread below */
+            s += (double)e;
+        }
+        const float sf = (float)block_reduce(s, op_add_d(), 0.0, dsm);
+        for (int64_t j = threadIdx.x; j < L.len; j += blockDim.x) y[j] = __fdiv_rn(y[j], sf);
     }
 }
 

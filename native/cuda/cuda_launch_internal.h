@@ -33,7 +33,7 @@
     X(conv_direct) X(conv_im2col) X(conv_bias_fill) X(conv_timing_hold)                                    \
     X(layernorm_f32) X(gmaxpool_f32) X(reduce_thread_f32) X(reduce_block_f32) X(reduce_cols_f32)            \
     X(moments_thread_f32) X(moments_block_f32) X(moments_cols_f32) X(moments_copy_f32)                     \
-    X(softmax_rows_f32) X(softmax_strided_f32)                                                             \
+    X(softmax_rows_f32) X(softmax_strided_f32) X(softmax_fused_f32)                                        \
     X(ew_compare) X(un_not) X(un_clip)                                                                     \
     X(pool_max_f32) X(pool_max_f64) X(pool_max_i8) X(pool_max_u8) X(pool_avg_f32) X(gavgpool_f32)          \
     X(batchnorm_f32) X(instancenorm_f32)                                                                   \

@@ -458,3 +458,14 @@ OrtStatus* epabi_cuda_launch_softmax(const struct epabi_cuda_launch_env* env, co
     return epabi_cuda_run(env, what, EPABI_CK_softmax_strided_f32, epabi_cuda_grid(items, EPABI_CUDA_BLOCK), 1, 1,
                           EPABI_CUDA_BLOCK, params);
 }
+
+/* The fused softmax step (kernels/softmax_rows.h): one block per row, as the unfused ReduceMax and ReduceSum take a
+ * row of this length. */
+OrtStatus* epabi_cuda_launch_softmax_rows(const struct epabi_cuda_launch_env* env,
+                                          const struct softmax_rows_launch* in) {
+    struct softmax_rows_launch L = *in;
+    if (L.rows <= 0 || L.len <= 0) return NULL;
+    void* params[] = {&L};
+    return epabi_cuda_run(env, "softmax step", EPABI_CK_softmax_fused_f32, rows_grid(L.rows), 1, 1,
+                          epabi_cuda_row_block(L.len), params);
+}

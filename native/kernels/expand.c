@@ -30,6 +30,29 @@ static bool expand_supports(const struct epabi_node* node, char* why, size_t why
     return true;
 }
 
+/* Expand's output dims for an input of shape rank/in_dims and the shape input's n values req (kernel.h, view_dims):
+ * their broadcast; errors as expand_run reports them. */
+static OrtStatus* expand_view_dims(const struct epabi_api* api, const void* state, int rank, const int64_t* in_dims,
+                                   const int64_t* req, int n, int* out_rank, int64_t* out_dims) {
+    (void)state;
+    for (int i = 0; i < n; ++i)
+        if (req[i] < 0)
+            return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: shape[%d] = %lld is negative", i,
+                               (long long)req[i]);
+    if (!epabi_broadcast_shape(rank, in_dims, n, req, out_rank, out_dims)) {
+        /* Name the first clash from the right, where numpy broadcasting aligns the shapes. */
+        for (int i = 1; i <= rank && i <= n; ++i) {
+            const int64_t dx = in_dims[rank - i], ds = req[n - i];
+            if (dx != ds && dx != 1 && ds != 1)
+                return epabi_error(api, ORT_INVALID_ARGUMENT,
+                                   "Expand: input dim %d (%lld) cannot broadcast with shape[%d] = %lld",
+                                   rank - i, (long long)dx, n - i, (long long)ds);
+        }
+        return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: the input cannot broadcast to the shape");
+    }
+    return NULL;
+}
+
 static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in,
                              int n_in, int n_out) {
     (void)state;
@@ -56,17 +79,7 @@ static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const str
                                (long long)req[i]);
     }
     struct epabi_strided_copy a = {0};
-    if (!epabi_broadcast_shape(x->rank, x->dims, n, req, &a.rank, a.dims)) {
-        /* Name the first clash from the right, where numpy broadcasting aligns the shapes. */
-        for (int i = 1; i <= x->rank && i <= n; ++i) {
-            const int64_t dx = x->dims[x->rank - i], ds = req[n - i];
-            if (dx != ds && dx != 1 && ds != 1)
-                return epabi_error(api, ORT_INVALID_ARGUMENT,
-                                   "Expand: input dim %d (%lld) cannot broadcast with shape[%d] = %lld",
-                                   x->rank - i, (long long)dx, n - i, (long long)ds);
-        }
-        return epabi_error(api, ORT_INVALID_ARGUMENT, "Expand: the input cannot broadcast to the shape");
-    }
+    EPABI_RETURN_IF_ERROR(expand_view_dims(api, NULL, x->rank, x->dims, req, n, &a.rank, a.dims));
 
     /* Right-align the input under the output; a size-1 input dim repeats, so it reads with stride 0. */
     int64_t s = 1;
@@ -96,6 +109,7 @@ static OrtStatus* expand_run(struct epabi_exec* ex, const void* state, const str
 const struct epabi_kernel epabi_kernels_expand[] = {
     {.op_type = "Expand", .since_min = 8, .since_max = 13, .supports = expand_supports, .run = expand_run,
      .launch = EPABI_LAUNCH_STRIDED_COPY, .host_inputs = 1u << 1, .host_step = true, .views_input = true,
+     .view_dims = expand_view_dims,
      .cuda = epabi_cuda_byte_data},
     {.op_type = NULL},
 };

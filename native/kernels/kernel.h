@@ -203,6 +203,11 @@ struct epabi_kernel {
     /* Reduce* nodes: their attributes from the state (reduce.h), so the plan can pair ReduceSum(X) with
      * ReduceSum(X * X) over the same axes into one moments step (moments.h). NULL: the op is no reduction. */
     const struct epabi_reduce_spec* (*reduce_spec)(const void* state);
+    /* Views whose output shape follows from input 0's shape and the n int values of input 1 alone (Reshape, Expand):
+     * that shape into *out_rank, out_dims[EPABI_MAX_RANK], or the error the kernel's run() reports for them, so the
+     * fused softmax step (softmax_rows.h) can replay the views it swallowed. NULL: not such a view. */
+    OrtStatus* (*view_dims)(const struct epabi_api* api, const void* state, int rank, const int64_t* dims,
+                            const int64_t* req, int n, int* out_rank, int64_t* out_dims);
 };
 
 #define EPABI_EPILOGUE_BIT(kind) (1u << (kind))

@@ -71,6 +71,7 @@ struct epabi_pool;
     X(REDUCE, reduce, reduce_launch)                           \
     X(MOMENTS, moments, moments_launch)                        \
     X(SOFTMAX, softmax, softmax_launch)                        \
+    X(SOFTMAX_ROWS, softmax_rows, softmax_rows_launch)         \
     X(POOL, pool, pool_launch)                                 \
     X(GLOBAL_AVGPOOL, gavgpool, gavgpool_launch)              \
     X(BATCHNORM, batchnorm, batchnorm_launch)                  \
@@ -357,6 +358,17 @@ struct softmax_launch {
     float* max;       /* inner floats of scratch (inner > 1 only) */
     float* sum;
     int64_t outer, len, inner;
+};
+
+/* An expanded softmax over rows of len floats (kernels/softmax_rows.h), per row: m = the row's max (a NaN sticks, as
+ * ReduceMax), m = Max(m, floor) when has_floor (NaN if either is), e = expf(x - m), s = the sum of e in double rounded
+ * to float (ReduceSum), y = e / s. */
+struct softmax_rows_launch {
+    const float* x;
+    float* y;
+    int64_t rows, len;
+    float floor;
+    int32_t has_floor;
 };
 
 enum pool_op { POOL_MAX, POOL_AVERAGE };

@@ -123,37 +123,29 @@ static OrtStatus* reshape_init(const struct epabi_node* node, void** state) {
     return NULL;
 }
 
-static OrtStatus* reshape_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in,
-                              int n_in, int n_out) {
-    (void)n_out;
+/* Reshape's output dims for an input of shape rank/in_dims and the shape input's n values req (kernel.h, view_dims);
+ * errors as reshape_run reports them. */
+static OrtStatus* reshape_view_dims(const struct epabi_api* api, const void* state, int rank, const int64_t* in_dims,
+                                    const int64_t* req, int n, int* out_rank, int64_t* dims) {
     const struct reshape_state* st = state;
-    const struct epabi_api* api = epabi_exec_api(ex);
-    const struct epabi_tensor* x = in[0];
-    const struct epabi_tensor* shape = optional_input(in, n_in, 1);
-    if (shape == NULL) return epabi_error(api, ORT_INVALID_ARGUMENT, "Reshape: the shape input is missing");
-    int64_t req[EPABI_MAX_RANK];
-    size_t n = 0;
-    EPABI_RETURN_IF_ERROR(read_ints(ex, "Reshape: shape", shape, false, req, EPABI_MAX_RANK, &n));
-
     char req_s[160], in_s[160];
-    format_dims(req_s, sizeof req_s, (int)n, req);
-    format_dims(in_s, sizeof in_s, x->rank, x->dims);
-    int64_t dims[EPABI_MAX_RANK];
+    format_dims(req_s, sizeof req_s, n, req);
+    format_dims(in_s, sizeof in_s, rank, in_dims);
     int unknown = -1;
     bool has_zero = false;
     int64_t known = 1;               /* product of the dims other than the -1 */
-    for (size_t i = 0; i < n; ++i) {
+    for (int i = 0; i < n; ++i) {
         int64_t d = req[i];
         if (d == 0 && !st->allowzero) {
-            if ((int)i >= x->rank)
+            if (i >= rank)
                 return epabi_error(api, ORT_INVALID_ARGUMENT,
-                                   "Reshape: shape %s has 0 at index %zu, but the input %s has no dim there", req_s,
+                                   "Reshape: shape %s has 0 at index %d, but the input %s has no dim there", req_s,
                                    i, in_s);
-            d = x->dims[i];
+            d = in_dims[i];
         } else if (d == -1) {
             if (unknown >= 0)
                 return epabi_error(api, ORT_INVALID_ARGUMENT, "Reshape: shape %s has more than one -1", req_s);
-            unknown = (int)i;
+            unknown = i;
             dims[i] = -1;
             continue;
         } else if (d < 0) {
@@ -169,7 +161,7 @@ static OrtStatus* reshape_run(struct epabi_exec* ex, const void* state, const st
     if (st->allowzero && has_zero && unknown >= 0)
         return epabi_error(api, ORT_INVALID_ARGUMENT, "Reshape: shape %s has both 0 and -1 while allowzero=1",
                            req_s);
-    const int64_t total = epabi_numel(x->rank, x->dims);
+    const int64_t total = epabi_numel(rank, in_dims);
     if (unknown >= 0) {
         if (known == 0 || total % known != 0)
             return epabi_error(api, ORT_INVALID_ARGUMENT,
@@ -181,6 +173,24 @@ static OrtStatus* reshape_run(struct epabi_exec* ex, const void* state, const st
                            "Reshape: the input %s has %lld elements but the shape %s needs %lld", in_s,
                            (long long)total, req_s, (long long)known);
     }
+    *out_rank = n;
+    return NULL;
+}
+
+static OrtStatus* reshape_run(struct epabi_exec* ex, const void* state, const struct epabi_tensor* const* in,
+                              int n_in, int n_out) {
+    (void)n_out;
+    const struct reshape_state* st = state;
+    const struct epabi_api* api = epabi_exec_api(ex);
+    const struct epabi_tensor* x = in[0];
+    const struct epabi_tensor* shape = optional_input(in, n_in, 1);
+    if (shape == NULL) return epabi_error(api, ORT_INVALID_ARGUMENT, "Reshape: the shape input is missing");
+    int64_t req[EPABI_MAX_RANK];
+    size_t n = 0;
+    EPABI_RETURN_IF_ERROR(read_ints(ex, "Reshape: shape", shape, false, req, EPABI_MAX_RANK, &n));
+
+    int64_t dims[EPABI_MAX_RANK];
+    EPABI_RETURN_IF_ERROR(reshape_view_dims(api, st, x->rank, x->dims, req, (int)n, &(int){0}, dims));
     return emit_copy(ex, x, (int)n, dims);
 }
 
@@ -382,7 +392,7 @@ const struct epabi_kernel epabi_kernels_reshape[] = {
     /* Reshape-1 took the shape as an attribute; no model we target uses it. */
     {.op_type = "Reshape", .since_min = 5, .since_max = 25, .supports = reshape_supports, .init = reshape_init,
      .release = reshape_release, .run = reshape_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1,
-     .host_step = true, .views_input = true, .cuda = epabi_cuda_byte_data},
+     .host_step = true, .views_input = true, .cuda = epabi_cuda_byte_data, .view_dims = reshape_view_dims},
     {.op_type = "Squeeze", .since_min = 1, .since_max = 12, .supports = squeeze_supports, .init = axes_init,
      .release = reshape_release, .run = squeeze_run, .launch = EPABI_LAUNCH_COPY, .host_inputs = 1u << 1,
      .host_step = true, .views_input = true, .cuda = epabi_cuda_byte_data},
