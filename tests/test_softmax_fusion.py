@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -23,7 +24,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import epabi
 from gpu_devices import gpu_ep_device
+from real_ort import MIN, NEWEST, run_json
 from test_chain_fusion import node_by_node
+from test_moments import REAL_ORT_SCRIPT
 
 SUMMARY = re.compile(r"compiled '[^']*': (\d+) steps \(.*\), (\d+) softmax\(es\)")
 F = TensorProto.FLOAT
@@ -203,3 +206,39 @@ def test_gpu_graph_capture(gpu_host: epabi.Host, gpu_device: epabi.EpDevice, com
     sess, (_, fused) = compile_log(model, [gpu_device], CAPTURE)
     assert fused == 1
     _replays(sess, model)
+
+
+@pytest.mark.real_ort
+@pytest.mark.parametrize("version", [MIN, NEWEST])
+def test_real_onnxruntime_softmax(version: str, library_path: str, tmp_path: Path) -> None:
+    """Fused and unfused cases and magika (batches 6 and 1) under real onnxruntime: every node on our EP, the
+    softmaxes its plans count, and the CPU EP's values."""
+    from magika_model import batch, model_path
+    models: list[tuple[onnx.ModelProto, dict[str, np.ndarray], int]] = []
+    for i, (shape, floor, keepdims, views) in enumerate(CASES):
+        model = softmax_model(shape, floor, keepdims, views)
+        models.append((model, {"x": _feed(shape, 7 + i)}, 1))
+    for kwargs in [{"leak": "e"}, {"axis": 0, "views": False, "keepdims": 1}]:
+        models.append((softmax_model([5, 214], **kwargs), {"x": _feed([5, 214], 4)}, 0))
+    magika = onnx.load(str(model_path()))
+    x = batch()
+    models += [(magika, {"bytes": x}, 1), (magika, {"bytes": x[:1]}, 1)]
+    paths = []
+    for i, (model, feeds, _) in enumerate(models):
+        path = tmp_path / f"m{i}.onnx"
+        onnx.save(model, str(path))
+        np.savez(str(path) + ".npz", **feeds)
+        paths.append(str(path))
+    result, _, err = run_json(version, REAL_ORT_SCRIPT, {"EPABI_ALLOW_SOFTWARE_ADAPTER": "1"},
+                              [library_path, str(tmp_path), *paths], timeout=300)
+    assert result["ort_version"] == version
+    assert result["providers"] == [epabi.get_ep_name()] * len(models), result["providers"]
+    for i, (model, feeds, fused) in enumerate(models):
+        log = re.search(rf"^EPABI-MODEL {i}$(.*?)^EPABI-MODEL-END {i}$", err, re.S | re.M)
+        assert log, err[-3000:]
+        assert [int(m.group(2)) for m in SUMMARY.finditer(log.group(1))] == [fused], (i, log.group(1)[-2000:])
+        want = _cpu_ep(model, feeds)
+        got = [np.load(tmp_path / f"{i}_{k}.npy") for k in range(len(want))]
+        tol = 1e-5 if "bytes" in feeds else 1e-6
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=f"model {i}")
