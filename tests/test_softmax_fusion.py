@@ -242,3 +242,32 @@ def test_real_onnxruntime_softmax(version: str, library_path: str, tmp_path: Pat
         tol = 1e-5 if "bytes" in feeds else 1e-6
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=tol, atol=tol, err_msg=f"model {i}")
+
+
+def test_misplaced_run_time_views_are_refused(host: epabi.Host, compile_log) -> None:
+    """Views whose run-time shapes put the row maxima along the other axis ([N] -> [1, N] -> [N, N]): valid ONNX that
+    ORT's CPU EP computes, but the fused step does not: the run fails with EP_FAIL naming the shapes (README lists this
+    among the differences from ORT's CPU EP)."""
+    c = numpy_helper.from_array(np.array(-np.inf, np.float32), "c")
+    ints = [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in [("axes", 1), ("one", 1), ("b1", 1),
+                                                                             ("b2", 2)]]
+    nodes = [helper.make_node("ReduceMax", ["x"], ["m0"], axes=[1], keepdims=0),
+             helper.make_node("Max", ["c", "m0"], ["m"]), helper.make_node("Shape", ["x"], ["xs"]),
+             helper.make_node("Slice", ["xs", "b1", "b2"], ["tail"]),
+             helper.make_node("Concat", ["one", "tail"], ["shp"], axis=0),
+             helper.make_node("Reshape", ["m", "shp"], ["mr"]), helper.make_node("Expand", ["mr", "xs"], ["mb"]),
+             helper.make_node("Sub", ["x", "mb"], ["d"]), helper.make_node("Exp", ["d"], ["e"]),
+             helper.make_node("ReduceSum", ["e", "axes"], ["s"], keepdims=0),
+             helper.make_node("Reshape", ["s", "shp"], ["sr"]), helper.make_node("Expand", ["sr", "xs"], ["sb"]),
+             helper.make_node("Div", ["e", "sb"], ["y"])]
+    graph = helper.make_graph(nodes, "misplaced", [helper.make_tensor_value_info("x", F, ["N", "N"])],
+                              [helper.make_tensor_value_info("y", F, None)], [c, *ints])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    model.ir_version = 8
+    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    sess, (_, fused) = compile_log(model, host.get_ep_devices())
+    assert fused == 1
+    x = _feed([3, 3], 5)
+    assert np.isfinite(_cpu_ep(model, {"x": x})[0]).all()   # ORT's CPU EP computes it
+    with pytest.raises(epabi.OrtStatusError, match=r"EP_FAIL.*\[3\] to \[1,3\].*its row of \[3,3\]"):
+        sess.run(None, {"x": x})
