@@ -173,9 +173,12 @@ def test_gpu_fused(gpu_host: epabi.Host, gpu_device: epabi.EpDevice, compile_log
         np.testing.assert_allclose(sess.run(None, {"x": x})[0], _cpu_ep(model, {"x": x})[0], rtol=1e-6, atol=1e-7)
 
 
-def _replays(sess: epabi.InferenceSession, model: onnx.ModelProto) -> None:
-    x = epabi.OrtValue.ortvalue_from_numpy(_feed([5, 214], 0))
-    y = epabi.OrtValue.ortvalue_from_shape_and_type([5, 214], np.float32)
+def _replays(sess: epabi.InferenceSession, model: onnx.ModelProto, gpu_host: epabi.Host | None = None) -> None:
+    """Four runs over x updated in place; gpu_host: x and y bound in GPU 0's memory (a CUDA graph records device
+    addresses, and the host refuses to capture over host-memory bindings)."""
+    where: dict = {} if gpu_host is None else {"device_type": "cuda", "device_id": 0, "host": gpu_host}
+    x = epabi.OrtValue.ortvalue_from_numpy(_feed([5, 214], 0), **where)
+    y = epabi.OrtValue.ortvalue_from_shape_and_type([5, 214], np.float32, **where)
     binding = sess.io_binding()
     binding.bind_ortvalue_input("x", x)
     binding.bind_ortvalue_output("y", y)
@@ -205,7 +208,7 @@ def test_gpu_graph_capture(gpu_host: epabi.Host, gpu_device: epabi.EpDevice, com
     model = softmax_model([5, 214])
     sess, (_, fused) = compile_log(model, [gpu_device], CAPTURE)
     assert fused == 1
-    _replays(sess, model)
+    _replays(sess, model, gpu_host)
 
 
 @pytest.mark.real_ort
