@@ -1,7 +1,7 @@
 // fused_graph.cu - the fused floor for an MLP of LAYERS x (MatMul -> Add -> Relu), the last layer without Relu (the
 // model of epabi.models.mlp): per layer ONE launch of epabi's own linear kernel (linear_nn_R of
-// native/cuda/cuda_kernels.cu, compiled here by NVRTC with the options and the in-memory launch_args.h header the
-// plugin uses), with the geometry the plugin's launcher gives it (native/cuda/cuda_launch_linear.c: 256 threads,
+// native/cuda/cuda_kernels.cu, compiled here by NVRTC with the options and the in-memory launch_args.h and
+// cuda_math.cuh headers the plugin uses), with the geometry the plugin's launcher gives it (native/cuda/cuda_launch_linear.c: 256 threads,
 // a block per 32 columns, R the smallest of 1, 2, 4, 8, 16 covering BATCH), captured once into a CUDA graph on a
 // non-blocking stream; then RUNS launches of the graph, each followed by cudaStreamSynchronize and timed with the
 // host's steady clock. What a replay of the plugin's fused plan costs at the least, with no framework around it.
@@ -119,18 +119,18 @@ static float lcg(uint64_t* state) {  // uniform in [-1, 1), the sequence of mlp_
 }
 
 // NVRTC compiles the kernels for sm_XY (CUBIN), else compute_XY (PTX for the driver's JIT), as cuda_module.c does.
-static std::vector<char> compile(void* nvrtc, const std::string& src, const std::string& header, int cc,
-                                 std::string* arch_used) {
+static std::vector<char> compile(void* nvrtc, const std::string& src, const std::string& header,
+                                 const std::string& math, int cc, std::string* arch_used) {
     auto create = sym<nvrtcCreateProgram_t>(nvrtc, "nvrtcCreateProgram");
     auto compile_program = sym<nvrtcCompileProgram_t>(nvrtc, "nvrtcCompileProgram");
     auto log_size = sym<nvrtcGetSize_t>(nvrtc, "nvrtcGetProgramLogSize");
     auto log = sym<nvrtcGetData_t>(nvrtc, "nvrtcGetProgramLog");
     auto destroy = sym<nvrtcDestroyProgram_t>(nvrtc, "nvrtcDestroyProgram");
-    const char* hsrc[1] = {header.c_str()};
-    const char* hname[1] = {"launch_args.h"};
+    const char* hsrc[2] = {header.c_str(), math.c_str()};
+    const char* hname[2] = {"launch_args.h", "cuda_math.cuh"};
     for (int ptx = 0; ptx < 2; ++ptx) {
         void* prog = nullptr;
-        if (create(&prog, src.c_str(), "cuda_kernels.cu", 1, hsrc, hname) != 0) {
+        if (create(&prog, src.c_str(), "cuda_kernels.cu", 2, hsrc, hname) != 0) {
             std::fprintf(stderr, "nvrtcCreateProgram failed\n");
             std::exit(1);
         }
@@ -184,7 +184,13 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
     CHECK_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
     std::string arch;
-    std::vector<char> image = compile(nvrtc, read_file(argv[2]), read_file(argv[3]), major * 10 + minor, &arch);
+    // cuda_kernels.cu includes cuda_math.cuh, which sits next to it
+    const std::string cu_path = argv[2];
+    const size_t slash = cu_path.rfind('/');
+    const std::string math_path = (slash == std::string::npos ? std::string(".") : cu_path.substr(0, slash)) +
+                                  "/cuda_math.cuh";
+    std::vector<char> image = compile(nvrtc, read_file(argv[2]), read_file(argv[3]), read_file(math_path.c_str()),
+                                      major * 10 + minor, &arch);
 
     int tile = 1;
     while (tile < batch) tile <<= 1;
