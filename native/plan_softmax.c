@@ -6,7 +6,8 @@
  *
  * Every intermediate must be a float32 value that nothing outside the pattern reads (no fused output; e read by the
  * ReduceSum and the Div alone), X's rank known at build, both reductions over exactly its last axis (an attribute,
- * or a constant axes input), c a float32 constant of one element and of no more dims than the max. The views'
+ * or a constant axes input), c a float32 constant of one element and of no more dims than the max, and each row value
+ * that reaches its Sub or Div without views kept as a column (keepdims 1) unless X has one row. The views'
  * shapes may be computed at run time, so the fused step checks them there (softmax_rows.h). The fused step reads
  * only values the pattern read already, so no cycle can form. The pass works on the plan in place before it is
  * shared (plan.h), so it takes no lock.
@@ -63,6 +64,14 @@ static const struct epabi_reduce_spec* last_axis_reduce(const struct epabi_plan*
     }
     int norm = 0;
     return epabi_norm_axis(axis, rank, &norm) && norm == rank - 1 ? spec : NULL;
+}
+
+/* Whether X's declared dims before the last are all 1 (a rank-1 X included): one row, so that a row value of X's
+ * dims without the last (keepdims 0) still broadcasts along it. */
+static bool one_row(const struct plan_value* xv) {
+    for (int k = 0; k + 1 < xv->decl_rank; ++k)
+        if (xv->decl_dims[k] != 1) return false;
+    return true;
 }
 
 /* Walks back from value v, read by step `reader`, over views only it reads, recording them (nearest first) into
@@ -129,6 +138,10 @@ static OrtStatus* fuse_at(struct epabi_plan* p, int di, bool* fused) {
     }
     const struct epabi_reduce_spec* max_spec = last_axis_reduce(p, mi, REDUCE_MAX, rank);
     if (max_spec == NULL || p->steps[mi].in[0] != x) return NULL;
+    /* A row value reaching its Sub or Div as X's dims without the last broadcasts across the rows unless there is one
+     * row: valid ONNX (a square X) that the fused step would refuse at run, so leave it to the unfused kernels. */
+    if ((n_max == 0 && !max_spec->keepdims) || (n_sum == 0 && !sum_spec->keepdims))
+        if (!one_row(xv)) return NULL;
     if (floor_step >= 0) {
         /* Max(m0, c) keeps m0's shape only when c has no more dims than m0 */
         const int c = p->values[p->steps[floor_step].in[0]].kind == VK_CONST ? p->steps[floor_step].in[0]

@@ -56,7 +56,8 @@ static void format_dims(char* buf, size_t cap, int rank, const int64_t* dims) {
 
 /* Replays the views of one row value (of_sum 0: the max, 1: the sum) from its reduced shape; each must keep every
  * element of it where its row reads it: order-keeping (same count) between forms A and B, or a broadcast of B to C.
- * The last shape must be B or C, so that the Sub or Div broadcasts it along the rows to X's shape. */
+ * The last shape must be B or C, so that the Sub or Div broadcasts it along the rows to X's shape, or A when X has
+ * one row (its one value broadcasts along it). */
 static OrtStatus* check_views(struct epabi_exec* ex, const struct epabi_softmax_rows_state* s,
                               const struct epabi_tensor* X, const struct epabi_tensor* const* in, int n_in, int of_sum,
                               bool keepdims) {
@@ -98,7 +99,7 @@ static OrtStatus* check_views(struct epabi_exec* ex, const struct epabi_softmax_
         memcpy(dims, out, sizeof dims);
         form = next;
     }
-    if (form == 0) {
+    if (form == 0 && epabi_numel(rank, dims) != 1) {   /* one row (a rank-1 X): its value broadcasts along it */
         char d_s[160], x_s[160];
         format_dims(d_s, sizeof d_s, rank, dims);
         format_dims(x_s, sizeof x_s, X->rank, X->dims);
