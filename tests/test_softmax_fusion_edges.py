@@ -4,8 +4,9 @@ fuses exactly the softmaxes it may, and one session runs over batches of several
 
 Left unfused (0 softmaxes): Sub(m, x), Div(s, e), e read by a third node, a ReduceMax shared by two softmaxes, a
 ReduceSum over another axis, two axes or all axes, a floor of more dims than the max, an Unsqueeze view (no view_dims),
-int32 x, and a row value of keepdims 0 reaching its Sub or Div without views while X may have several rows (a square
-X: ORT broadcasts it across the rows, the fused step would refuse the run). Fused: negative and positive last axes,
+int32 x, a row value of keepdims 0 reaching its Sub or Div without views while X may have several rows (a square
+X: ORT broadcasts it across the rows, the fused step would refuse the run), and constant view shapes that put the row
+values across the rows of a static X (the same). Fused: negative and positive last axes,
 opset 18's axes input, floors of 0, 5 and NaN, a rank-1 X and a one-row X with keepdims 0, empty rows, X from a MatMul
 or an elementwise chain, two softmaxes in a row.
 """
@@ -133,6 +134,15 @@ CASES: dict[str, tuple[Callable[[], onnx.ModelProto], list[list[int]], int | Non
                                        node("Unsqueeze", ["m0", "ax"], ["m"]), node("Sub", ["x", "m"], ["d"]),
                                        *_tail()], [3, 5], AX), [[3, 5]], 0),
     "reshape_view_to_a_column": (lambda: _views([3, 1], [3, 5]), [[3, 5]], 1),
+    "reshape_view_to_a_row": (lambda: _views([1, 3], [3, 3]), [[3, 3]], 0),
+    "expand_view_across_the_rows": (lambda: _model([node("ReduceMax", ["x"], ["m0"], axes=[-1], keepdims=0),
+                                                    node("Expand", ["m0", "shp"], ["m"]),
+                                                    node("Sub", ["x", "m"], ["d"]), *_tail()],
+                                                   [4, 4], [*AX, _ints("shp", [4, 4])]), [[4, 4]], 0),
+    "expand_view_to_columns": (lambda: _model([*_softmax(kd_sum=0)[:4], node("Reshape", ["s", "col"], ["sr"]),
+                                               node("Expand", ["sr", "full"], ["sb"]), node("Div", ["e", "sb"], ["y"])],
+                                              [4, 6], [*AX, _ints("col", [4, 1]), _ints("full", [4, 6])]),
+                               [[4, 6]], 1),
 }
 
 
