@@ -14,8 +14,8 @@
  *
  * The cache key is what the kernel is specialised on: the op list (immediates by their bits), the counts, the rank and
  * which inputs are dense; the dims and strides stay launch parameters, so a chain over symbolic dims compiles once for
- * every batch size. A launch that finds its kernel costs a key comparison, not the program's text. Programs are compiled once per device and process and
- * never unloaded (like cuda_module.c's module: the primary context lives as long as the process).
+ * every batch size. A launch that finds its kernel costs a key comparison, not the program's text. Programs are
+ * compiled once per device and process and never unloaded (like cuda_module.c's module: the primary context lives as long as the process).
  *
  * Thread-safety: one mutex guards the cache; compilation happens under it (tens of milliseconds per chain, once).
  */
@@ -199,11 +199,11 @@ OrtStatus* epabi_cuda_chain_kernel(const struct epabi_cuda_launch_env* env, cons
     *fn = NULL;
     const enum jit_mode mode = jit_mode();
     if (mode == JIT_OFF) return NULL;
-    if (!fits_32(a, n))   /* the interpreter covers every chain */
-        return mode == JIT_REQUIRE ? epabi_error(env->api, ORT_EP_FAIL, EPABI_EP_NAME ": EPABI_CHAIN_JIT=require, but a "
-                                                 "chain of %lld elements has no kernel of its own (32-bit indices)",
-                                                 (long long)n)
-                                   : NULL;
+    if (!fits_32(a, n)) {   /* the interpreter covers every chain */
+        if (mode != JIT_REQUIRE) return NULL;
+        return epabi_error(env->api, ORT_EP_FAIL, EPABI_EP_NAME ": EPABI_CHAIN_JIT=require, but a chain of %lld "
+                           "elements has no kernel of its own (32-bit indices)", (long long)n);
+    }
     struct jit_key key;
     make_key(a, env->module->ordinal, &key);
     const uint64_t hash = fnv1a(&key, sizeof key);
