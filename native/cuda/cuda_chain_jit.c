@@ -15,7 +15,8 @@
  * The cache key is what the kernel is specialised on: the op list (immediates by their bits), the counts, the rank and
  * which inputs are dense; the dims and strides stay launch parameters, so a chain over symbolic dims compiles once for
  * every batch size. A launch that finds its kernel costs a key comparison, not the program's text. Programs are
- * compiled once per device and process and never unloaded (like cuda_module.c's module: the primary context lives as long as the process).
+ * compiled once per device and process and never unloaded (like cuda_module.c's module: the primary context lives as
+ * long as the process).
  *
  * Thread-safety: one mutex guards the cache; compilation happens under it (tens of milliseconds per chain, once).
  */
