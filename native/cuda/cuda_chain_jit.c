@@ -7,15 +7,16 @@
  * take 14 us, where its memory traffic takes about 1. The generated kernel keeps every value in registers, reads a
  * dense input at the element's own index, and walks the dims only for the inputs that broadcast (32-bit arithmetic).
  *
- * Bits: each op calls the function the unfused kernel calls (chain_binary, un_apply, the Clip comparisons of
- * cuda_math.cuh) with the same compile options, and chain_binary's __f*_rn intrinsics are never contracted into a
- * neighbouring op, so a chain's kernel gives the interpreter's results exactly (tests/test_chain_fusion.py compares them
- * on the GPU, tests/test_gpu_chain_jit.py too).
+ * Bits: each op calls what the interpreter calls (cuda_math.cuh: chain_binary, un_apply, chain_clip, the unfused
+ * kernels' arithmetic) with the same compile options, and chain_binary's __f*_rn intrinsics are never contracted into
+ * a neighbouring op, so a chain's kernel gives the interpreter's results exactly (tests/test_chain_fusion.py compares
+ * both with the unfused kernels on the GPU, EPABI_CHAIN_JIT=require and =0).
  *
  * The cache key is what the kernel is specialised on: the op list (immediates by their bits), the counts, the rank and
  * which inputs are dense; the dims and strides stay launch parameters, so a chain over symbolic dims compiles once for
- * every batch size. A launch that finds its kernel costs a key comparison, not the program's text. Programs are compiled once per device and process and
- * never unloaded (like cuda_module.c's module: the primary context lives as long as the process).
+ * every batch size. A launch that finds its kernel costs a key comparison, not the program's text. Programs are
+ * compiled once per device and process and never unloaded (like cuda_module.c's module: the primary context lives as
+ * long as the process).
  *
  * Thread-safety: one mutex guards the cache; compilation happens under it (tens of milliseconds per chain, once).
  */
@@ -114,10 +115,6 @@ static void generate(const struct chain_args* a, struct text* t) {
         any_walk = any_walk || !dense[k];
     }
     put(t, "#include \"launch_args.h\"\n#include \"cuda_math.cuh\"\n");
-    for (int k = 0; k < a->n_ops; ++k)
-        if (a->ops[k].kind == CHAIN_CLIP)
-            put(t, "EP_DEV float c%d(float v, float lo, float hi) { const float c = v < lo ? lo : v; "
-                   "return c > hi ? hi : c; }\n", k);
     put(t, "EP_KERNEL epabi_chain(const EP_GC chain_args a, int64_t n) {\n    EP_PDL_ENTER();\n");
     put(t, "    const uint32_t count = (uint32_t)n, step = gridDim.x * blockDim.x;\n");
     put(t, "    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += step) {\n");
@@ -146,16 +143,9 @@ static void generate(const struct chain_args* a, struct text* t) {
             put(t, ", ");
             put_operand(t, o, o->b, false);
             put(t, ");\n");
-        } else if (o->kind == CHAIN_CLIP) {   /* un_clip's comparison pair: NaN passes through */
-            put(t, "c%d(", k);
-            put_operand(t, o, o->a, true);
-            put(t, ", ");
-            put_float(t, o->alpha);
-            put(t, ", ");
-            put_float(t, o->beta);
-            put(t, ");\n");
-        } else {
-            put(t, "un_apply(%d, ", (int)o->op);
+        } else {   /* Clip (un_clip's comparison pair) or a unary op, each with the op's alpha and beta */
+            if (o->kind == CHAIN_CLIP) put(t, "chain_clip(");
+            else put(t, "un_apply(%d, ", (int)o->op);
             put_operand(t, o, o->a, true);
             put(t, ", ");
             put_float(t, o->alpha);
@@ -210,11 +200,11 @@ OrtStatus* epabi_cuda_chain_kernel(const struct epabi_cuda_launch_env* env, cons
     *fn = NULL;
     const enum jit_mode mode = jit_mode();
     if (mode == JIT_OFF) return NULL;
-    if (!fits_32(a, n))   /* the interpreter covers every chain */
-        return mode == JIT_REQUIRE ? epabi_error(env->api, ORT_EP_FAIL, EPABI_EP_NAME ": EPABI_CHAIN_JIT=require, but a "
-                                                 "chain of %lld elements has no kernel of its own (32-bit indices)",
-                                                 (long long)n)
-                                   : NULL;
+    if (!fits_32(a, n)) {   /* the interpreter covers every chain */
+        if (mode != JIT_REQUIRE) return NULL;
+        return epabi_error(env->api, ORT_EP_FAIL, EPABI_EP_NAME ": EPABI_CHAIN_JIT=require, but a chain of %lld "
+                           "elements has no kernel of its own (32-bit indices)", (long long)n);
+    }
     struct jit_key key;
     make_key(a, env->module->ordinal, &key);
     const uint64_t hash = fnv1a(&key, sizeof key);

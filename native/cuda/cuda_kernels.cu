@@ -2463,8 +2463,7 @@ EP_KERNEL chain_f32(const EP_GC chain_args a, int64_t n) {
                                                                : a.in[-1 - o.b][off[-1 - o.b]];
                 v = chain_binary(o.op, x, y);
             } else if (o.kind == CHAIN_CLIP) {
-                const float c = x < o.alpha ? o.alpha : x;
-                v = c > o.beta ? o.beta : c;
+                v = chain_clip(x, o.alpha, o.beta);
             } else {
                 v = un_apply(o.op, x, o.alpha, o.beta);
             }

@@ -13,6 +13,12 @@
 #define EP_GC __grid_constant__
 #else
 #define EP_GC
+/* Clip with constant bounds as un_clip compares: NaN passes through. */
+EP_DEV float chain_clip(float x, float lo, float hi) {
+    const float c = x < lo ? lo : x;
+    return c > hi ? hi : c;
+}
+
 #endif
 #define EP_DEV static __device__ __forceinline__
 #define EP_KERNEL extern "C" __global__ void
@@ -30,6 +36,12 @@
 #else
 #define EP_PDL_WAIT() ((void)0)
 #define EP_PDL_LAUNCH() ((void)0)
+/* Clip with constant bounds as un_clip compares: NaN passes through. */
+EP_DEV float chain_clip(float x, float lo, float hi) {
+    const float c = x < lo ? lo : x;
+    return c > hi ? hi : c;
+}
+
 #endif
 #define EP_PDL_ENTER() \
     do {               \
@@ -147,6 +159,12 @@ EP_DEV float chain_binary(int op, float a, float b) {
     case OP_MIN: return nan_min(a, b);
     default: return __fdiv_rn(a, b);
     }
+}
+
+/* Clip with constant bounds as un_clip compares: NaN passes through. */
+EP_DEV float chain_clip(float x, float lo, float hi) {
+    const float c = x < lo ? lo : x;
+    return c > hi ? hi : c;
 }
 
 #endif
