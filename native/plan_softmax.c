@@ -6,7 +6,8 @@
  *
  * Every intermediate must be a float32 value that nothing outside the pattern reads (no fused output; e read by the
  * ReduceSum and the Div alone), X's rank known at build, both reductions over exactly its last axis (an attribute,
- * or a constant axes input), c a float32 constant of one element and of no more dims than the max. The views'
+ * or a constant axes input), c a float32 constant of one element and of no more dims than the max, and each row value
+ * that reaches its Sub or Div without views kept as a column (keepdims 1) unless X has one row. The views'
  * shapes may be computed at run time, so the fused step checks them there (softmax_rows.h). The fused step reads
  * only values the pattern read already, so no cycle can form. The pass works on the plan in place before it is
  * shared (plan.h), so it takes no lock.
@@ -65,6 +66,14 @@ static const struct epabi_reduce_spec* last_axis_reduce(const struct epabi_plan*
     return epabi_norm_axis(axis, rank, &norm) && norm == rank - 1 ? spec : NULL;
 }
 
+/* Whether X's declared dims before the last are all 1 (a rank-1 X included): one row, so that a row value of X's
+ * dims without the last (keepdims 0) still broadcasts along it. */
+static bool one_row(const struct plan_value* xv) {
+    for (int k = 0; k + 1 < xv->decl_rank; ++k)
+        if (xv->decl_dims[k] != 1) return false;
+    return true;
+}
+
 /* Walks back from value v, read by step `reader`, over views only it reads, recording them (nearest first) into
  * steps[]; the value they start from. -1 when more views than fit. */
 static int skip_views(const struct epabi_plan* p, int v, int reader, int* steps, int* n, int cap) {
@@ -78,6 +87,37 @@ static int skip_views(const struct epabi_plan* p, int v, int reader, int* steps,
         reader = pi;
         v = s->in[0];
     }
+}
+
+/* False when X's declared dims and the shapes of one row value's views are all constants and the views do not put
+ * each row's value back along its row (softmax_rows.h): valid ONNX the fused step would refuse at every run, so the
+ * unfused kernels keep it. True otherwise (the fused step checks shapes known only at run time). */
+static bool static_views_fit(const struct epabi_plan* p, const struct epabi_softmax_rows_state* st,
+                             const struct plan_value* xv, const int* view_steps) {
+    for (int k = 0; k < xv->decl_rank; ++k)
+        if (xv->decl_dims[k] < 0) return true;
+    int64_t req[EPABI_SOFTMAX_MAX_VIEWS][EPABI_MAX_RANK];
+    int n_req[EPABI_SOFTMAX_MAX_VIEWS] = {0};
+    for (int of_sum = 0; of_sum < 2; ++of_sum) {
+        bool known = true;
+        for (int v = 0; v < st->n_views && known; ++v) {
+            if (st->views[v].of_sum != of_sum) continue;
+            const struct plan_value* sv = &p->values[p->steps[view_steps[v]].in[1]];
+            known = sv->kind == VK_CONST && sv->tensor.host != NULL && epabi_is_index_dtype(sv->tensor.dtype) &&
+                    sv->tensor.rank == 1 && sv->tensor.dims[0] <= EPABI_MAX_RANK;
+            if (!known) break;
+            n_req[v] = (int)sv->tensor.dims[0];
+            for (int i = 0; i < n_req[v]; ++i) req[v][i] = epabi_index_at(sv->tensor.dtype, sv->tensor.host, i);
+        }
+        if (!known) continue;
+        OrtStatus* bad = epabi_softmax_rows_replay(p->api, st, xv->decl_rank, xv->decl_dims,
+                                                   (const int64_t (*)[EPABI_MAX_RANK])req, n_req, of_sum);
+        if (bad != NULL) {
+            p->api->ort->ReleaseStatus(bad);
+            return false;
+        }
+    }
+    return true;
 }
 
 /* The one fusion rooted at Div step di, installed in place of it; false (nothing changed) when di roots none. */
@@ -129,6 +169,10 @@ static OrtStatus* fuse_at(struct epabi_plan* p, int di, bool* fused) {
     }
     const struct epabi_reduce_spec* max_spec = last_axis_reduce(p, mi, REDUCE_MAX, rank);
     if (max_spec == NULL || p->steps[mi].in[0] != x) return NULL;
+    /* A row value reaching its Sub or Div as X's dims without the last broadcasts across the rows unless there is one
+     * row: valid ONNX (a square X) that the fused step would refuse at run, so leave it to the unfused kernels. */
+    if ((n_max == 0 && !max_spec->keepdims) || (n_sum == 0 && !sum_spec->keepdims))
+        if (!one_row(xv)) return NULL;
     if (floor_step >= 0) {
         /* Max(m0, c) keeps m0's shape only when c has no more dims than m0 */
         const int c = p->values[p->steps[floor_step].in[0]].kind == VK_CONST ? p->steps[floor_step].in[0]
@@ -148,24 +192,27 @@ static OrtStatus* fuse_at(struct epabi_plan* p, int di, bool* fused) {
     st->sum_keepdims = sum_spec->keepdims;
     st->has_floor = floor_step >= 0;
     st->floor = floor;
+    /* pattern order: the max's views from the max on, then the sum's */
+    int view_steps[EPABI_SOFTMAX_MAX_VIEWS];
+    for (int k = n_max - 1; k >= 0; --k) view_steps[st->n_views++] = max_views[k];
+    for (int k = n_sum - 1; k >= 0; --k) view_steps[st->n_views++] = sum_views[k];
+    for (int v = 0; v < st->n_views; ++v)
+        st->views[v] = (struct epabi_softmax_view){p->steps[view_steps[v]].kernel, p->steps[view_steps[v]].state,
+                                                   v >= n_max};
+    if (!static_views_fit(p, st, xv, view_steps)) {
+        free(st);   /* the views' states are still their steps' */
+        free(op_type);
+        return NULL;
+    }
     int gone[4 + 2 * EPABI_SOFTMAX_MAX_VIEWS];
     int n_gone = 0;
     struct plan_step* d = &p->steps[di];
     d->in[0] = x;
-    /* pattern order: the max's views from the max on, then the sum's */
-    for (int k = n_max - 1; k >= 0; --k) {
-        struct plan_step* v = &p->steps[max_views[k]];
-        st->views[st->n_views] = (struct epabi_softmax_view){v->kernel, v->state, 0};
-        v->state = NULL;   /* the fused step owns it now */
-        d->in[1 + st->n_views++] = v->in[1];
-        gone[n_gone++] = max_views[k];
-    }
-    for (int k = n_sum - 1; k >= 0; --k) {
-        struct plan_step* v = &p->steps[sum_views[k]];
-        st->views[st->n_views] = (struct epabi_softmax_view){v->kernel, v->state, 1};
-        v->state = NULL;
-        d->in[1 + st->n_views++] = v->in[1];
-        gone[n_gone++] = sum_views[k];
+    for (int v = 0; v < st->n_views; ++v) {
+        struct plan_step* vs = &p->steps[view_steps[v]];
+        vs->state = NULL;   /* the fused step owns it now */
+        d->in[1 + v] = vs->in[1];
+        gone[n_gone++] = view_steps[v];
     }
     d->n_in = 1 + st->n_views;
     if (d->state != NULL && d->kernel->release != NULL) d->kernel->release(d->state);

@@ -44,4 +44,13 @@ struct epabi_softmax_rows_state {
  * struct epabi_softmax_rows_state, whose views' states it releases with their kernels'. */
 extern const struct epabi_kernel epabi_kernel_softmax_rows;
 
+/* Replays the views of one row value (of_sum 0: the max, 1: the sum) of s from its reduced shape for an X of
+ * x_rank/x_dims, view v reading the n_req[v] values req[v] (entries of the other value's views unread); NULL when
+ * they put each row's value back along its row, else ORT_EP_FAIL naming the shapes, or the view's own error for
+ * shapes it refuses. The fused step runs it on the run's shapes; the plan (plan_softmax.c) on the declared ones when
+ * they and the views' shapes are constants. Thread-safe: reads s only. */
+OrtStatus* epabi_softmax_rows_replay(const struct epabi_api* api, const struct epabi_softmax_rows_state* s,
+                                     int x_rank, const int64_t* x_dims, const int64_t (*req)[EPABI_MAX_RANK],
+                                     const int* n_req, int of_sum);
+
 #endif
