@@ -13,12 +13,6 @@
 #define EP_GC __grid_constant__
 #else
 #define EP_GC
-/* Clip with constant bounds as un_clip compares: NaN passes through. */
-EP_DEV float chain_clip(float x, float lo, float hi) {
-    const float c = x < lo ? lo : x;
-    return c > hi ? hi : c;
-}
-
 #endif
 #define EP_DEV static __device__ __forceinline__
 #define EP_KERNEL extern "C" __global__ void
@@ -36,12 +30,6 @@ EP_DEV float chain_clip(float x, float lo, float hi) {
 #else
 #define EP_PDL_WAIT() ((void)0)
 #define EP_PDL_LAUNCH() ((void)0)
-/* Clip with constant bounds as un_clip compares: NaN passes through. */
-EP_DEV float chain_clip(float x, float lo, float hi) {
-    const float c = x < lo ? lo : x;
-    return c > hi ? hi : c;
-}
-
 #endif
 #define EP_PDL_ENTER() \
     do {               \
