@@ -405,17 +405,17 @@ static bool keep_cudnn(struct epabi_cudnn_stream* s, const struct epabi_cuda_lau
     char failed[256] = "";
     const bool timed = time_forms(s, env, L, e, &us_cudnn, &us_gemm, failed, sizeof failed);
     const bool gemm = timed && us_gemm < us_cudnn;
+    char shape[192];
+    snprintf(shape, sizeof shape, "Conv X [%lld,%lld,%lld,%lld] W [%lld,%lld,%lld,%lld] group %lld", (long long)L->n,
+             (long long)L->c, (long long)L->h, (long long)L->wd, (long long)L->m, (long long)L->cg, (long long)L->kh,
+             (long long)L->kw, (long long)L->group);
     if (timed)
         EPABI_LOG(s->api, s->logger, ORT_LOGGING_LEVEL_INFO,
-                  EPABI_EP_NAME ": Conv X [%lld,%lld,%lld,%lld] W [%lld,%lld,%lld,%lld] group %lld: cuDNN %.1f us, "
-                  "GEMM form %.1f us: using %s", (long long)L->n, (long long)L->c, (long long)L->h, (long long)L->wd,
-                  (long long)L->m, (long long)L->cg, (long long)L->kh, (long long)L->kw, (long long)L->group,
-                  us_cudnn, us_gemm, gemm ? "the GEMM form" : "cuDNN");
+                  EPABI_EP_NAME ": %s: cuDNN %.1f us, GEMM form %.1f us: using %s", shape, us_cudnn, us_gemm,
+                  gemm ? "the GEMM form" : "cuDNN");
     else
-        EPABI_LOG(s->api, s->logger, ORT_LOGGING_LEVEL_INFO,
-                  EPABI_EP_NAME ": Conv X [%lld,%lld,%lld,%lld] W [%lld,%lld,%lld,%lld] group %lld: not timed (%s): "
-                  "using cuDNN", (long long)L->n, (long long)L->c, (long long)L->h, (long long)L->wd,
-                  (long long)L->m, (long long)L->cg, (long long)L->kh, (long long)L->kw, (long long)L->group, failed);
+        EPABI_LOG(s->api, s->logger, ORT_LOGGING_LEVEL_INFO, EPABI_EP_NAME ": %s: not timed (%s): using cuDNN", shape,
+                  failed);
     if (gemm) {
         snprintf(why, why_len, "the GEMM form (im2col + SGEMM) took %.1f us, cuDNN %.1f us", us_gemm, us_cudnn);
         return false;
